@@ -1,0 +1,133 @@
+//! The structured evidence a sensor reports.
+//!
+//! Two kinds of evidence exist and the types keep them apart: a compiler or
+//! type-checker [`Diagnostic`] is *correction evidence* (it says where the
+//! code is wrong and often how to fix it), while a [`TestFailure`] is a
+//! *concrete counterexample* (an execution that violated an expectation).
+
+use serde::{Deserialize, Serialize};
+
+/// A workspace-relative path with `/` separators, never absolute, never `..`.
+pub type RelPath = String;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Error,
+    Warning,
+    Note,
+    Help,
+}
+
+/// A source range inside the workspace. Lines and columns are 1-based as rustc
+/// reports them (columns count chars); byte offsets are 0-based into the file.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Span {
+    pub path: RelPath,
+    pub byte_start: u32,
+    pub byte_end: u32,
+    pub line_start: u32,
+    pub col_start: u32,
+    pub line_end: u32,
+    pub col_end: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// How confident the tool is that a suggestion is right, as rustc says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Applicability {
+    MachineApplicable,
+    MaybeIncorrect,
+    HasPlaceholders,
+    Unspecified,
+}
+
+/// Replace the bytes of `span` with `text`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Replacement {
+    pub span: Span,
+    pub text: String,
+}
+
+/// One way to fix a diagnostic: every replacement applies together.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Suggestion {
+    pub message: String,
+    pub applicability: Applicability,
+    pub replacements: Vec<Replacement>,
+}
+
+/// A fix the tool offers, possibly as several mutually exclusive alternatives
+/// ("consider importing one of these items" with three paths is one
+/// `SuggestionGroup` with three alternatives).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SuggestionGroup {
+    pub alternatives: Vec<Suggestion>,
+}
+
+/// A note or help message attached to a diagnostic.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Note {
+    pub level: Level,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Span>,
+}
+
+/// Correction evidence from a compiler or checker.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// The stage that reported it (`build`, `test`, ...).
+    pub stage: String,
+    /// The tool's own code (`E0425`, `unused_variables`), when it has one.
+    pub code: Option<String>,
+    pub level: Level,
+    pub message: String,
+    /// The primary in-workspace span. Spans into std or the registry are
+    /// mapped to the in-workspace site that caused them; `None` only when no
+    /// span of the diagnostic lies in the workspace.
+    pub primary: Option<Span>,
+    /// Every other in-workspace span, labelled.
+    #[serde(default)]
+    pub secondary: Vec<Span>,
+    #[serde(default)]
+    pub notes: Vec<Note>,
+    #[serde(default)]
+    pub suggestions: Vec<SuggestionGroup>,
+    /// The tool's human rendering, for display only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<String>,
+}
+
+impl Diagnostic {
+    /// The identity used to merge the same diagnostic reported by several
+    /// targets (lib and test builds of one crate report it twice).
+    pub fn site_key(&self) -> (Option<&str>, Level, &str, Option<&Span>) {
+        (self.code.as_deref(), self.level, &self.message, self.primary.as_ref())
+    }
+}
+
+/// A concrete counterexample: a test that ran and failed.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TestFailure {
+    /// The test binary's target (`lib`, `integration`, the crate name, ...).
+    pub binary: String,
+    /// The fully qualified test name (`tests::adds_two`).
+    pub name: String,
+    /// The captured output of the failing test, capped.
+    pub output: String,
+    /// Where the failure was raised, when the panic message names a
+    /// workspace file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Span>,
+}
+
+/// Evidence, typed by what it proves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Evidence {
+    Correction(Diagnostic),
+    Counterexample(TestFailure),
+}

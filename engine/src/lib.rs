@@ -1,0 +1,21 @@
+//! `trellis-engine`: everything in Trellis that decides.
+//!
+//! The engine turns a view of a workspace into measurements, clusters,
+//! correction packets and gate decisions, and runs the bounded repair search.
+//! It never sees an LSP type: the `trellis` binary translates between the
+//! editor protocol (or the terminal) and the values defined here.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the map and invariants.
+
+pub mod cluster;
+pub mod config;
+pub mod correction;
+pub mod diagnostic;
+pub mod digest;
+pub mod edit;
+pub mod gate;
+pub mod ledger;
+pub mod propose;
+pub mod select;
+pub mod sensor;
+pub mod snapshot;
