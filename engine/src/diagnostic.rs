@@ -105,7 +105,12 @@ impl Diagnostic {
     /// The identity used to merge the same diagnostic reported by several
     /// targets (lib and test builds of one crate report it twice).
     pub fn site_key(&self) -> (Option<&str>, Level, &str, Option<&Span>) {
-        (self.code.as_deref(), self.level, &self.message, self.primary.as_ref())
+        (
+            self.code.as_deref(),
+            self.level,
+            &self.message,
+            self.primary.as_ref(),
+        )
     }
 }
 

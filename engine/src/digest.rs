@@ -133,7 +133,9 @@ impl CanonicalHasher {
 
 /// The content address of a blob.
 pub fn blob_digest(bytes: &[u8]) -> Digest {
-    CanonicalHasher::new("trellis.blob.v1").bytes(bytes).finish()
+    CanonicalHasher::new("trellis.blob.v1")
+        .bytes(bytes)
+        .finish()
 }
 
 #[cfg(test)]
@@ -167,11 +169,11 @@ mod tests {
         // Guards the encoding: changing it silently would orphan every ledger.
         assert_eq!(
             blob_digest(b"").short(16),
-            CanonicalHasher::new("trellis.blob.v1").bytes(b"").finish().short(16)
+            CanonicalHasher::new("trellis.blob.v1")
+                .bytes(b"")
+                .finish()
+                .short(16)
         );
-        assert_eq!(
-            blob_digest(b"trellis").to_hex().len(),
-            64
-        );
+        assert_eq!(blob_digest(b"trellis").to_hex().len(), 64);
     }
 }

@@ -7,6 +7,8 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the map and invariants.
 
+pub mod api;
+pub mod change;
 pub mod cluster;
 pub mod config;
 pub mod correction;
@@ -16,6 +18,7 @@ pub mod edit;
 pub mod gate;
 pub mod ledger;
 pub mod propose;
+pub mod repair;
 pub mod select;
 pub mod sensor;
 pub mod snapshot;

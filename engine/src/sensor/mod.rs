@@ -1,1 +1,86 @@
-//! (in progress)
+//! Sensors: the project's own tools, run as bounded stages.
+//!
+//! A [`Sensor`] runs one stage (`build`, `test`) in a directory and returns a
+//! [`StageReport`]. A stage that could not run is
+//! [`StageStatus::Unavailable`]; whether that blocks hard pass is decided by
+//! the stage policy, not by the sensor.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::diagnostic::{Diagnostic, TestFailure};
+use crate::digest::{CanonicalHasher, Digest};
+
+/// Which tool measured, at which version, configured how (PSP-10 Assumption 2).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SensorFingerprint {
+    /// `cargo-check`, `cargo-test`, ...
+    pub tool: String,
+    /// Tool versions, e.g. `cargo 1.95.0 (...); rustc 1.95.0 (...)`.
+    pub version: String,
+    /// The arguments and settings that change what the tool reports.
+    pub config: String,
+}
+
+impl SensorFingerprint {
+    pub fn digest(&self) -> Digest {
+        CanonicalHasher::new("trellis.sensor-fingerprint.v1")
+            .str(&self.tool)
+            .str(&self.version)
+            .str(&self.config)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StageStatus {
+    /// The tool ran and reported no error.
+    Passed,
+    /// The tool ran and reported errors or failing tests.
+    Failed,
+    /// The tool could not run to completion (missing binary, timeout,
+    /// cancellation, or an earlier stage it depends on failed).
+    Unavailable { reason: String },
+}
+
+/// What one stage observed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageReport {
+    pub stage: String,
+    pub fingerprint: SensorFingerprint,
+    pub status: StageStatus,
+    /// Structured diagnostics, deduplicated across targets.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Failing tests, each a concrete counterexample.
+    pub failures: Vec<TestFailure>,
+    /// How many tests passed (0 for non-test stages).
+    pub tests_passed: u32,
+    pub duration_ms: u64,
+    /// True when an output stream exceeded its retained-byte cap.
+    pub truncated: bool,
+}
+
+/// Where and how a sensor runs.
+pub struct SensorRun<'a> {
+    /// The workspace copy to measure.
+    pub dir: &'a Path,
+    /// Build output directory, kept apart from the user's `target/`.
+    pub target_dir: &'a Path,
+    pub deadline: Duration,
+    pub cancel: CancellationToken,
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// A stage the engine can run. Object-safe so the stage list is configuration.
+pub trait Sensor: Send + Sync {
+    /// The stage id this sensor fills (`build`, `test`).
+    fn stage(&self) -> &str;
+    fn fingerprint(&self) -> &SensorFingerprint;
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport>;
+}

@@ -1,0 +1,48 @@
+//! File-level changes between two snapshots, as edits a person can review.
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnostic::RelPath;
+use crate::digest::Digest;
+
+/// Replace bytes `byte_start..byte_end` of the old text with `new_text`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextEdit {
+    pub byte_start: usize,
+    pub byte_end: usize,
+    pub new_text: String,
+}
+
+/// One file's change from an old snapshot to a new one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum FileChange {
+    /// Edits against the old text, ordered and non-overlapping.
+    Modify {
+        path: RelPath,
+        old: Digest,
+        new: Digest,
+        edits: Vec<TextEdit>,
+        /// The full new text, so a consumer never needs a second read.
+        new_text: String,
+    },
+    Create {
+        path: RelPath,
+        new: Digest,
+        text: String,
+    },
+    Delete {
+        path: RelPath,
+        old: Digest,
+    },
+}
+
+impl FileChange {
+    pub fn path(&self) -> &str {
+        match self {
+            FileChange::Modify { path, .. }
+            | FileChange::Create { path, .. }
+            | FileChange::Delete { path, .. } => path,
+        }
+    }
+}
