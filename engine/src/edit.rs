@@ -8,7 +8,9 @@
 use crate::diagnostic::RelPath;
 
 /// Replace `start..end` (bytes) of one file with `text`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct ByteEdit {
     pub path: RelPath,
     pub start: usize,
