@@ -174,14 +174,21 @@ pub enum PromotionRoute {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RefusalReason {
     /// The user's view no longer has the root the search started from.
-    StaleRoot { expected: Digest, found: Digest },
+    StaleRoot {
+        expected: Digest,
+        found: Digest,
+    },
     /// The decision bound N_gate was reached; the next submission is refused.
-    DecisionBound { bound: u32 },
+    DecisionBound {
+        bound: u32,
+    },
     NoEligibleCandidate,
     /// Asked to promote a candidate that does not hard-pass.
     NotHardPass,
     /// A proposed edit reaches outside the branch root.
-    PathEscape { path: String },
+    PathEscape {
+        path: String,
+    },
 }
 
 impl LedgerEvent {
@@ -202,7 +209,9 @@ impl LedgerEvent {
     pub fn is_decision(&self) -> bool {
         matches!(
             self,
-            LedgerEvent::GateDecisionRecorded(_) | LedgerEvent::Promoted(_) | LedgerEvent::Refused(_)
+            LedgerEvent::GateDecisionRecorded(_)
+                | LedgerEvent::Promoted(_)
+                | LedgerEvent::Refused(_)
         )
     }
 }
@@ -232,7 +241,11 @@ impl fmt::Display for LedgerEvent {
                 e.candidate_id,
                 e.root.short(12),
                 e.energy,
-                if e.hard_pass { "hard pass" } else { "residuals" },
+                if e.hard_pass {
+                    "hard pass"
+                } else {
+                    "residuals"
+                },
                 e.clusters.len()
             ),
             LedgerEvent::GateDecisionRecorded(e) => write!(
@@ -420,22 +433,86 @@ impl SearchEvent {
     fn ids(&self) -> (&str, &str) {
         use SearchEvent::*;
         match self {
-            SearchOpened { forest_id, branch_id, .. }
-            | BranchForked { forest_id, branch_id, .. }
-            | BranchStrategySelected { forest_id, branch_id, .. }
-            | BranchObservation { forest_id, branch_id, .. }
-            | BranchCandidateMeasured { forest_id, branch_id, .. }
-            | PartialCheckpointed { forest_id, branch_id, .. }
-            | FrontierEpochStarted { forest_id, branch_id, .. }
-            | FrontierEntryServed { forest_id, branch_id, .. }
-            | BranchIneligible { forest_id, branch_id, .. }
-            | BranchNotSelected { forest_id, branch_id, .. }
-            | BranchAbandoned { forest_id, branch_id, .. }
-            | BranchSelected { forest_id, branch_id, .. }
-            | BranchCommitted { forest_id, branch_id, .. }
-            | NoGoodRecorded { forest_id, branch_id, .. }
-            | SearchUsageSnapshot { forest_id, branch_id, .. }
-            | SearchClosed { forest_id, branch_id, .. } => (forest_id, branch_id),
+            SearchOpened {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchForked {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchStrategySelected {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchObservation {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchCandidateMeasured {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | PartialCheckpointed {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | FrontierEpochStarted {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | FrontierEntryServed {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchIneligible {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchNotSelected {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchAbandoned {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchSelected {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchCommitted {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | NoGoodRecorded {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | SearchUsageSnapshot {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | SearchClosed {
+                forest_id,
+                branch_id,
+                ..
+            } => (forest_id, branch_id),
         }
     }
 
@@ -471,24 +548,48 @@ impl fmt::Display for SearchEvent {
             write!(f, "/{}", self.branch_id())?;
         }
         match self {
-            SearchOpened { node, generation, accepted_root, resumed_from, .. } => {
-                write!(f, ": {node} gen {generation} at {}", accepted_root.short(12))?;
+            SearchOpened {
+                node,
+                generation,
+                accepted_root,
+                resumed_from,
+                ..
+            } => {
+                write!(
+                    f,
+                    ": {node} gen {generation} at {}",
+                    accepted_root.short(12)
+                )?;
                 if let Some(previous) = resumed_from {
                     write!(f, ", resuming {previous}")?;
                 }
                 Ok(())
             }
-            BranchForked { strategy, route, seed, .. } => {
+            BranchForked {
+                strategy,
+                route,
+                seed,
+                ..
+            } => {
                 write!(f, ": {strategy} via {route} from {}", seed.short(12))
             }
-            BranchStrategySelected { strategy, reason, .. } => write!(f, ": {strategy} ({reason})"),
+            BranchStrategySelected {
+                strategy, reason, ..
+            } => write!(f, ": {strategy} ({reason})"),
             BranchObservation { observation, .. } => write!(f, ": {observation}"),
-            BranchCandidateMeasured { candidate_id, energy, hard_pass, .. } => write!(
+            BranchCandidateMeasured {
+                candidate_id,
+                energy,
+                hard_pass,
+                ..
+            } => write!(
                 f,
                 ": {candidate_id} energy {energy}{}",
                 if *hard_pass { ", hard pass" } else { "" }
             ),
-            PartialCheckpointed { candidate_id, root, .. } => {
+            PartialCheckpointed {
+                candidate_id, root, ..
+            } => {
                 write!(f, ": {candidate_id} at {}", root.short(12))
             }
             FrontierEpochStarted { epoch, .. } => write!(f, ": epoch {epoch}"),
@@ -500,7 +601,9 @@ impl fmt::Display for SearchEvent {
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }
-            NoGoodRecorded { key, support_kind, .. } => {
+            NoGoodRecorded {
+                key, support_kind, ..
+            } => {
                 write!(f, ": {} ({support_kind})", key.short(12))
             }
             SearchUsageSnapshot { usage, .. } => {
@@ -702,7 +805,10 @@ mod tests {
         let mut extra = body.clone();
         extra["mood"] = "optimistic".into();
         let error = DecodedRow::decode(SEARCH_KIND, &extra.to_string()).unwrap_err();
-        assert!(error.contains("legacy") && error.contains("mood"), "{error}");
+        assert!(
+            error.contains("legacy") && error.contains("mood"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -18,9 +18,9 @@ pub mod verify;
 mod test_support;
 
 pub use event::{
-    CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded, GateVerdict,
-    LedgerEvent, PromotionRoute, Promoted, RefusalReason, Refused, SearchCounters,
-    SearchEncoding, SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
+    CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded, GateVerdict, LedgerEvent,
+    Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters, SearchEncoding,
+    SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
 };
 pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, InterruptedForest, NoGood, ResumeFold,

@@ -265,13 +265,7 @@ impl Ledger {
         tx.execute(
             "INSERT INTO events (seq, kind, payload, prev_hash, hash, recorded_at)
              VALUES (?1, ?2, ?3, ?4, ?5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-            params![
-                seq as i64,
-                kind,
-                payload,
-                prev_hash.to_hex(),
-                hash.to_hex()
-            ],
+            params![seq as i64, kind, payload, prev_hash.to_hex(), hash.to_hex()],
         )
         .map_err(|e| self.sqlite(e))?;
         tx.commit().map_err(|e| self.sqlite(e))?;
@@ -339,7 +333,9 @@ impl Ledger {
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock dropped its transaction, which rolled
         // back: the connection is still consistent, so poisoning is harmless.
-        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn sqlite(&self, source: rusqlite::Error) -> LedgerError {
@@ -405,7 +401,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let trellis = dir.path().join(".trellis");
         let ledger = Ledger::open(&trellis).unwrap();
-        assert_eq!(fs::read_to_string(trellis.join(".gitignore")).unwrap(), "*\n");
+        assert_eq!(
+            fs::read_to_string(trellis.join(".gitignore")).unwrap(),
+            "*\n"
+        );
         assert_eq!(ledger.path(), trellis.join(LEDGER_FILE));
         let conn = Connection::open(ledger.path()).unwrap();
         let mode: String = conn
@@ -420,7 +419,15 @@ mod tests {
         let first = ledger.append(&measured("n", 0, "n/0/c1", 3.0)).unwrap();
         let second = ledger.append_search(&abandoned("f1", "b1")).unwrap();
         let third = ledger
-            .append(&decided("n", 0, "n/0/c1", 0, GateVerdict::AcceptedDescent, 3.0, 5.0))
+            .append(&decided(
+                "n",
+                0,
+                "n/0/c1",
+                0,
+                GateVerdict::AcceptedDescent,
+                3.0,
+                5.0,
+            ))
             .unwrap();
         assert_eq!((first.seq, second.seq, third.seq), (1, 2, 3));
 
@@ -438,8 +445,15 @@ mod tests {
                 encoding: SearchEncoding::EnvelopeV1
             }
         );
-        assert_eq!(rows[0].event, DecodedRow::Ledger(measured("n", 0, "n/0/c1", 3.0)));
-        assert!(rows[0].recorded_at.ends_with('Z'), "{}", rows[0].recorded_at);
+        assert_eq!(
+            rows[0].event,
+            DecodedRow::Ledger(measured("n", 0, "n/0/c1", 3.0))
+        );
+        assert!(
+            rows[0].recorded_at.ends_with('Z'),
+            "{}",
+            rows[0].recorded_at
+        );
     }
 
     #[test]
@@ -524,7 +538,10 @@ mod tests {
             Err(error) => error,
             Ok(_) => panic!("opened a ledger with a newer schema"),
         };
-        assert!(matches!(error, LedgerError::UnsupportedSchema { found: 2, .. }));
+        assert!(matches!(
+            error,
+            LedgerError::UnsupportedSchema { found: 2, .. }
+        ));
         assert!(error.to_string().contains("ledger.db"), "{error}");
     }
 

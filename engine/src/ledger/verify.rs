@@ -162,3 +162,251 @@ fn parse_digest(raw: &RawRow, column: &str, bytes: &[u8]) -> Result<Digest, Chai
             ),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::event::GateVerdict;
+    use crate::ledger::test_support::*;
+
+    /// Six events: measured, search, decision, search, promoted, refused.
+    fn six_event_ledger() -> (tempfile::TempDir, Ledger) {
+        let (dir, ledger) = temp_ledger();
+        ledger.append(&measured("n", 0, "n/0/c1", 0.0)).unwrap();
+        ledger.append_search(&opened("f1", "n", None)).unwrap();
+        ledger
+            .append(&decided(
+                "n",
+                0,
+                "n/0/c1",
+                0,
+                GateVerdict::AcceptedHardPass,
+                0.0,
+                4.0,
+            ))
+            .unwrap();
+        ledger.append_search(&closed("f1")).unwrap();
+        ledger.append(&promoted("r1")).unwrap();
+        ledger.append(&refused("r2")).unwrap();
+        (dir, ledger)
+    }
+
+    fn broken(ledger: &Ledger) -> ChainError {
+        ledger.verify().expect_err("tampering went unnoticed")
+    }
+
+    #[test]
+    fn an_empty_ledger_verifies_with_the_zero_head() {
+        let (_dir, ledger) = temp_ledger();
+        assert_eq!(
+            ledger.verify().unwrap(),
+            VerifyReport {
+                events: 0,
+                head: Digest::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn an_intact_ledger_verifies_to_its_last_hash() {
+        let (_dir, ledger) = six_event_ledger();
+        let last = ledger.append(&promoted("r3")).unwrap();
+        assert_eq!(
+            ledger.verify().unwrap(),
+            VerifyReport {
+                events: 7,
+                head: last.hash
+            }
+        );
+    }
+
+    #[test]
+    fn a_changed_payload_is_named_by_seq_and_kind() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            "UPDATE events SET payload = replace(payload, 'accepted_hard_pass', 'accepted_descent') WHERE seq = 3",
+        );
+        let error = broken(&ledger);
+        assert!(
+            matches!(error, ChainError::HashMismatch { seq: 3, .. }),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.starts_with("event 3 (gate_decision_recorded): payload changed: stored hash "),
+            "{message}"
+        );
+        assert!(message.contains(" recomputed "), "{message}");
+    }
+
+    #[test]
+    fn a_changed_kind_is_named() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(&ledger, "UPDATE events SET kind = 'refused' WHERE seq = 5");
+        assert_eq!(broken(&ledger).seq(), Some(5));
+    }
+
+    #[test]
+    fn a_removed_row_is_named() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(&ledger, "DELETE FROM events WHERE seq = 3");
+        let error = broken(&ledger);
+        assert!(
+            matches!(
+                error,
+                ChainError::Removed {
+                    missing: 3,
+                    next_seq: 4,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(
+            error.to_string().starts_with("event 3 was removed"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_removal_hidden_by_renumbering_is_named() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            "DELETE FROM events WHERE seq = 3;
+             UPDATE events SET seq = seq - 1 WHERE seq > 3;",
+        );
+        assert!(matches!(
+            broken(&ledger),
+            ChainError::HashMismatch { seq: 3, .. }
+        ));
+    }
+
+    #[test]
+    fn rows_cut_off_the_end_are_named() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(&ledger, "DELETE FROM events WHERE seq >= 5");
+        let error = broken(&ledger);
+        assert!(
+            matches!(
+                error,
+                ChainError::Truncated {
+                    first_missing: 5,
+                    high_water_mark: 6
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn swapped_payloads_are_named_at_the_first_of_the_two() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            "UPDATE events SET payload = CASE seq
+                 WHEN 2 THEN (SELECT payload FROM events WHERE seq = 4)
+                 ELSE (SELECT payload FROM events WHERE seq = 2) END
+             WHERE seq IN (2, 4);",
+        );
+        let error = broken(&ledger);
+        assert!(
+            matches!(error, ChainError::HashMismatch { seq: 2, .. }),
+            "{error}"
+        );
+        assert!(error.to_string().starts_with("event 2 (search)"), "{error}");
+    }
+
+    #[test]
+    fn reordered_rows_are_named() {
+        let (_dir, ledger) = six_event_ledger();
+        // Swap rows 5 and 6 wholesale: every column but the seq moves.
+        tamper(
+            &ledger,
+            "UPDATE events SET seq = 100 WHERE seq = 5;
+             UPDATE events SET seq = 5 WHERE seq = 6;
+             UPDATE events SET seq = 6 WHERE seq = 100;",
+        );
+        let error = broken(&ledger);
+        assert!(
+            matches!(error, ChainError::HashMismatch { seq: 5, .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().starts_with("event 5 (refused)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_duplicated_row_is_named() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            "INSERT INTO events (seq, kind, payload, prev_hash, hash, recorded_at)
+             SELECT 7, kind, payload, prev_hash, hash, recorded_at FROM events WHERE seq = 3;",
+        );
+        assert!(matches!(
+            broken(&ledger),
+            ChainError::HashMismatch { seq: 7, .. }
+        ));
+    }
+
+    #[test]
+    fn a_forged_link_is_named_even_when_the_row_is_resealed() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            &format!(
+                "UPDATE events SET prev_hash = '{}' WHERE seq = 4",
+                root("forged")
+            ),
+        );
+        reseal(&ledger, 4);
+        let error = broken(&ledger);
+        assert!(
+            matches!(error, ChainError::BrokenLink { seq: 4, .. }),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("event 4 (search): chain broken"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn torn_and_non_utf8_payloads_are_errors_naming_the_seq() {
+        for (payload, expected) in [
+            (&b"{\"kind\":\"promo"[..], "invalid promoted payload"),
+            (&b"\xff\xfe{}"[..], "not UTF-8"),
+            (&b""[..], "invalid promoted payload"),
+        ] {
+            let (_dir, ledger) = six_event_ledger();
+            let seq = append_raw(&ledger, "promoted", payload);
+            let error = broken(&ledger);
+            assert_eq!(error.seq(), Some(seq), "{error}");
+            assert!(
+                matches!(&error, ChainError::Unreadable { kind, .. } if kind == "promoted"),
+                "{error}"
+            );
+            assert!(error.to_string().contains(expected), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_hash_column_is_named() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            "UPDATE events SET hash = 'not a digest' WHERE seq = 2",
+        );
+        let error = broken(&ledger);
+        assert!(
+            matches!(error, ChainError::Unreadable { seq: 2, .. }),
+            "{error}"
+        );
+    }
+}
