@@ -36,7 +36,8 @@ pub const SEARCH_SCHEMA_VERSION: u16 = 1;
 /// A mechanism event: the facts the accepted trajectory is folded from.
 ///
 /// Serialized internally tagged (`{"kind": "candidate_measured", ...}`); the
-/// tag is also the row's `kind` column.
+/// tag is also the row's `kind` column. Decoding is strict: a field this
+/// build does not know is an error, so replay never silently drops a fact.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LedgerEvent {
@@ -50,6 +51,7 @@ pub enum LedgerEvent {
 
 /// A session opened on a workspace, with everything that shapes its measurements.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionStarted {
     pub session_id: String,
     pub workspace: String,
@@ -62,6 +64,7 @@ pub struct SessionStarted {
 
 /// The user's view was snapshotted to `root`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SnapshotTaken {
     pub root: Digest,
     pub files: u64,
@@ -72,6 +75,7 @@ pub struct SnapshotTaken {
 
 /// A candidate state was measured by the required stages.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CandidateMeasured {
     pub node: String,
     pub generation: u32,
@@ -87,6 +91,7 @@ pub struct CandidateMeasured {
 /// The gate's decision on a submitted candidate: the full decision record,
 /// so replay never has to recover energies by correlating other events.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GateDecisionRecorded {
     pub node: String,
     pub generation: u32,
@@ -102,6 +107,7 @@ pub struct GateDecisionRecorded {
 
 /// A hard-passing root was written into the user's files.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Promoted {
     pub repair_id: String,
     pub root_before: Digest,
@@ -112,6 +118,7 @@ pub struct Promoted {
 
 /// Something was asked of the engine and refused; nothing was written.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Refused {
     pub repair_id: String,
     pub reason: RefusalReason,
@@ -120,6 +127,7 @@ pub struct Refused {
 
 /// A cluster as the ledger remembers it: enough to explain, not to recompute.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClusterSummary {
     pub id: String,
     pub title: String,
@@ -130,6 +138,7 @@ pub struct ClusterSummary {
 
 /// How one sensor stage ended (`passed`, `failed`, `unavailable`, ...).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StageOutcome {
     pub stage: String,
     pub status: String,
@@ -766,6 +775,14 @@ mod tests {
             let back: LedgerEvent = serde_json::from_value(json).unwrap();
             assert_eq!(back, event);
         }
+    }
+
+    #[test]
+    fn ordinary_events_with_unknown_fields_are_rejected() {
+        let mut json = serde_json::to_value(promoted("r1")).unwrap();
+        json["signed_off_by"] = "someone".into();
+        let error = DecodedRow::decode("promoted", &json.to_string()).unwrap_err();
+        assert!(error.contains("signed_off_by"), "{error}");
     }
 
     #[test]

@@ -115,6 +115,12 @@ pub struct Ledger {
     conn: Mutex<Connection>,
 }
 
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("path", &self.path).finish()
+    }
+}
+
 /// A row as stored, before any interpretation; shared with verification,
 /// which must look at exactly the bytes that were hashed.
 pub(super) struct RawRow {
@@ -242,23 +248,28 @@ impl Ledger {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sqlite(e))?;
-        let head: Option<(i64, String)> = tx
+        let head: Option<(i64, String, String)> = tx
             .query_row(
-                "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+                "SELECT seq, kind, hash FROM events ORDER BY seq DESC LIMIT 1",
                 [],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
             .map_err(|e| self.sqlite(e))?;
         let (seq, prev_hash) = match head {
             None => (1, Digest::ZERO),
-            Some((last, hash)) => {
-                let prev = hash.parse().map_err(|_| LedgerError::Corrupt {
-                    seq: last as u64,
-                    kind: String::new(),
-                    reason: format!("stored hash `{hash}` is not a digest"),
-                })?;
-                (last as u64 + 1, prev)
+            Some((last, last_kind, hash)) => {
+                let corrupt = |reason: String| LedgerError::Corrupt {
+                    seq: last.max(0) as u64,
+                    kind: last_kind.clone(),
+                    reason,
+                };
+                let last =
+                    u64::try_from(last).map_err(|_| corrupt(format!("negative seq {last}")))?;
+                let prev = hash
+                    .parse()
+                    .map_err(|e| corrupt(format!("cannot chain onto it: {e}")))?;
+                (last + 1, prev)
             }
         };
         let hash = event_hash(seq, kind.as_bytes(), payload.as_bytes(), &prev_hash);
@@ -543,6 +554,24 @@ mod tests {
             LedgerError::UnsupportedSchema { found: 2, .. }
         ));
         assert!(error.to_string().contains("ledger.db"), "{error}");
+    }
+
+    #[test]
+    fn appending_onto_a_damaged_head_is_refused_naming_it() {
+        let (_dir, ledger) = temp_ledger();
+        ledger.append(&promoted("r1")).unwrap();
+        tamper(&ledger, "UPDATE events SET hash = 'garbage' WHERE seq = 1");
+        let error = ledger.append(&refused("r2")).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("event 1 (promoted): cannot chain onto it"),
+            "{error}"
+        );
+        assert!(matches!(
+            ledger.rows().unwrap_err(),
+            LedgerError::Corrupt { seq: 1, .. }
+        ));
     }
 
     #[test]
