@@ -538,6 +538,17 @@ mod tests {
     }
 
     #[test]
+    fn a_file_that_is_not_a_database_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let trellis = dir.path().join(".trellis");
+        fs::create_dir_all(&trellis).unwrap();
+        fs::write(trellis.join(LEDGER_FILE), vec![0x5a; 8192]).unwrap();
+        let error = Ledger::open(&trellis).unwrap_err();
+        assert!(matches!(error, LedgerError::Sqlite { .. }), "{error}");
+        assert!(error.to_string().contains("ledger.db"), "{error}");
+    }
+
+    #[test]
     fn a_newer_schema_is_refused_by_name() {
         let (dir, ledger) = temp_ledger();
         Connection::open(ledger.path())
