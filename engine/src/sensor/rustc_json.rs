@@ -383,7 +383,128 @@ fn applicability(raw: Option<&RustcApplicability>) -> Applicability {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+
+    fn span(file: &str, start: u32, end: u32, primary: bool) -> Value {
+        json!({
+            "file_name": file, "byte_start": start, "byte_end": end,
+            "line_start": 1, "line_end": 1, "column_start": start + 1, "column_end": end + 1,
+            "is_primary": primary, "text": [], "label": null,
+            "suggested_replacement": null, "suggestion_applicability": null, "expansion": null
+        })
+    }
+
+    fn message(diagnostic: Value) -> String {
+        json!({
+            "reason": "compiler-message",
+            "package_id": "path+file:///w#demo@0.1.0",
+            "manifest_path": "/w/Cargo.toml",
+            "target": {
+                "kind": ["lib"], "crate_types": ["lib"], "name": "demo",
+                "src_path": "/w/src/lib.rs", "edition": "2024", "doc": true,
+                "doctest": true, "test": true
+            },
+            "message": diagnostic
+        })
+        .to_string()
+    }
+
+    fn diagnostic(text: &str, code: Option<&str>, spans: Vec<Value>) -> Value {
+        json!({
+            "message": text,
+            "code": code.map(|code| json!({ "code": code, "explanation": null })),
+            "level": "error", "spans": spans, "children": [], "rendered": null
+        })
+    }
+
+    fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "fn main() { broken!(); }\n").unwrap();
+        let paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+        (dir, paths)
+    }
+
+    #[test]
+    fn malformed_lines_are_counted_and_the_rest_is_kept() {
+        let (_dir, mut paths) = workspace();
+        let good = message(diagnostic(
+            "cannot find value `x`",
+            Some("E0425"),
+            vec![span("src/lib.rs", 12, 19, true)],
+        ));
+        let lines = [
+            "{\"reason\": \"compiler-mess",
+            good.as_str(),
+            "test tests::x ... ok",
+            "{\"reason\": \"compiler-message\", \"message\": 3}",
+            "{\"reason\": \"build-finished\", \"success\": false}",
+        ];
+        let found = parse_compiler_messages(lines, "build", &mut paths);
+        assert_eq!(found.malformed_lines, 2);
+        assert_eq!(found.diagnostics.len(), 1);
+        assert_eq!(found.diagnostics[0].code.as_deref(), Some("E0425"));
+    }
+
+    #[test]
+    fn spans_outside_the_workspace_map_to_the_macro_call_inside_it() {
+        let (_dir, mut paths) = workspace();
+        let mut in_std = span("/rustc/abc/library/core/src/macros/mod.rs", 100, 120, true);
+        in_std["label"] = json!("expected `u32`");
+        in_std["expansion"] = json!({
+            "span": span("src/lib.rs", 12, 22, false),
+            "macro_decl_name": "broken!",
+            "def_site_span": span("/rustc/abc/library/core/src/macros/mod.rs", 0, 10, false)
+        });
+        let line = message(diagnostic("mismatched types", Some("E0308"), vec![in_std]));
+        let found = parse_compiler_messages([line.as_str()], "build", &mut paths);
+        let primary = found.diagnostics[0].primary.clone().unwrap();
+        assert_eq!(primary.path, "src/lib.rs");
+        assert_eq!((primary.byte_start, primary.byte_end), (12, 22));
+        assert_eq!(primary.label.as_deref(), Some("expected `u32`"));
+    }
+
+    #[test]
+    fn summary_lines_are_not_diagnostics() {
+        let (_dir, mut paths) = workspace();
+        let aborting = message(diagnostic(
+            "aborting due to 2 previous errors",
+            None,
+            vec![],
+        ));
+        let emitted = message(diagnostic("3 warnings emitted", None, vec![]));
+        let found =
+            parse_compiler_messages([aborting.as_str(), emitted.as_str()], "build", &mut paths);
+        assert!(found.diagnostics.is_empty(), "{:#?}", found.diagnostics);
+        assert_eq!(found.malformed_lines, 0);
+    }
+
+    #[test]
+    fn replacements_of_different_ranges_apply_together() {
+        let (_dir, mut paths) = workspace();
+        let mut first = span("src/lib.rs", 0, 2, true);
+        first["suggested_replacement"] = json!("pub fn");
+        first["suggestion_applicability"] = json!("MachineApplicable");
+        let mut second = span("src/lib.rs", 12, 19, true);
+        second["suggested_replacement"] = json!("fixed!");
+        second["suggestion_applicability"] = json!("MaybeIncorrect");
+        let mut raw = diagnostic("two-part fix", None, vec![span("src/lib.rs", 12, 19, true)]);
+        raw["children"] = json!([{
+            "message": "change both", "code": null, "level": "help",
+            "spans": [first, second], "children": [], "rendered": null
+        }]);
+        let found = parse_compiler_messages([message(raw).as_str()], "build", &mut paths);
+        let [group] = found.diagnostics[0].suggestions.as_slice() else {
+            panic!("one group expected");
+        };
+        let [suggestion] = group.alternatives.as_slice() else {
+            panic!("one alternative expected: {group:#?}");
+        };
+        assert_eq!(suggestion.replacements.len(), 2);
+        assert_eq!(suggestion.applicability, Applicability::MaybeIncorrect);
+    }
 
     #[test]
     fn byte_offset_counts_lines_and_chars() {
