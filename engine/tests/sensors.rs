@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::diagnostic::{Applicability, Diagnostic, Level, Span};
-use trellis_engine::sensor::cargo::{CargoCheck, CargoTest, CargoToolchain};
+use trellis_engine::sensor::cargo::{ABNORMAL_EXIT, CargoCheck, CargoTest, CargoToolchain};
 use trellis_engine::sensor::process::{ProcessError, ProcessLimits, run_bounded};
 use trellis_engine::sensor::{Sensor, SensorRun, StageReport, StageStatus};
 
@@ -283,12 +283,12 @@ fn compile_error_in_a_test_target_fails_the_test_stage() {
 }
 
 #[test]
-fn passing_crate_passes_both_stages() {
+fn warnings_only_crate_passes_both_stages() {
     let files = [
         ("Cargo.toml", manifest("clean")),
         (
             "src/lib.rs",
-            "pub fn id(x: u8) -> u8 {\n    x\n}\n\n#[test]\nfn keeps() {\n    assert_eq!(id(3), 3);\n}\n"
+            "pub fn id(x: u8) -> u8 {\n    let unused = 1;\n    x\n}\n\n#[test]\nfn keeps() {\n    assert_eq!(id(3), 3);\n}\n"
                 .to_owned(),
         ),
     ];
@@ -300,11 +300,37 @@ fn passing_crate_passes_both_stages() {
         let toolchain = toolchain(dir.path()).await;
         let check = measure(&CargoCheck::new(&toolchain), dir.path(), GENEROUS).await;
         assert_eq!(check.status, StageStatus::Passed, "{check:#?}");
+        let [warning] = check.diagnostics.as_slice() else {
+            panic!("one warning expected: {:#?}", check.diagnostics);
+        };
+        assert_eq!(warning.level, Level::Warning);
+        assert_eq!(warning.code.as_deref(), Some("unused_variables"));
         let test = measure(&CargoTest::new(&toolchain), dir.path(), GENEROUS).await;
         assert_eq!(test.status, StageStatus::Passed, "{test:#?}");
         assert_eq!(test.tests_passed, 1);
         assert!(!test.truncated);
     });
+}
+
+#[test]
+fn aborting_test_binary_is_a_failure_of_that_binary() {
+    let report = measure_crate(
+        &[
+            ("Cargo.toml", &manifest("aborts")),
+            (
+                "src/lib.rs",
+                "#[test]\nfn aborts() {\n    std::process::abort();\n}\n",
+            ),
+        ],
+        "test",
+    );
+    assert_eq!(report.status, StageStatus::Failed, "{report:#?}");
+    let [failure] = report.failures.as_slice() else {
+        panic!("one failure expected: {:#?}", report.failures);
+    };
+    assert_eq!(failure.binary, "--lib");
+    assert_eq!(failure.name, ABNORMAL_EXIT);
+    assert!(failure.output.contains("SIGABRT"), "{}", failure.output);
 }
 
 // ---------------------------------------------------------------------------
@@ -536,10 +562,9 @@ async fn runner_cancellation_kills_and_reports_cancelled() {
         let cancel = cancel.clone();
         let pid_file = pid_file.clone();
         tokio::spawn(async move {
-            while !pid_file.exists() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            let pid = pid_from(&pid_file).await;
             cancel.cancel();
+            pid
         })
     };
     let error = run_bounded(
@@ -549,14 +574,37 @@ async fn runner_cancellation_kills_and_reports_cancelled() {
     )
     .await
     .unwrap_err();
-    trigger.await.unwrap();
+    let pid = trigger.await.unwrap();
     assert!(matches!(error, ProcessError::Cancelled { .. }), "{error:?}");
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert_dies(pid).await;
+}
+
+/// Wait until `path` exists, then read the pid written into it.
+async fn pid_from(path: &Path) -> u32 {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return text.trim().parse().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_run_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("sleeper.pid");
+    let script = format!(
+        "sleep 1000 & echo $! > '{0}.tmp' && mv '{0}.tmp' '{0}'; wait",
+        pid_file.display()
+    );
+    let limits = ProcessLimits::with_deadline(GENEROUS);
+    let cancel = CancellationToken::new();
+    let grandchild = tokio::select! {
+        result = run_bounded(sh(&script), &limits, &cancel) => panic!("finished: {result:?}"),
+        pid = pid_from(&pid_file) => pid,
+    };
+    // The run's future is gone: a superseding run dropped it.
+    assert_dies(grandchild).await;
 }
 
 #[tokio::test]

@@ -37,12 +37,20 @@ pub struct TestRun {
 /// Captured output kept per failing test.
 pub const OUTPUT_CAP: usize = 8 * 1024;
 
+/// The test name of a failure that belongs to no single test: the binary
+/// failed (crashed, aborted, exited from inside a test) without libtest
+/// reporting a failing test.
+pub const ABNORMAL_EXIT: &str = "<binary exited abnormally>";
+
 /// A test binary as cargo announced it on stderr.
 struct Announced {
     /// `unittests src/lib.rs (demo)`, `Doc-tests demo`.
     description: String,
     /// `-p demo --lib`, known only for binaries that failed.
     rerun: Option<String>,
+    /// Cargo's `Caused by:` text for a failed binary (`process didn't exit
+    /// successfully: ... (signal: 6, SIGABRT ...)`).
+    cause: String,
 }
 
 impl Announced {
@@ -57,25 +65,44 @@ impl Announced {
 
 fn announced_binaries(stderr: &str) -> Vec<Announced> {
     let mut binaries: Vec<Announced> = Vec::new();
-    for line in stderr.lines().map(str::trim) {
+    let mut in_cause = false;
+    for raw in stderr.lines() {
+        let line = raw.trim();
+        let announced = |description: String| Announced {
+            description,
+            rerun: None,
+            cause: String::new(),
+        };
+        // Status lines are indented too, so they are recognised first.
         if let Some(running) = line.strip_prefix("Running ") {
-            binaries.push(Announced {
-                description: describe_running(running),
-                rerun: None,
-            });
+            binaries.push(announced(describe_running(running)));
         } else if line.starts_with("Doc-tests ") {
-            binaries.push(Announced {
-                description: line.to_owned(),
-                rerun: None,
-            });
-        } else if let Some(rest) = line.strip_prefix("error: test failed, to rerun pass `")
-            && let Some(selector) = rest.strip_suffix('`')
+            binaries.push(announced(line.to_owned()));
+        } else if in_cause && raw.starts_with(char::is_whitespace) && !line.is_empty() {
+            if let Some(last) = binaries.last_mut() {
+                last.cause.push_str(line);
+                last.cause.push('\n');
+            }
+            continue;
+        } else if line == "Caused by:" {
+            in_cause = true;
+            continue;
+        } else if let Some(selector) = rerun_selector(line)
             && let Some(last) = binaries.last_mut()
         {
             last.rerun = Some(selector.to_owned());
         }
+        in_cause = false;
     }
     binaries
+}
+
+/// ``error: test failed, to rerun pass `-p demo --lib` `` → `-p demo --lib`.
+fn rerun_selector(line: &str) -> Option<&str> {
+    let rest = line
+        .strip_prefix("error: test failed, to rerun pass `")
+        .or_else(|| line.strip_prefix("error: doctest failed, to rerun pass `"))?;
+    rest.strip_suffix('`')
 }
 
 /// `unittests src/lib.rs (/t/debug/deps/demo-1a2b)` → `unittests src/lib.rs
@@ -110,6 +137,7 @@ enum Section {
 pub fn parse_test_run<'a>(lines: impl IntoIterator<Item = &'a str>, stderr: &str) -> TestRun {
     let binaries = announced_binaries(stderr);
     let mut run = TestRun::default();
+    let mut blocks_with_failures = std::collections::HashSet::new();
     // Index into `binaries` of the block being read; `None` before the first.
     let mut block: Option<usize> = None;
     let mut block_failures: Vec<ParsedFailure> = Vec::new();
@@ -143,19 +171,33 @@ pub fn parse_test_run<'a>(lines: impl IntoIterator<Item = &'a str>, stderr: &str
         };
         match outcome {
             "ok" => run.passed += 1,
-            "FAILED" => block_failures.push(ParsedFailure {
-                binary: block
-                    .and_then(|index| binaries.get(index))
-                    .map_or_else(|| "unknown test binary".to_owned(), Announced::identity),
-                name: name.to_owned(),
-                output: String::new(),
-                panic_site: None,
-            }),
+            "FAILED" => {
+                blocks_with_failures.insert(block);
+                block_failures.push(ParsedFailure {
+                    binary: block
+                        .and_then(|index| binaries.get(index))
+                        .map_or_else(|| "unknown test binary".to_owned(), Announced::identity),
+                    name: name.to_owned(),
+                    output: String::new(),
+                    panic_site: None,
+                });
+            }
             _ => {}
         }
     }
     finish_capture(&mut section, &mut block_failures);
     run.failures.append(&mut block_failures);
+    // Cargo says these binaries failed, yet libtest named no failing test.
+    for (index, binary) in binaries.iter().enumerate() {
+        if binary.rerun.is_some() && !blocks_with_failures.contains(&Some(index)) {
+            run.failures.push(ParsedFailure {
+                binary: binary.identity(),
+                name: ABNORMAL_EXIT.to_owned(),
+                output: cap_output(binary.cause.trim_end()),
+                panic_site: None,
+            });
+        }
+    }
     run
 }
 
@@ -274,6 +316,30 @@ running 0 tests
                 line: 5,
                 column: 52
             })
+        );
+    }
+
+    #[test]
+    fn a_binary_that_died_without_a_failing_test_is_one_failure() {
+        let stderr = "     Running unittests src/lib.rs (/t/debug/deps/e-d294a99d2b35f633)
+error: test failed, to rerun pass `--lib`
+
+Caused by:
+  process didn't exit successfully: `/t/debug/deps/e-d294` (signal: 6, SIGABRT)
+   Doc-tests e
+";
+        let stdout = "\nrunning 1 test\n\nrunning 0 tests\n\ntest result: ok. 0 passed\n";
+        let run = parse_test_run(stdout.lines(), stderr);
+        assert_eq!(
+            run.failures,
+            vec![ParsedFailure {
+                binary: "--lib".into(),
+                name: ABNORMAL_EXIT.into(),
+                output:
+                    "process didn't exit successfully: `/t/debug/deps/e-d294` (signal: 6, SIGABRT)"
+                        .into(),
+                panic_site: None,
+            }]
         );
     }
 

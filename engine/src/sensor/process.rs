@@ -117,6 +117,9 @@ pub async fn run_bounded(
         program: program.clone(),
         source,
     })?;
+    // Armed from spawn on, so the group dies however this function ends:
+    // returned, timed out, or its future dropped by a superseding run.
+    let group = GroupKiller::new(&child);
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
 
@@ -153,28 +156,51 @@ pub async fn run_bounded(
             after: limits.deadline,
         },
     };
-    kill_process_group(&mut child).await;
+    group.kill();
+    // Covers non-unix targets, then reaps the child so no zombie remains.
+    let _ = child.start_kill();
+    let _ = child.wait().await;
     Err(interrupted)
 }
 
-/// Kill the child's process group (or just the child where groups do not
-/// exist) and reap it, so no zombie or orphaned grandchild is left behind.
-async fn kill_process_group(child: &mut Child) {
+/// Kills the child's process group (`cargo` and the `rustc`s and test
+/// binaries it spawned) when dropped.
+///
+/// The group id is the child's pid, recorded at spawn: `Child::id` forgets it
+/// once the child is reaped, yet a grandchild may still hold the group (and
+/// our pipes) open. Killing an already empty group fails harmlessly with
+/// ESRCH; pids are allocated cyclically, so the id cannot name another
+/// process group moments after ours emptied.
+struct GroupKiller {
     #[cfg(unix)]
-    if let Some(pid) = child.id() {
-        // The child is not reaped yet (we still hold it), so its pid, which
-        // is also its process group id after `process_group(0)`, cannot have
-        // been reused. ESRCH (group already gone) is fine to ignore.
-        if let Ok(pgid) = libc::pid_t::try_from(pid) {
+    pgid: Option<libc::pid_t>,
+}
+
+impl GroupKiller {
+    fn new(child: &Child) -> Self {
+        #[cfg(not(unix))]
+        let _ = child;
+        Self {
+            #[cfg(unix)]
+            pgid: child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
+        }
+    }
+
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid {
             // SAFETY: killpg has no memory-safety preconditions.
             unsafe {
                 libc::killpg(pgid, libc::SIGKILL);
             }
         }
     }
-    // Covers non-unix targets and a child that escaped its group.
-    let _ = child.start_kill();
-    let _ = child.wait().await;
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 fn program_name(cmd: &Command) -> String {
