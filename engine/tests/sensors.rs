@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::diagnostic::{Applicability, Diagnostic, Level, Span};
-use trellis_engine::sensor::cargo::{ABNORMAL_EXIT, CargoCheck, CargoTest, CargoToolchain};
+use trellis_engine::sensor::cargo::{
+    ABNORMAL_EXIT, CargoCheck, CargoTest, CargoToolchain, rust_sensors,
+};
 use trellis_engine::sensor::process::{ProcessError, ProcessLimits, run_bounded};
 use trellis_engine::sensor::{Sensor, SensorRun, StageReport, StageStatus};
 
@@ -406,9 +408,30 @@ async fn missing_cargo_makes_every_stage_unavailable() {
         let StageStatus::Unavailable { reason } = &report.status else {
             panic!("unavailable expected: {report:#?}");
         };
-        assert!(reason.contains("no-such-cargo"), "{reason}");
+        assert!(reason.contains("no-such-cargo` was not found"), "{reason}");
         assert_eq!(report.fingerprint.version, "unavailable");
     }
+}
+
+#[tokio::test]
+async fn rust_sensors_fill_the_build_and_test_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let sensors = rust_sensors(dir.path()).await;
+    let stages: Vec<&str> = sensors.iter().map(|sensor| sensor.stage()).collect();
+    assert_eq!(stages, ["build", "test"]);
+    for sensor in &sensors {
+        let fingerprint = sensor.fingerprint();
+        assert!(fingerprint.version.starts_with("cargo "), "{fingerprint:?}");
+        assert!(fingerprint.version.contains("; rustc "), "{fingerprint:?}");
+        assert!(
+            fingerprint.config.contains("--message-format=json"),
+            "{fingerprint:?}"
+        );
+    }
+    assert_ne!(
+        sensors[0].fingerprint().digest(),
+        sensors[1].fingerprint().digest()
+    );
 }
 
 /// True once `pid` is gone or a zombie awaiting its reaper.

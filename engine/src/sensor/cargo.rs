@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
-use super::process::{ProcessLimits, ProcessOutput, run_bounded};
+use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
 use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::diagnostic::{Diagnostic, Level, TestFailure};
@@ -107,7 +107,14 @@ async fn probe(program: &OsString, args: &[&str], dir: &Path) -> Result<String, 
     let shown = format!("{} {}", program.to_string_lossy(), args.join(" "));
     let output = run_bounded(cmd, &probe_limits(), &CancellationToken::new())
         .await
-        .map_err(|error| format!("`{shown}` failed: {error}"))?;
+        .map_err(|error| match error {
+            ProcessError::Launch { program, source }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                format!("`{program}` was not found: install a Rust toolchain or put it on PATH")
+            }
+            error => format!("`{shown}` failed: {error}"),
+        })?;
     if !output.status.success() {
         return Err(format!(
             "`{shown}` exited with {}: {}",
@@ -188,24 +195,24 @@ impl CargoStage {
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
-        let mut paths = match WorkspacePaths::new(run.dir, run.target_dir) {
-            Ok(paths) => paths,
-            Err(error) => {
-                return Observation::unavailable(format!(
-                    "workspace {} cannot be measured: {error}",
-                    run.dir.display()
-                ));
-            }
-        };
         let mut cmd = Command::new(&self.program);
         cmd.args(self.args)
             .current_dir(run.dir)
             .env("CARGO_TARGET_DIR", run.target_dir)
             .envs(ENVIRONMENT.iter().copied());
         let limits = ProcessLimits::with_deadline(run.deadline);
-        match run_bounded(cmd, &limits, &run.cancel).await {
-            Ok(output) => interpret(self.stage, self.reads_tests, &output, &mut paths),
-            Err(error) => Observation::unavailable(error.to_string()),
+        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+            Ok(output) => output,
+            Err(error) => return Observation::unavailable(error.to_string()),
+        };
+        // Resolved after the run: cargo may just have created the target
+        // directory, which must exist to be excluded from the workspace.
+        match WorkspacePaths::new(run.dir, run.target_dir) {
+            Ok(mut paths) => interpret(self.stage, self.reads_tests, &output, &mut paths),
+            Err(error) => Observation::unavailable(format!(
+                "workspace {} cannot be read: {error}",
+                run.dir.display()
+            )),
         }
     }
 }
@@ -299,8 +306,8 @@ fn interpret(
         StageStatus::Passed
     } else {
         // Cargo failed without saying why in a form we read: a broken
-        // manifest, a missing dependency, a crashed test binary. Say what it
-        // printed, and point at the manifest line when it names one.
+        // manifest, an unresolvable dependency, a failing build script. Say
+        // what it printed, and point at the manifest line when it names one.
         diagnostics.extend(manifest_diagnostic(stage, &stderr, paths));
         StageStatus::Unavailable {
             reason: format!(
@@ -452,9 +459,65 @@ macro_rules! cargo_sensor {
 
 cargo_sensor!(CargoCheck, CargoTest);
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
     use super::*;
+
+    fn output(code: i32, stdout: &str, stderr: &str, stdout_truncated: bool) -> ProcessOutput {
+        ProcessOutput {
+            status: ExitStatus::from_raw(code << 8),
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+            stdout_truncated,
+            stderr_truncated: false,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    fn paths() -> (tempfile::TempDir, WorkspacePaths) {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+        (dir, paths)
+    }
+
+    #[test]
+    fn a_line_cut_by_the_cap_is_incomplete_not_malformed() {
+        let (_dir, mut paths) = paths();
+        let cut = output(
+            0,
+            "{\"reason\":\"build-finished\",\"success\":true}\n{\"reas",
+            "",
+            true,
+        );
+        let observation = interpret("build", false, &cut, &mut paths);
+        assert_eq!(observation.status, StageStatus::Passed);
+        assert!(observation.truncated);
+        assert_eq!(observation.notes.len(), 1, "{:?}", observation.notes);
+        assert!(observation.notes[0].contains("cap"));
+    }
+
+    #[test]
+    fn unexplained_cargo_failure_is_unavailable_with_its_stderr() {
+        let (_dir, mut paths) = paths();
+        let failed = output(
+            101,
+            "",
+            "    Updating crates.io index\nerror: no matching package named `nope` found\n",
+            false,
+        );
+        let observation = interpret("build", false, &failed, &mut paths);
+        let StageStatus::Unavailable { reason } = observation.status else {
+            panic!("unavailable expected");
+        };
+        assert!(
+            reason.ends_with("error: no matching package named `nope` found"),
+            "{reason}"
+        );
+        assert!(!reason.contains("Updating"), "{reason}");
+    }
 
     #[test]
     fn rustc_identity_keeps_release_and_commit() {
