@@ -303,8 +303,8 @@ fn exact_span(span: &DiagnosticSpan, paths: &mut WorkspacePaths) -> Option<Span>
 
 /// The fix a child offers, if any.
 ///
-/// When every replacement of the child covers the same bytes with different
-/// texts ("consider importing one of these items"), they are alternatives;
+/// When every replacement of the child covers the same bytes, each distinct
+/// text is an alternative ("consider importing one of these items");
 /// otherwise the replacements are one edit applied together. A replacement
 /// outside the workspace cannot be applied, so the suggestion carrying it is
 /// dropped rather than applied in part.
@@ -312,13 +312,13 @@ fn suggestion_group(
     child: &RustcDiagnostic,
     paths: &mut WorkspacePaths,
 ) -> Option<SuggestionGroup> {
-    let edits: Vec<&DiagnosticSpan> = child
-        .spans
-        .iter()
-        .filter(|span| span.suggested_replacement.is_some())
-        .collect();
-    if edits.is_empty() {
-        return None;
+    // The same edit listed twice is one edit: applied twice it would
+    // insert its text twice.
+    let mut edits: Vec<&DiagnosticSpan> = Vec::new();
+    for span in &child.spans {
+        if span.suggested_replacement.is_some() && !edits.iter().any(|seen| same_edit(seen, span)) {
+            edits.push(span);
+        }
     }
     let suggestion = |spans: &[&DiagnosticSpan], paths: &mut WorkspacePaths| {
         let replacements = spans
@@ -342,7 +342,9 @@ fn suggestion_group(
             replacements,
         })
     };
-    let alternatives: Vec<Suggestion> = if are_alternatives(&edits) {
+    let alternatives: Vec<Suggestion> = if edits.iter().all(|span| same_range(span, edits[0])) {
+        // Several texts for one range cannot apply together: each is a
+        // way to fix it ("consider importing one of these items").
         edits
             .iter()
             .filter_map(|span| suggestion(&[span], paths))
@@ -353,23 +355,12 @@ fn suggestion_group(
     (!alternatives.is_empty()).then_some(SuggestionGroup { alternatives })
 }
 
-fn are_alternatives(edits: &[&DiagnosticSpan]) -> bool {
-    let [first, rest @ ..] = edits else {
-        return false;
-    };
-    !rest.is_empty()
-        && rest.iter().all(|span| {
-            span.file_name == first.file_name
-                && span.byte_start == first.byte_start
-                && span.byte_end == first.byte_end
-        })
-        && {
-            let texts: HashSet<_> = edits
-                .iter()
-                .map(|span| &span.suggested_replacement)
-                .collect();
-            texts.len() == edits.len()
-        }
+fn same_range(a: &DiagnosticSpan, b: &DiagnosticSpan) -> bool {
+    a.file_name == b.file_name && a.byte_start == b.byte_start && a.byte_end == b.byte_end
+}
+
+fn same_edit(a: &DiagnosticSpan, b: &DiagnosticSpan) -> bool {
+    same_range(a, b) && a.suggested_replacement == b.suggested_replacement
 }
 
 fn applicability(raw: Option<&RustcApplicability>) -> Applicability {
@@ -479,6 +470,29 @@ mod tests {
             parse_compiler_messages([aborting.as_str(), emitted.as_str()], "build", &mut paths);
         assert!(found.diagnostics.is_empty(), "{:#?}", found.diagnostics);
         assert_eq!(found.malformed_lines, 0);
+    }
+
+    #[test]
+    fn a_repeated_edit_is_offered_once() {
+        let (_dir, mut paths) = workspace();
+        let mut edit = span("src/lib.rs", 0, 0, true);
+        edit["suggested_replacement"] = json!("use std::fmt;\n");
+        edit["suggestion_applicability"] = json!("MaybeIncorrect");
+        let mut raw = diagnostic(
+            "missing import",
+            None,
+            vec![span("src/lib.rs", 12, 19, true)],
+        );
+        raw["children"] = json!([{
+            "message": "consider importing", "code": null, "level": "help",
+            "spans": [edit.clone(), edit], "children": [], "rendered": null
+        }]);
+        let found = parse_compiler_messages([message(raw).as_str()], "build", &mut paths);
+        let [group] = found.diagnostics[0].suggestions.as_slice() else {
+            panic!("one group expected");
+        };
+        assert_eq!(group.alternatives.len(), 1, "{group:#?}");
+        assert_eq!(group.alternatives[0].replacements.len(), 1);
     }
 
     #[test]
