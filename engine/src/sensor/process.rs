@@ -98,7 +98,9 @@ pub fn format_duration(duration: Duration) -> String {
 /// The child runs in its own process group; on timeout or cancellation the
 /// whole group is killed and the child is reaped before the error returns.
 /// The deadline covers both the exit and the end of both streams, so a
-/// grandchild that keeps a pipe open cannot stall the caller either.
+/// grandchild that keeps a pipe open cannot stall the caller either. Nothing
+/// of the group outlives the call: whatever is left of it when the call
+/// returns, or when its future is dropped, is killed.
 pub async fn run_bounded(
     mut cmd: Command,
     limits: &ProcessLimits,
