@@ -19,6 +19,7 @@ pub mod gate;
 pub mod ledger;
 pub mod propose;
 pub mod repair;
+pub mod search;
 pub mod select;
 pub mod sensor;
 pub mod snapshot;
