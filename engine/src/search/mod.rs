@@ -34,8 +34,19 @@
 //!   [`ResumeClaim::open`]`(binding, limits) -> ForestSeed`.
 
 pub mod budget;
+pub mod expansion;
+pub mod forest;
 
 pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
     SearchBudget, SearchLimits, SearchUsage, SettleError, Settlement, SnapshotError,
+};
+pub use expansion::{
+    Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
+    Strategy, StrategyContext, Trigger, next_expansion,
+};
+pub use forest::{
+    BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError, ForestSettlement,
+    Ineligibility, MAX_BRANCHES, MeasuredCandidate, PartialCheckpointRef, SearchBranch,
+    SearchBranchState, SearchForest, Seed, Selection,
 };
