@@ -36,6 +36,7 @@
 pub mod budget;
 pub mod expansion;
 pub mod forest;
+pub mod frontier;
 
 pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
@@ -50,3 +51,4 @@ pub use forest::{
     Ineligibility, MAX_BRANCHES, MeasuredCandidate, PartialCheckpointRef, SearchBranch,
     SearchBranchState, SearchForest, Seed, Selection,
 };
+pub use frontier::{Frontier, FrontierEntry, Service};
