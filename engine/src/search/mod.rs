@@ -37,6 +37,7 @@ pub mod budget;
 pub mod expansion;
 pub mod forest;
 pub mod frontier;
+pub mod nogood;
 
 pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
@@ -52,3 +53,7 @@ pub use forest::{
     SearchBranchState, SearchForest, Seed, Selection,
 };
 pub use frontier::{Frontier, FrontierEntry, Service};
+pub use nogood::{
+    BUILD_GIT_SHA, CompilerEvidence, Environmental, Evidence, NoGood, NoGoodComponents, NoGoodKey,
+    NoGoodRefusal, NoGoodStore, Support, build_digest,
+};
