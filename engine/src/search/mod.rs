@@ -38,6 +38,7 @@ pub mod expansion;
 pub mod forest;
 pub mod frontier;
 pub mod nogood;
+pub mod resume;
 
 pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
@@ -57,3 +58,4 @@ pub use nogood::{
     BUILD_GIT_SHA, CompilerEvidence, Environmental, Evidence, NoGood, NoGoodComponents, NoGoodKey,
     NoGoodRefusal, NoGoodStore, Support, build_digest,
 };
+pub use resume::{ForestSeed, InterruptedForest, ResumeBypass, ResumeClaim, ResumeError};
