@@ -1110,20 +1110,51 @@ mod tests {
         );
     }
 
+    /// Gate AC at the forest: after `close`, no operation is admitted, so
+    /// nothing can be ledgered after `search_closed`, and usage and branch
+    /// states stay exactly as closed.
     #[test]
-    fn closing_abandons_live_branches_and_refuses_everything_after() {
-        let t = trajectory(4.0);
+    fn gate_ac_nothing_after_close() {
+        let mut t = trajectory(4.0);
         let mut f = forest_at(&t, "f1");
-        fork(&mut f, Seed::Accepted).unwrap();
-        fork(&mut f, Seed::Accepted).unwrap();
+        for _ in 0..3 {
+            fork(&mut f, Seed::Accepted).unwrap();
+        }
         f.start("b1").unwrap();
-        assert_eq!(f.close("triggers exhausted"), vec!["b1", "b2"]);
+        measure(&mut f, &t, "b1", &obs("y1", 1.0, false));
+        f.start("b2").unwrap();
+        let in_flight = f.reserve(ActionKind::VerifierRun).unwrap();
+        assert_eq!(f.close("triggers exhausted"), vec!["b1", "b2", "b3"]);
         assert!(f.is_closed());
+        let usage = f.usage();
+        let branches = f.branches.clone();
+
+        let closed = |r: Result<(), ForestError>| {
+            assert!(matches!(r, Err(ForestError::Closed(_))), "{r:?}");
+        };
+        closed(f.reserve(ActionKind::VerifierRun).map(drop));
+        closed(f.start("b3"));
+        closed(f.reject("b1", "late"));
+        closed(f.abandon("b2", "late"));
+        closed(f.contain("b3", "cert"));
+        closed(
+            f.checkpoint_partial("b2", root("p"), None, vec![], root("e"))
+                .map(drop),
+        );
+        closed(f.select(Digest::ZERO).map(drop));
+        closed(f.commit(&mut t).map(drop));
         assert!(matches!(
-            f.reserve(ActionKind::VerifierRun),
-            Err(ForestError::Closed(_))
+            f.settle(in_flight, ActionKind::VerifierRun),
+            Err(ForestError::Settle(SettleError::Closed))
         ));
-        assert!(matches!(f.start("b2"), Err(ForestError::Closed(_))));
+        assert!(matches!(
+            f.charge_elapsed(1),
+            Err(ForestError::Budget(BudgetRefusal::Closed))
+        ));
+        assert_eq!(f.close("again"), Vec::<String>::new());
+        assert_eq!(f.usage(), usage, "usage moved after close");
+        assert_eq!(f.branches, branches, "a branch moved after close");
+        assert!(t.decisions.is_empty());
     }
 
     #[test]
