@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::forest::SearchBranch;
+
 /// The six scheduling keys of one live branch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FrontierEntry {
@@ -25,6 +27,27 @@ pub struct FrontierEntry {
     pub cost: u64,
     /// Checkpoint depth (witness chain length minus one).
     pub depth: u32,
+}
+
+impl FrontierEntry {
+    /// The entry for `branch`, taking its id and checkpoint depth from the
+    /// branch itself and the measured keys from the caller.
+    pub fn for_branch(
+        branch: &SearchBranch,
+        barrier: bool,
+        unresolved_obligations: u32,
+        dominant_residual: f64,
+        cost: u64,
+    ) -> FrontierEntry {
+        FrontierEntry {
+            branch_id: branch.branch_id.clone(),
+            barrier,
+            unresolved_obligations,
+            dominant_residual,
+            cost,
+            depth: branch.depth() as u32,
+        }
+    }
 }
 
 /// Orders `a` before `b` when `a` should be served first: no barrier, fewer
