@@ -292,6 +292,8 @@ pub enum SettleError {
         reserved: &'static str,
         settled: &'static str,
     },
+    #[error("the reservation belongs to budget `{owner}`, not this one")]
+    ForeignReservation { owner: String },
 }
 
 /// Permission to run one action. It cannot be cloned or built outside this
@@ -302,6 +304,7 @@ pub enum SettleError {
 pub struct Reservation {
     id: u64,
     kind: ActionKind,
+    owner: String,
 }
 
 impl Reservation {
@@ -315,11 +318,17 @@ impl Reservation {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Receipt {
     kind: ActionKind,
+    owner: String,
 }
 
 impl Receipt {
     pub fn kind(&self) -> ActionKind {
         self.kind
+    }
+
+    /// The owner of the budget that settled the action (the forest id).
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 }
 
@@ -363,6 +372,9 @@ pub struct SearchBudget {
     in_flight: BTreeMap<u64, Counters>,
     next_reservation: u64,
     closure: Option<Closure>,
+    /// The forest this budget belongs to; reservations and receipts carry
+    /// it so one forest's permission cannot be spent in another.
+    owner: String,
 }
 
 impl SearchBudget {
@@ -374,6 +386,7 @@ impl SearchBudget {
             in_flight: BTreeMap::new(),
             next_reservation: 0,
             closure: None,
+            owner: String::new(),
         }
     }
 
@@ -396,6 +409,11 @@ impl SearchBudget {
             }
         }
         budget
+    }
+
+    /// Binds the budget to its forest; done once, by the forest that owns it.
+    pub(crate) fn bind(&mut self, owner: &str) {
+        self.owner = owner.to_owned();
     }
 
     pub fn limits(&self) -> &SearchLimits {
@@ -475,7 +493,11 @@ impl SearchBudget {
         let id = self.next_reservation;
         self.next_reservation += 1;
         self.in_flight.insert(id, charge);
-        Ok(Reservation { id, kind })
+        Ok(Reservation {
+            id,
+            kind,
+            owner: self.owner.clone(),
+        })
     }
 
     /// Replaces a reservation's worst case with the action's actuals.
@@ -490,6 +512,11 @@ impl SearchBudget {
         reservation: Reservation,
         actual: ActionKind,
     ) -> Result<Settlement, SettleError> {
+        if reservation.owner != self.owner {
+            return Err(SettleError::ForeignReservation {
+                owner: reservation.owner,
+            });
+        }
         if std::mem::discriminant(&reservation.kind) != std::mem::discriminant(&actual) {
             return Err(SettleError::KindMismatch {
                 reserved: reservation.kind.name(),
@@ -515,7 +542,10 @@ impl SearchBudget {
         }
         let overflow = self.charge_clamped(&charge);
         Ok(Settlement {
-            receipt: Receipt { kind: actual },
+            receipt: Receipt {
+                kind: actual,
+                owner: self.owner.clone(),
+            },
             overflow,
             exceeded_reservation,
         })
@@ -697,6 +727,23 @@ mod tests {
             b.settle(r, turn(1)),
             Err(SettleError::KindMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn another_budgets_reservation_is_refused_and_changes_nothing() {
+        let mut mine = SearchBudget::new(small_limits());
+        mine.bind("f1");
+        let mut theirs = SearchBudget::new(small_limits());
+        theirs.bind("f2");
+        let held = mine.reserve(turn(10)).unwrap();
+        let foreign = theirs.reserve(turn(10)).unwrap();
+        let before = mine.clone();
+        assert_eq!(
+            mine.settle(foreign, turn(1)),
+            Err(SettleError::ForeignReservation { owner: "f2".into() })
+        );
+        assert_eq!(mine, before);
+        assert_eq!(mine.settle(held, turn(1)).unwrap().receipt.owner(), "f1");
     }
 
     #[test]

@@ -268,6 +268,8 @@ pub enum ForestError {
     },
     #[error("the witness chain does not lead from the accepted root {root} to the seed: {problem}")]
     BrokenWitness { root: Digest, problem: &'static str },
+    #[error("the receipt was issued by forest `{owner}`, not this one")]
+    ForeignReceipt { owner: String },
     #[error("partial checkpoint {0} was not made by a branch of this forest")]
     UnknownPartial(Digest),
     #[error("candidate root {0} was already measured in this forest")]
@@ -339,6 +341,8 @@ impl SearchForest {
         if !(1..=MAX_BRANCHES).contains(&max_branches) {
             return Err(ForestError::InvalidMaxBranches(max_branches));
         }
+        let mut budget = budget;
+        budget.bind(&forest_id);
         Ok(SearchForest {
             forest_id,
             node: binding.node,
@@ -482,15 +486,20 @@ impl SearchForest {
     }
 
     fn expect_receipt(
+        &self,
         receipt: &Receipt,
         action: &'static str,
         expected: &'static str,
     ) -> Result<(), ForestError> {
-        if receipt.kind().name() == expected {
-            Ok(())
-        } else {
-            Err(ForestError::MissingReceipt { action, expected })
+        if receipt.owner() != self.forest_id {
+            return Err(ForestError::ForeignReceipt {
+                owner: receipt.owner().to_owned(),
+            });
         }
+        if receipt.kind().name() != expected {
+            return Err(ForestError::MissingReceipt { action, expected });
+        }
+        Ok(())
     }
 
     /// Creates a branch from `seed` after its eager copy was reserved,
@@ -502,7 +511,7 @@ impl SearchForest {
         fork_receipt: Receipt,
     ) -> Result<&SearchBranch, ForestError> {
         self.ensure_open()?;
-        Self::expect_receipt(&fork_receipt, "a fork", "fork")?;
+        self.expect_receipt(&fork_receipt, "a fork", "fork")?;
         if !self.has_branch_room() {
             return Err(ForestError::BranchLimit {
                 max: self.max_branches,
@@ -573,7 +582,7 @@ impl SearchForest {
         verifier_receipt: Receipt,
     ) -> Result<Eligibility, ForestError> {
         self.ensure_open()?;
-        Self::expect_receipt(&verifier_receipt, "a measurement", "verifier_run")?;
+        self.expect_receipt(&verifier_receipt, "a measurement", "verifier_run")?;
         self.ensure_trajectory_at_root(trajectory)?;
         let i = self.index(branch_id)?;
         if self.branches[i].state != SearchBranchState::Running {
@@ -961,6 +970,20 @@ mod tests {
                 action: "a fork",
                 expected: "fork"
             }
+        );
+        let mut other = forest_at(&t, "f2");
+        let r = other
+            .reserve(ActionKind::Fork { files: 1, bytes: 1 })
+            .unwrap();
+        let foreign = other
+            .settle(r, ActionKind::Fork { files: 1, bytes: 1 })
+            .unwrap()
+            .settlement
+            .receipt;
+        assert_eq!(
+            f.fork(Seed::Accepted, spec(Strategy::ApplySuggestions), foreign)
+                .unwrap_err(),
+            ForestError::ForeignReceipt { owner: "f2".into() }
         );
         fork(&mut f, Seed::Accepted).unwrap();
         f.start("b1").unwrap();

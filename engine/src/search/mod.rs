@@ -14,7 +14,8 @@
 //!   BudgetRefusal>`, `settle(reservation, actual) -> Result<Settlement,
 //!   SettleError>`, `charge_elapsed(secs)`, `close()`, `usage()`,
 //!   `snapshot() -> BTreeMap<String, u64>`, and
-//!   [`Counters::from_snapshot`]. A settled action yields a [`Receipt`].
+//!   [`Counters::from_snapshot`]. A settled action yields a [`Receipt`]
+//!   bound to the forest that owns the budget.
 //! - [`forest`]: [`SearchForest`] (`open`, `reserve`, `settle`,
 //!   `charge_elapsed`, `fork(seed, spec, fork_receipt)`, `start`,
 //!   `measure(branch, observation, trajectory, verifier_receipt)`,
