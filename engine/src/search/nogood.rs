@@ -449,6 +449,7 @@ mod tests {
             tests_passed: 0,
             duration_ms: 1,
             truncated: false,
+            notes: Vec::new(),
         }
     }
 
