@@ -34,7 +34,13 @@ pub const GENERATED_FILE: &str = "prompt_sections.rs";
 pub fn generate_into(root: &Path, out_dir: &Path) -> Result<Vec<PathBuf>, CodegenErrors> {
     let library = load_library(root)?;
     let manifest = manifest::check_manifest(&library)?;
-    let source = generate::generate(&library, &manifest::activations(&manifest));
+    let mut source = generate::generate(&library, &manifest::activations(&manifest));
+    let manifest_text =
+        std::fs::read_to_string(root.join(manifest::MANIFEST_FILE)).unwrap_or_default();
+    source.push_str(&format!(
+        "\n/// Digest of the manifest this library was compiled against.\npub const MANIFEST_DIGEST: &str = {:?};\n",
+        manifest::manifest_digest(&manifest_text)
+    ));
     let target = out_dir.join(GENERATED_FILE);
     std::fs::write(&target, source)
         .map_err(|e| CodegenError::new(&target, 0, format!("cannot write generated code: {e}")))?;

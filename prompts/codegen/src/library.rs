@@ -97,7 +97,11 @@ impl Library {
 pub fn load_library(root: &Path) -> Result<Library, CodegenErrors> {
     let stages_path = root.join(STAGES_FILE);
     let stages_text = fs::read_to_string(&stages_path).map_err(|e| {
-        CodegenError::new(&stages_path, 0, format!("cannot read stage declarations: {e}"))
+        CodegenError::new(
+            &stages_path,
+            0,
+            format!("cannot read stage declarations: {e}"),
+        )
     })?;
     let stages = parse_stages(&stages_path, &stages_text)?;
 
@@ -112,7 +116,10 @@ pub fn load_library(root: &Path) -> Result<Library, CodegenErrors> {
             if !stage_dir.is_dir() {
                 continue;
             }
-            if !stages.iter().any(|s| s.library == library && s.stage == stage) {
+            if !stages
+                .iter()
+                .any(|s| s.library == library && s.stage == stage)
+            {
                 errors.push(CodegenError::new(
                     &stage_dir,
                     0,
@@ -183,7 +190,11 @@ pub fn parse_file_name(file: &str) -> Result<(u32, String, OverrideTarget), Stri
             }
         }
     };
-    Ok((order.parse().map_err(|_| bad_name())?, name.to_owned(), target))
+    Ok((
+        order.parse().map_err(|_| bad_name())?,
+        name.to_owned(),
+        target,
+    ))
 }
 
 fn load_file(
@@ -203,7 +214,10 @@ fn load_file(
         return Err(CodegenError::new(
             path,
             spec.id_line,
-            format!("id `{}` does not match its location; expected `{expected}`", spec.id),
+            format!(
+                "id `{}` does not match its location; expected `{expected}`",
+                spec.id
+            ),
         )
         .into());
     }
@@ -269,7 +283,10 @@ fn check_library(
             errors.push(CodegenError::new(
                 &section.path,
                 0,
-                format!("duplicate section `{}` (also {})", section.spec.id, same[0].rel_path),
+                format!(
+                    "duplicate section `{}` (also {})",
+                    section.spec.id, same[0].rel_path
+                ),
             ));
         }
         if section.target == OverrideTarget::Base {
@@ -286,7 +303,10 @@ fn check_library(
             errors.push(CodegenError::new(
                 &section.path,
                 0,
-                format!("override position {:02} differs from its base {}", section.order, base.rel_path),
+                format!(
+                    "override position {:02} differs from its base {}",
+                    section.order, base.rel_path
+                ),
             ));
         }
         if base.spec.schema_signature() != section.spec.schema_signature() {
@@ -313,10 +333,18 @@ fn parse_stages(path: &Path, text: &str) -> Result<Vec<StageDecl>, CodegenErrors
         for (stage, sections) in declared {
             let line = declaration_line(text, &library, &stage);
             if sections.is_empty() {
-                errors.push(CodegenError::new(path, line, format!("stage `{stage}` declares no sections")));
+                errors.push(CodegenError::new(
+                    path,
+                    line,
+                    format!("stage `{stage}` declares no sections"),
+                ));
             }
             if stages.iter().any(|s: &StageDecl| s.stage == stage) {
-                errors.push(CodegenError::new(path, line, format!("stage `{stage}` is declared twice")));
+                errors.push(CodegenError::new(
+                    path,
+                    line,
+                    format!("stage `{stage}` is declared twice"),
+                ));
             }
             stages.push(StageDecl {
                 library: library.clone(),
@@ -353,12 +381,17 @@ fn declaration_line(text: &str, library: &str, stage: &str) -> usize {
 fn sorted_entries(dir: &Path, errors: &mut Vec<CodegenError>) -> Vec<PathBuf> {
     match fs::read_dir(dir) {
         Ok(entries) => {
-            let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            let mut paths: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             paths.sort();
             paths
         }
         Err(e) => {
-            errors.push(CodegenError::new(dir, 0, format!("cannot read directory: {e}")));
+            errors.push(CodegenError::new(
+                dir,
+                0,
+                format!("cannot read directory: {e}"),
+            ));
             Vec::new()
         }
     }

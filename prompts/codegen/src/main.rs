@@ -17,7 +17,11 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(_) => {
-            println!("wrote {}", root.join(trellis_prompt_codegen::manifest::MANIFEST_FILE).display());
+            println!(
+                "wrote {}",
+                root.join(trellis_prompt_codegen::manifest::MANIFEST_FILE)
+                    .display()
+            );
             ExitCode::SUCCESS
         }
         Err(errors) => {

@@ -97,8 +97,16 @@ pub fn build_manifest(library: &Library, previous: Option<&Manifest>) -> Manifes
                         .filter(|e| e.activation == Some(ActivationState::Active))
                         .and_then(|e| e.change_record.clone());
                     match carried {
-                        Some(record) => (Some(target.suffix()), Some(ActivationState::Active), Some(record)),
-                        None => (Some(target.suffix()), Some(ActivationState::Experimental), None),
+                        Some(record) => (
+                            Some(target.suffix()),
+                            Some(ActivationState::Active),
+                            Some(record),
+                        ),
+                        None => (
+                            Some(target.suffix()),
+                            Some(ActivationState::Experimental),
+                            None,
+                        ),
                     }
                 }
             };
@@ -151,7 +159,11 @@ pub fn manifest_digest(text: &str) -> String {
 pub fn check_manifest(library: &Library) -> Result<Manifest, CodegenError> {
     let path = library.root.join(MANIFEST_FILE);
     let text = std::fs::read_to_string(&path).map_err(|_| {
-        CodegenError::new(&path, 0, format!("manifest is missing; run `{MANIFEST_COMMAND}`"))
+        CodegenError::new(
+            &path,
+            0,
+            format!("manifest is missing; run `{MANIFEST_COMMAND}`"),
+        )
     })?;
     let committed = parse_manifest(&path, &text)?;
     let expected = render_manifest(&build_manifest(library, Some(&committed)));

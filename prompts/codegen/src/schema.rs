@@ -80,9 +80,13 @@ pub const MAX_DECLARED_BOUND: usize = 1 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum VarKind {
     /// Locally trusted text of at most `max` bytes.
-    Text { max: usize },
+    Text {
+        max: usize,
+    },
     /// Untrusted text of at most `max` bytes, rendered as an observation block.
-    Observation { max: usize },
+    Observation {
+        max: usize,
+    },
     /// At most `count` items of at most `bytes` bytes each.
     List {
         count: usize,
@@ -256,7 +260,9 @@ pub fn parse_type(declared: &str, style: ListStyle) -> Result<(bool, VarKind), T
 }
 
 fn strip_generic<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    text.strip_prefix(name)?.strip_prefix('<')?.strip_suffix('>')
+    text.strip_prefix(name)?
+        .strip_prefix('<')?
+        .strip_suffix('>')
 }
 
 fn bound(text: &str, declared: &str) -> Result<usize, TypeError> {

@@ -207,7 +207,10 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         let indented = line.starts_with(' ') || line.starts_with('\t');
         if indented {
             if !in_vars {
-                errors.push(err(line_no, "unexpected indented line outside `vars:`".into()));
+                errors.push(err(
+                    line_no,
+                    "unexpected indented line outside `vars:`".into(),
+                ));
                 continue;
             }
             match parse_var(line.trim(), line_no) {
@@ -227,7 +230,10 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         }
         in_vars = false;
         let Some((key, value)) = line.split_once(':') else {
-            errors.push(err(line_no, format!("expected `key: value`, found `{}`", line.trim())));
+            errors.push(err(
+                line_no,
+                format!("expected `key: value`, found `{}`", line.trim()),
+            ));
             continue;
         };
         let (key, value) = (key.trim(), unquote(value.trim()));
@@ -292,14 +298,20 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         if ok {
             Some((v, line))
         } else {
-            errors.push(err(line, format!("malformed id `{v}`: expected `stage/section_name`")));
+            errors.push(err(
+                line,
+                format!("malformed id `{v}`: expected `stage/section_name`"),
+            ));
             None
         }
     });
     let version = version.and_then(|(v, line)| match v.parse::<u32>() {
         Ok(n) if n >= 1 => Some(n),
         _ => {
-            errors.push(err(line, format!("malformed version `{v}`: expected an integer >= 1")));
+            errors.push(err(
+                line,
+                format!("malformed version `{v}`: expected an integer >= 1"),
+            ));
             None
         }
     });
@@ -307,7 +319,10 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         "system" => Some(SectionRole::System),
         "user" => Some(SectionRole::User),
         _ => {
-            errors.push(err(line, format!("malformed role `{v}`: expected `system` or `user`")));
+            errors.push(err(
+                line,
+                format!("malformed role `{v}`: expected `system` or `user`"),
+            ));
             None
         }
     });
@@ -315,21 +330,30 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         "true" => Some(true),
         "false" => Some(false),
         _ => {
-            errors.push(err(line, format!("malformed required `{v}`: expected `true` or `false`")));
+            errors.push(err(
+                line,
+                format!("malformed required `{v}`: expected `true` or `false`"),
+            ));
             None
         }
     });
     let priority = priority.and_then(|(v, line)| match v.parse::<u16>() {
         Ok(n) => Some(n),
         Err(_) => {
-            errors.push(err(line, format!("malformed priority `{v}`: expected an integer 0..=65535")));
+            errors.push(err(
+                line,
+                format!("malformed priority `{v}`: expected an integer 0..=65535"),
+            ));
             None
         }
     });
     let max_bytes = max_bytes.and_then(|(v, line)| match v.parse::<usize>() {
         Ok(n) if n >= 1 => Some((n, line)),
         _ => {
-            errors.push(err(line, format!("malformed max_bytes `{v}`: expected an integer >= 1")));
+            errors.push(err(
+                line,
+                format!("malformed max_bytes `{v}`: expected an integer >= 1"),
+            ));
             None
         }
     });
@@ -337,7 +361,10 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         if is_iso_date(&v) {
             Some(v)
         } else {
-            errors.push(err(line, format!("malformed review date `{v}`: expected YYYY-MM-DD")));
+            errors.push(err(
+                line,
+                format!("malformed review date `{v}`: expected YYYY-MM-DD"),
+            ));
             None
         }
     });
@@ -365,12 +392,17 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
                 continue;
             }
         };
-        let alone = segments
+        let alone = segments.iter().all(|s| {
+            matches!(s, Segment::Var(_)) || matches!(s, Segment::Text(t) if t.trim().is_empty())
+        }) && segments
             .iter()
-            .all(|s| matches!(s, Segment::Var(_)) || matches!(s, Segment::Text(t) if t.trim().is_empty()))
-            && segments.iter().filter(|s| matches!(s, Segment::Var(_))).count() == 1;
+            .filter(|s| matches!(s, Segment::Var(_)))
+            .count()
+            == 1;
         for segment in &segments {
-            let Segment::Var(name) = segment else { continue };
+            let Segment::Var(name) = segment else {
+                continue;
+            };
             used.push(name.to_string());
             match fields.vars.iter().find(|v| v.name == *name) {
                 None => errors.push(err(
@@ -401,7 +433,10 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
         if !used.contains(&var.name) {
             errors.push(err(
                 var.line,
-                format!("orphan variable `{}` is declared but never used in the body", var.name),
+                format!(
+                    "orphan variable `{}` is declared but never used in the body",
+                    var.name
+                ),
             ));
         }
     }
@@ -561,7 +596,9 @@ fn parse_var(line: &str, line_no: usize) -> Result<VarSpec, String> {
             kind,
             line: line_no,
         }),
-        (_, Some(_)) => Err(format!("variable `{name}`: `style` applies only to BoundedList")),
+        (_, Some(_)) => Err(format!(
+            "variable `{name}`: `style` applies only to BoundedList"
+        )),
     }
 }
 
