@@ -63,6 +63,30 @@ impl StageComposition {
         self
     }
 
+    /// Includes a section exactly when a value exists.
+    pub fn section_opt<S: PromptSection>(mut self, section: Option<S>) -> Self {
+        self.inclusion.push((S::ID, section.is_some()));
+        if let Some(section) = section {
+            self.entries.push(ComposedSection {
+                schema: S::schema(),
+                values: section.values(),
+            });
+        }
+        self
+    }
+
+    /// Replaces the values of an included section (used by `render --vars`).
+    /// Returns false when the section is not part of this composition.
+    pub fn replace_values(&mut self, id: &str, values: Vec<VarValue>) -> bool {
+        match self.entries.iter_mut().find(|e| e.schema.id == id) {
+            Some(entry) => {
+                entry.values = values;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Untyped inclusion for tools that read values from files (`render
     /// --vars`); the values are checked against the schema when rendered.
     pub fn section_values(mut self, schema: &'static SectionSchema, values: Vec<VarValue>) -> Self {

@@ -37,3 +37,13 @@ pub use dialect::{
     ToolCallConvention,
 };
 pub use route::{ModelFamily, PromptRoute, ResolutionPolicy, Resolved, resolve};
+pub mod composers;
+pub mod fixtures;
+pub mod plan;
+pub mod turn;
+
+pub use plan::{
+    CorrectionOperator, IssuePromptPlan, PlanInput, RemainingBudget, ResidualClass, WitnessKind,
+    plan,
+};
+pub use turn::TurnContext;

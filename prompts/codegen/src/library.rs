@@ -107,6 +107,9 @@ pub fn load_library(root: &Path) -> Result<Library, CodegenErrors> {
 
     let mut errors = Vec::new();
     let mut sections = Vec::new();
+    // Files that exist but failed to parse: already reported, so their
+    // stage is not also reported as lacking them.
+    let mut unreadable: Vec<(String, String)> = Vec::new();
     let mut libraries: Vec<&str> = stages.iter().map(|s| s.library.as_str()).collect();
     libraries.dedup();
     for library in libraries {
@@ -133,13 +136,16 @@ pub fn load_library(root: &Path) -> Result<Library, CodegenErrors> {
                 }
                 match load_file(root, library, &stage, &file) {
                     Ok(section) => sections.push(section),
-                    Err(mut more) => errors.append(&mut more.0),
+                    Err(mut more) => {
+                        errors.append(&mut more.0);
+                        unreadable.push((stage.clone(), file_name(&file)));
+                    }
                 }
             }
         }
     }
 
-    check_library(&stages_path, &stages, &sections, &mut errors);
+    check_library(&stages_path, &stages, &sections, &unreadable, &mut errors);
     if !errors.is_empty() {
         return Err(CodegenErrors(errors));
     }
@@ -237,10 +243,19 @@ fn check_library(
     stages_path: &Path,
     stages: &[StageDecl],
     sections: &[SectionFile],
+    unreadable: &[(String, String)],
     errors: &mut Vec<CodegenError>,
 ) {
     for decl in stages {
         for name in &decl.sections {
+            let failed_to_parse = unreadable.iter().any(|(stage, file)| {
+                *stage == decl.stage
+                    && parse_file_name(file)
+                        .is_ok_and(|(_, n, t)| n == *name && t == OverrideTarget::Base)
+            });
+            if failed_to_parse {
+                continue;
+            }
             let bases = sections
                 .iter()
                 .filter(|s| {

@@ -198,6 +198,7 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
 
     let mut fields = FrontMatter::default();
     let mut in_vars = false;
+    let mut refused_vars: Vec<String> = Vec::new();
     for (index, raw) in lines[1..close].iter().enumerate() {
         let line_no = index + 2;
         let line = strip_comment(raw);
@@ -224,7 +225,14 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
                         fields.vars.push(var);
                     }
                 }
-                Err(message) => errors.push(err(line_no, message)),
+                Err(message) => {
+                    // Remember the name so its placeholder is not reported
+                    // again as undeclared: one mistake, one error.
+                    if let Some((name, _)) = line.trim().split_once(':') {
+                        refused_vars.push(name.trim().to_owned());
+                    }
+                    errors.push(err(line_no, message));
+                }
             }
             continue;
         }
@@ -405,6 +413,7 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
             };
             used.push(name.to_string());
             match fields.vars.iter().find(|v| v.name == *name) {
+                None if refused_vars.iter().any(|r| r == name) => {}
                 None => errors.push(err(
                     line_no,
                     format!("undeclared placeholder `{{{{{name}}}}}`: declare it under `vars:`"),
