@@ -47,3 +47,5 @@ pub use plan::{
     plan,
 };
 pub use turn::TurnContext;
+pub mod activation;
+pub mod stats;

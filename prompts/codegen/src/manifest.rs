@@ -175,6 +175,30 @@ pub fn check_manifest(library: &Library) -> Result<Manifest, CodegenError> {
             format!("manifest is stale (first difference here); run `{MANIFEST_COMMAND}`"),
         ));
     }
+    // Activation without a stored change record is refused here; whether
+    // the record's evidence passes Gate AE is re-verified by
+    // `trellis prompts lint`, which has the statistics.
+    for entry in &committed.sections {
+        if entry.activation == Some(ActivationState::Active) {
+            let record = entry.change_record.as_deref().map(|d| {
+                library
+                    .root
+                    .join("changes")
+                    .join(format!("{}.json", d.trim_start_matches("sha256:")))
+            });
+            if !record.as_ref().is_some_and(|p| p.is_file()) {
+                return Err(CodegenError::new(
+                    &path,
+                    0,
+                    format!(
+                        "override `{}` is marked active without a stored change record; \
+                         activate only through `trellis prompts activate <digest>`",
+                        entry.file
+                    ),
+                ));
+            }
+        }
+    }
     Ok(committed)
 }
 
