@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use trellis_prompt_codegen::canonical::CanonicalHasher;
 
 use crate::bounded::VarValue;
+use crate::bundles::PinnedReplacement;
 use crate::dialect::{DialectRef, ModelDialect, SystemSlotPolicy};
-use crate::render::{RenderError, render_template};
+use crate::render::{RenderError, render_body, render_template};
 use crate::route::{PromptRoute, ResolutionPolicy, resolve};
 use crate::schema::{PromptSection, PromptStage, SectionRole, SectionSchema};
 
@@ -111,6 +112,8 @@ pub struct CompileOptions<'a> {
     /// Digest of the tool surface offered with this program.
     pub tool_spec_hash: String,
     pub policy: ResolutionPolicy,
+    /// Validated, pinned bundle replacements of this session.
+    pub replacements: &'a [PinnedReplacement],
 }
 
 /// Why compilation failed; it always fails closed, before any transport call.
@@ -297,19 +300,50 @@ pub fn compile(
 
     let mut parts = Vec::with_capacity(entries.len());
     for entry in entries {
-        let resolved = resolve(entry.schema, options.route, options.policy);
-        let rendered = render_template(entry.schema, resolved.template, &entry.values)?;
+        let replacement = options
+            .replacements
+            .iter()
+            .find(|r| r.schema.id == entry.schema.id);
+        let (text, provenance) = match replacement {
+            // A pinned bundle replaces the section on every route; it was
+            // admitted at session start only under the experimental flags.
+            Some(r) => {
+                let file = r.stored.display().to_string();
+                let rendered = render_body(
+                    entry.schema.id,
+                    &file,
+                    entry.schema.vars,
+                    &r.body,
+                    &entry.values,
+                )?;
+                let provenance = SectionProvenance {
+                    id: entry.schema.id.to_owned(),
+                    version: r.version,
+                    content_hash: r.content_hash.clone(),
+                    origin: "bundle".to_owned(),
+                    experimental: true,
+                    core_override: entry.schema.library == "platform",
+                };
+                (rendered.text, provenance)
+            }
+            None => {
+                let resolved = resolve(entry.schema, options.route, options.policy);
+                let rendered = render_template(entry.schema, resolved.template, &entry.values)?;
+                let provenance = SectionProvenance {
+                    id: entry.schema.id.to_owned(),
+                    version: resolved.template.version,
+                    content_hash: resolved.template.content_hash.to_owned(),
+                    origin: resolved.template.target.to_string(),
+                    experimental: resolved.experimental,
+                    core_override: resolved.core_override,
+                };
+                (rendered.text, provenance)
+            }
+        };
         parts.push(RenderedPart {
             schema: entry.schema,
-            text: rendered.text,
-            provenance: SectionProvenance {
-                id: entry.schema.id.to_owned(),
-                version: resolved.template.version,
-                content_hash: resolved.template.content_hash.to_owned(),
-                origin: resolved.template.target.to_string(),
-                experimental: resolved.experimental,
-                core_override: resolved.core_override,
-            },
+            text,
+            provenance,
         });
     }
 
@@ -552,7 +586,11 @@ pub fn dependency_digest(composition: &StageComposition, options: &CompileOption
         .u64(options.budget_tokens)
         .str(&options.tool_spec_hash)
         .bool(options.policy.allow_experimental)
-        .bool(options.policy.allow_core_override);
+        .bool(options.policy.allow_core_override)
+        .u64(options.replacements.len() as u64);
+    for r in options.replacements {
+        h.str(r.schema.id).str(&r.content_hash);
+    }
     for (id, included) in &composition.inclusion {
         h.str(id).bool(*included);
     }

@@ -48,4 +48,10 @@ pub use plan::{
 };
 pub use turn::TurnContext;
 pub mod activation;
+pub mod bundles;
+pub mod cli;
+pub mod provenance;
 pub mod stats;
+
+pub use cli::{PromptsCommand, PromptsError, run, run_with_records};
+pub use provenance::{ProgramRecord, explain_session};

@@ -126,7 +126,7 @@ pub struct SectionTemplate {
 }
 
 /// The compiled description of one section id.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SectionSchema {
     pub id: &'static str,
     pub library: &'static str,

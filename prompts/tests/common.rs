@@ -25,6 +25,7 @@ pub fn options<'a>(
         budget_tokens: budget,
         tool_spec_hash: "sha256:tools".to_owned(),
         policy: ResolutionPolicy::default(),
+        replacements: &[],
     }
 }
 

@@ -39,17 +39,38 @@ pub struct VarSpec {
 impl VarSpec {
     /// The declared type as written in the manifest and generated code.
     pub fn display_type(&self) -> String {
-        let ty = self.kind.rust_type();
-        let ty = if self.optional {
-            format!("Option<{ty}>")
-        } else {
-            ty
-        };
-        match self.kind {
-            VarKind::List { style, .. } => format!("{ty} {}", style.as_str()),
-            _ => ty,
-        }
+        display_type(self.optional, &self.kind)
     }
+}
+
+/// `Option<BoundedText<64>>`, `BoundedList<4, 16> bullet_list`, ...: the one
+/// spelling of a variable type used in manifests and schema comparisons.
+pub fn display_type(optional: bool, kind: &VarKind) -> String {
+    let ty = kind.rust_type();
+    let ty = if optional {
+        format!("Option<{ty}>")
+    } else {
+        ty
+    };
+    match kind {
+        VarKind::List { style, .. } => format!("{ty} {}", style.as_str()),
+        _ => ty,
+    }
+}
+
+/// The schema an override or replacement must share with its base.
+pub fn schema_signature<'a>(
+    role: SectionRole,
+    required: bool,
+    priority: u16,
+    vars: impl Iterator<Item = (&'a str, String)>,
+) -> String {
+    let vars: Vec<String> = vars.map(|(name, ty)| format!("{name}: {ty}")).collect();
+    format!(
+        "role={} required={required} priority={priority} vars=[{}]",
+        role.as_str(),
+        vars.join(", ")
+    )
 }
 
 /// A parsed, internally consistent section file.
@@ -100,17 +121,13 @@ impl SectionSpec {
     /// Same variables (names, order, types), role, required flag: what an
     /// override or a replacement bundle must share with its base.
     pub fn schema_signature(&self) -> String {
-        let vars: Vec<String> = self
-            .vars
-            .iter()
-            .map(|v| format!("{}: {}", v.name, v.display_type()))
-            .collect();
-        format!(
-            "role={} required={} priority={} vars=[{}]",
-            self.role.as_str(),
+        schema_signature(
+            self.role,
             self.required,
             self.priority,
-            vars.join(", ")
+            self.vars
+                .iter()
+                .map(|v| (v.name.as_str(), v.display_type())),
         )
     }
 }

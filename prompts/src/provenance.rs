@@ -1,0 +1,153 @@
+//! What the ledger records for every compiled program (Gate Z), and the
+//! `explain-session` report built from those records.
+
+use std::io::Write;
+
+use serde::{Deserialize, Serialize};
+
+use crate::compose::{CompiledPromptProgram, SectionProvenance};
+use crate::schema::PromptStage;
+
+/// One ledger row per compiled program of a model call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramRecord {
+    pub session_id: String,
+    pub stage: String,
+    /// `adapter/family[/model]`.
+    pub route: String,
+    pub dialect_id: String,
+    pub dialect_version: u32,
+    /// Ordered section identities, versions, hashes and origins.
+    pub sections: Vec<SectionProvenance>,
+    pub dropped_sections: Vec<String>,
+    /// Rendered hash of each message, in order.
+    pub rendered_hashes: Vec<String>,
+    pub program_digest: String,
+    /// The invocation this program belongs to, when paired.
+    #[serde(default)]
+    pub invocation_digest: Option<String>,
+}
+
+impl ProgramRecord {
+    pub fn from_program(
+        session_id: &str,
+        program: &CompiledPromptProgram,
+        invocation_digest: Option<&str>,
+    ) -> Self {
+        ProgramRecord {
+            session_id: session_id.to_owned(),
+            stage: program.stage.clone(),
+            route: program.route.to_string(),
+            dialect_id: program.dialect.id.clone(),
+            dialect_version: program.dialect.version,
+            sections: program.sections().cloned().collect(),
+            dropped_sections: program.dropped_sections.clone(),
+            rendered_hashes: program
+                .messages
+                .iter()
+                .map(|m| m.rendered_hash.clone())
+                .collect(),
+            program_digest: program.program_digest.clone(),
+            invocation_digest: invocation_digest.map(str::to_owned),
+        }
+    }
+}
+
+/// Whether a recorded section can be rebuilt from the compiled library.
+fn reconstructable(section: &SectionProvenance) -> bool {
+    crate::sections::ALL_SECTIONS
+        .iter()
+        .filter(|s| s.id == section.id)
+        .flat_map(|s| s.templates())
+        .any(|t| t.content_hash == section.content_hash && t.version == section.version)
+}
+
+/// Writes which programs a session compiled. Returns 0 when every program
+/// has a digest and every section reconstructs from built-ins; 1 otherwise
+/// (a bundle section needs its pinned artifact; a changed built-in means
+/// the session was recorded by a different build).
+pub fn explain_session(records: &[ProgramRecord], out: &mut dyn Write) -> std::io::Result<i32> {
+    let mut status = 0;
+    if records.is_empty() {
+        writeln!(out, "no compiled prompt programs recorded")?;
+        return Ok(1);
+    }
+    writeln!(
+        out,
+        "session {}: {} compiled program(s)",
+        records[0].session_id,
+        records.len()
+    )?;
+    for (i, record) in records.iter().enumerate() {
+        let known_stage = record.stage.parse::<PromptStage>().is_ok();
+        writeln!(
+            out,
+            "\n#{} {} via {} ({} v{})",
+            i + 1,
+            record.stage,
+            record.route,
+            record.dialect_id,
+            record.dialect_version
+        )?;
+        if record.program_digest.is_empty() {
+            status = 1;
+            writeln!(
+                out,
+                "  program digest: MISSING (the call cannot be replayed)"
+            )?;
+        } else {
+            writeln!(out, "  program digest: {}", record.program_digest)?;
+        }
+        if let Some(invocation) = &record.invocation_digest {
+            writeln!(out, "  invocation:     {invocation}")?;
+        }
+        if !known_stage {
+            status = 1;
+            writeln!(
+                out,
+                "  stage `{}` is not compiled into this build",
+                record.stage
+            )?;
+        }
+        for section in &record.sections {
+            let mut flags = Vec::new();
+            if section.experimental {
+                flags.push("experimental");
+            }
+            if section.core_override {
+                flags.push("core-override");
+            }
+            let rebuild = if reconstructable(section) {
+                "built-in"
+            } else {
+                status = 1;
+                "NOT in this build (needs a pinned artifact)"
+            };
+            writeln!(
+                out,
+                "  {}@{} [{}]{} {} — {}",
+                section.id,
+                section.version,
+                section.origin,
+                if flags.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", flags.join(", "))
+                },
+                short(&section.content_hash),
+                rebuild
+            )?;
+        }
+        if record.dropped_sections.is_empty() {
+            writeln!(out, "  dropped: none")?;
+        } else {
+            writeln!(out, "  dropped: {}", record.dropped_sections.join(", "))?;
+        }
+    }
+    Ok(status)
+}
+
+fn short(hash: &str) -> &str {
+    let end = hash.len().min("sha256:".len() + 12);
+    &hash[..end]
+}
