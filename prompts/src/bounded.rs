@@ -119,7 +119,8 @@ fn check_list(items: &[String], count: usize, bytes: usize) -> Result<(), BoundE
 }
 
 /// The untyped form of one variable's value, in declaration order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
 pub enum VarValue {
     /// `None` of an `Option<T>`: the placeholder's line is omitted.
     Absent,

@@ -96,6 +96,35 @@ impl StageComposition {
         self
     }
 
+    /// Rebuilds a composition from recorded inputs (replay and resume).
+    pub fn from_recorded(
+        stage: PromptStage,
+        inclusion: Vec<(&'static str, bool)>,
+        entries: Vec<(&'static SectionSchema, Vec<VarValue>)>,
+    ) -> Self {
+        StageComposition {
+            stage,
+            entries: entries
+                .into_iter()
+                .map(|(schema, values)| ComposedSection { schema, values })
+                .collect(),
+            inclusion,
+        }
+    }
+
+    /// Predicate outcomes in call order.
+    pub fn inclusion(&self) -> &[(&'static str, bool)] {
+        &self.inclusion
+    }
+
+    /// Each included section's id and values, in composition order.
+    pub fn values(&self) -> Vec<(&'static str, Vec<VarValue>)> {
+        self.entries
+            .iter()
+            .map(|e| (e.schema.id, e.values.clone()))
+            .collect()
+    }
+
     /// Section ids in composition order.
     pub fn section_ids(&self) -> Vec<&'static str> {
         self.entries.iter().map(|e| e.schema.id).collect()

@@ -54,4 +54,4 @@ pub mod provenance;
 pub mod stats;
 
 pub use cli::{PromptsCommand, PromptsError, run, run_with_records};
-pub use provenance::{ProgramRecord, explain_session};
+pub use provenance::{ProgramRecord, explain_session, reconstruct};

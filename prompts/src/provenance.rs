@@ -5,11 +5,19 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::compose::{CompiledPromptProgram, SectionProvenance};
+use crate::bounded::VarValue;
+use crate::bundles::PinnedReplacement;
+use crate::compose::{
+    CompileOptions, CompiledPromptProgram, SectionProvenance, StageComposition, compile,
+};
+use crate::dialect::ModelDialect;
+use crate::route::{PromptRoute, ResolutionPolicy};
 use crate::schema::PromptStage;
 
-/// One ledger row per compiled program of a model call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One ledger row per compiled program of a model call: everything
+/// compilation depends on (Proposition 4), so replay can rebuild the exact
+/// program or report a mismatch without calling a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgramRecord {
     pub session_id: String,
     pub stage: String,
@@ -26,11 +34,21 @@ pub struct ProgramRecord {
     /// The invocation this program belongs to, when paired.
     #[serde(default)]
     pub invocation_digest: Option<String>,
+    pub budget_tokens: u64,
+    pub tool_spec_hash: String,
+    pub policy: ResolutionPolicy,
+    /// Predicate outcomes in composition order.
+    pub inclusion: Vec<(String, bool)>,
+    /// Canonical variable values of each included section.
+    pub values: Vec<(String, Vec<VarValue>)>,
 }
 
 impl ProgramRecord {
-    pub fn from_program(
+    /// The record of `program`, compiled from `composition` under `options`.
+    pub fn new(
         session_id: &str,
+        composition: &StageComposition,
+        options: &CompileOptions<'_>,
         program: &CompiledPromptProgram,
         invocation_digest: Option<&str>,
     ) -> Self {
@@ -49,8 +67,83 @@ impl ProgramRecord {
                 .collect(),
             program_digest: program.program_digest.clone(),
             invocation_digest: invocation_digest.map(str::to_owned),
+            budget_tokens: options.budget_tokens,
+            tool_spec_hash: options.tool_spec_hash.clone(),
+            policy: options.policy,
+            inclusion: composition
+                .inclusion()
+                .iter()
+                .map(|(id, included)| ((*id).to_owned(), *included))
+                .collect(),
+            values: composition
+                .values()
+                .into_iter()
+                .map(|(id, values)| (id.to_owned(), values))
+                .collect(),
         }
     }
+}
+
+/// Recompiles a recorded program from this build's sections plus the pinned
+/// bundle replacements, and checks it has the recorded digest. Resume must
+/// refuse when this fails (Gate Z).
+pub fn reconstruct(
+    record: &ProgramRecord,
+    replacements: &[PinnedReplacement],
+) -> Result<CompiledPromptProgram, String> {
+    let stage: PromptStage = record.stage.parse()?;
+    let route: PromptRoute = record.route.parse()?;
+    let dialect = ModelDialect::ALL
+        .iter()
+        .find(|d| d.id == record.dialect_id && d.version == record.dialect_version)
+        .ok_or_else(|| {
+            format!(
+                "dialect {} v{} is not in this build",
+                record.dialect_id, record.dialect_version
+            )
+        })?;
+    let schema = |id: &str| {
+        crate::sections::ALL_SECTIONS
+            .iter()
+            .copied()
+            .find(|s| s.id == id)
+            .ok_or_else(|| format!("section `{id}` is not in this build"))
+    };
+    let inclusion = record
+        .inclusion
+        .iter()
+        .map(|(id, included)| Ok((schema(id)?.id, *included)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let entries = record
+        .values
+        .iter()
+        .map(|(id, values)| Ok((schema(id)?, values.clone())))
+        .collect::<Result<Vec<_>, String>>()?;
+    let composition = StageComposition::from_recorded(stage, inclusion, entries);
+    let options = CompileOptions {
+        route: &route,
+        dialect,
+        budget_tokens: record.budget_tokens,
+        tool_spec_hash: record.tool_spec_hash.clone(),
+        policy: record.policy,
+        replacements,
+    };
+    let program = compile(&composition, &options).map_err(|e| e.to_string())?;
+    if program.program_digest != record.program_digest {
+        let dropped = if program.dropped_sections == record.dropped_sections {
+            String::new()
+        } else {
+            format!(
+                " (drop set {:?} instead of {:?})",
+                program.dropped_sections, record.dropped_sections
+            )
+        };
+        return Err(format!(
+            "recompiled digest {} differs from the recorded {}{dropped}",
+            program.program_digest, record.program_digest
+        ));
+    }
+    Ok(program)
 }
 
 /// Whether a recorded section can be rebuilt from the compiled library.
@@ -137,6 +230,13 @@ pub fn explain_session(records: &[ProgramRecord], out: &mut dyn Write) -> std::i
                 short(&section.content_hash),
                 rebuild
             )?;
+        }
+        match reconstruct(record, &[]) {
+            Ok(_) => writeln!(out, "  reconstruction: exact, from built-in sections")?,
+            Err(reason) => {
+                status = 1;
+                writeln!(out, "  reconstruction: FAILED: {reason}")?;
+            }
         }
         if record.dropped_sections.is_empty() {
             writeln!(out, "  dropped: none")?;

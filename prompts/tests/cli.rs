@@ -267,12 +267,10 @@ fn evaluate_then_activate_round_trip_through_the_cli() {
 fn explain_session_reports_recorded_programs() {
     let dialect = &ModelDialect::NATIVE_TOOLS_V1;
     let route = common::route(ModelFamily::Anthropic, Some("claude-x"));
-    let program = compile(
-        &default_composition(PromptStage::BranchCorrect, dialect),
-        &common::options(&route, dialect, 1_200),
-    )
-    .unwrap();
-    let record = ProgramRecord::from_program("s-42", &program, None);
+    let composition = default_composition(PromptStage::BranchCorrect, dialect);
+    let options = common::options(&route, dialect, 1_200);
+    let program = compile(&composition, &options).unwrap();
+    let record = ProgramRecord::new("s-42", &composition, &options, &program, None);
 
     let mut out = Vec::new();
     let cli = Cli::try_parse_from(["prompts", "explain-session", "s-42"]).unwrap();
@@ -297,6 +295,7 @@ fn explain_session_reports_recorded_programs() {
     assert_eq!(explain_session(&[foreign], &mut out).unwrap(), 1);
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("program digest: MISSING") && text.contains("NOT in this build"));
+    assert!(text.contains("reconstruction: FAILED"), "{text}");
 
     // Without a ledger reader the command says what it needs.
     let (status, _) = run_args(&["explain-session", "s-1"], repo_root());
