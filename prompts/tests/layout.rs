@@ -9,8 +9,8 @@ use trellis_prompts::render::{render_template, worst_case_bytes};
 use trellis_prompts::schema::{ListStyle, VarKind};
 use trellis_prompts::sections::ALL_SECTIONS;
 use trellis_prompts::{
-    BoundedList, BoundedText, CompiledPromptInvocation, MessageRole, ModelDialect, ModelFamily, ProgramCache,
-    PromptStage, TurnContext, VarValue, compile,
+    BoundedList, BoundedText, CompiledPromptInvocation, MessageRole, ModelDialect, ModelFamily,
+    ProgramCache, PromptStage, TurnContext, VarValue, compile,
 };
 
 fn bootstrap_state() -> BootstrapState {
@@ -26,7 +26,11 @@ fn invocation(dialect: &'static ModelDialect, family: ModelFamily) -> CompiledPr
     let route = common::route(family, None);
     let options = common::options(&route, dialect, dialect.default_budget_tokens());
     let platform = compile(&session_bootstrap(&bootstrap_state(), dialect), &options).unwrap();
-    let domain = compile(&default_composition(PromptStage::BranchReview, dialect), &options).unwrap();
+    let domain = compile(
+        &default_composition(PromptStage::BranchReview, dialect),
+        &options,
+    )
+    .unwrap();
     CompiledPromptInvocation::new(platform, domain).unwrap()
 }
 
@@ -34,11 +38,20 @@ fn invocation(dialect: &'static ModelDialect, family: ModelFamily) -> CompiledPr
 fn native_dialect_keeps_one_system_message_per_section() {
     let dialect = &ModelDialect::NATIVE_TOOLS_V1;
     let inv = invocation(dialect, ModelFamily::Anthropic);
-    assert_eq!(inv.platform.messages.len(), 4, "role, governance, native tool calls, lifecycle");
+    assert_eq!(
+        inv.platform.messages.len(),
+        4,
+        "role, governance, native tool calls, lifecycle"
+    );
     assert!(inv.platform.messages.iter().all(|m| m.sections.len() == 1));
-    let turn = TurnContext::new().fact("remaining", &BoundedText::new("3 turns").unwrap()).render();
+    let turn = TurnContext::new()
+        .fact("remaining", &BoundedText::new("3 turns").unwrap())
+        .render();
     let sent = inv.transport_messages(dialect, std::slice::from_ref(&turn));
-    assert_eq!(sent.len(), inv.platform.messages.len() + inv.domain.messages.len() + 1);
+    assert_eq!(
+        sent.len(),
+        inv.platform.messages.len() + inv.domain.messages.len() + 1
+    );
     assert_eq!(sent.last().unwrap(), &(MessageRole::User, turn));
 }
 
@@ -48,12 +61,21 @@ fn single_slot_dialect_concatenates_with_the_boundary_marker() {
     let inv = invocation(dialect, ModelFamily::Other);
     assert_eq!(inv.platform.messages.len(), 1);
     assert_eq!(inv.domain.messages.len(), 1);
-    assert_eq!(inv.platform.messages[0].content.matches(dialect.boundary_marker).count(), 3);
+    assert_eq!(
+        inv.platform.messages[0]
+            .content
+            .matches(dialect.boundary_marker)
+            .count(),
+        3
+    );
     // At the transport boundary both programs share the one system slot,
     // while each program keeps its own hashes.
     let sent = inv.transport_messages(dialect, &[]);
     assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].1.matches(dialect.boundary_marker).count(), 3 + 1 + 2);
+    assert_eq!(
+        sent[0].1.matches(dialect.boundary_marker).count(),
+        3 + 1 + 2
+    );
     assert_ne!(inv.platform.program_digest, inv.domain.program_digest);
 }
 
@@ -104,12 +126,17 @@ fn every_section_renders_within_its_declared_worst_case() {
                     (_, value) => value,
                 })
                 .collect();
-            let rendered = render_template(schema, template, &values).unwrap_or_else(|e| panic!("{e}"));
+            let rendered =
+                render_template(schema, template, &values).unwrap_or_else(|e| panic!("{e}"));
             assert!(rendered.text.len() <= worst_case_bytes(schema.vars, template.body));
         }
     }
     // The list worst case is exact for a numbered list at capacity.
-    let kind = VarKind::List { count: 10, bytes: 4, style: ListStyle::Numbered };
+    let kind = VarKind::List {
+        count: 10,
+        bytes: 4,
+        style: ListStyle::Numbered,
+    };
     let mut out = String::new();
     worst_value(kind).render(kind, &mut out);
     assert!(out.len() <= kind.max_rendered_bytes());
@@ -117,9 +144,28 @@ fn every_section_renders_within_its_declared_worst_case() {
 
 #[test]
 fn out_of_bound_values_fail_closed_at_render_time() {
-    let schema = ALL_SECTIONS.iter().find(|s| s.id == "branch_correct/correction").unwrap();
-    let error = render_template(schema, &schema.base, &[VarValue::Observation("x".repeat(8193))]).unwrap_err();
-    assert!(error.to_string().contains("exceeds its bound of 8192 bytes"), "{error}");
-    let error = render_template(schema, &schema.base, &[VarValue::Text("trusted?".into())]).unwrap_err();
-    assert!(error.to_string().contains("a text value was given for a `ObservationText<8192>`"), "{error}");
+    let schema = ALL_SECTIONS
+        .iter()
+        .find(|s| s.id == "branch_correct/correction")
+        .unwrap();
+    let error = render_template(
+        schema,
+        &schema.base,
+        &[VarValue::Observation("x".repeat(8193))],
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("exceeds its bound of 8192 bytes"),
+        "{error}"
+    );
+    let error =
+        render_template(schema, &schema.base, &[VarValue::Text("trusted?".into())]).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("a text value was given for a `ObservationText<8192>`"),
+        "{error}"
+    );
 }

@@ -42,12 +42,7 @@ fn cargo_build_fails_naming_the_broken_section() {
     );
 
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tiny-sections-target");
-    let output = Command::new(env!("CARGO"))
-        .args(["build", "--offline", "--quiet"])
-        .current_dir(root)
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("cargo runs");
+    let output = build(root, &target);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "the build must fail:\n{stderr}");
     assert!(
@@ -56,4 +51,38 @@ fn cargo_build_fails_naming_the_broken_section() {
     );
     // The build never writes into the source tree.
     assert!(!root.join("prompts/manifest.toml").exists());
+
+    // Fixed section, but no committed manifest: the build names the command.
+    write(
+        &root.join("prompts/coding/demo/10_role.md"),
+        "---\nid: demo/role\nversion: 1\nrole: system\nrequired: true\npriority: 1\nmax_bytes: 100\n\
+         owner: t\nrationale: t\nreview: 2026-11-30\nvars: {}\n---\nHello.\n",
+    );
+    let output = build(root, &target);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("manifest is missing; run `trellis prompts manifest"),
+        "{stderr}"
+    );
+    assert!(!root.join("prompts/manifest.toml").exists());
+
+    // Once the manifest is generated the same crate builds.
+    let library = trellis_prompt_codegen::load_library(&root.join("prompts")).unwrap();
+    trellis_prompt_codegen::manifest::write_manifest(&library).unwrap();
+    let output = build(root, &target);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn build(root: &Path, target: &Path) -> std::process::Output {
+    Command::new(env!("CARGO"))
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("cargo runs")
 }
