@@ -351,3 +351,44 @@ fn gate_ae_unledgered_active_override_is_refused() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn gate_ae_experimental_use_is_ledgered_in_the_program_record() {
+    use trellis_prompts::fixtures::default_composition;
+    use trellis_prompts::{
+        CompileOptions, ModelDialect, ModelFamily, ProgramRecord, PromptRoute, PromptStage,
+        ResolutionPolicy, compile,
+    };
+    let route = PromptRoute::new("scripted", ModelFamily::Qwen, Some("qwen3-coder"));
+    let dialect = ModelDialect::for_route(&route);
+    let composition = default_composition(PromptStage::BranchCorrect, dialect);
+    let options = CompileOptions {
+        route: &route,
+        dialect,
+        budget_tokens: dialect.default_budget_tokens(),
+        tool_spec_hash: String::new(),
+        policy: ResolutionPolicy {
+            allow_experimental: true,
+            allow_core_override: false,
+        },
+        replacements: &[],
+    };
+    let program = compile(&composition, &options).unwrap();
+    let record = ProgramRecord::new("s-9", &composition, &options, &program, None);
+    assert!(record.policy.allow_experimental);
+    let experimental: Vec<_> = record.sections.iter().filter(|s| s.experimental).collect();
+    assert_eq!(experimental.len(), 1);
+    assert_eq!(experimental[0].id, "branch_correct/tool_protocol");
+    assert_eq!(experimental[0].origin, "qwen");
+    // The same call without the flag is a different program with no experimental text.
+    let default = compile(
+        &composition,
+        &CompileOptions {
+            policy: ResolutionPolicy::default(),
+            ..options.clone()
+        },
+    )
+    .unwrap();
+    assert_ne!(default.program_digest, program.program_digest);
+    assert!(default.sections().all(|s| !s.experimental));
+}
