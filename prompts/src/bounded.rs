@@ -5,8 +5,6 @@
 //! checks run again at render time on [`VarValue`]s, which also arrive from
 //! untyped sources (`--vars` files, replacement bundles).
 
-use std::fmt;
-
 use trellis_prompt_codegen::schema::{
     FLOAT_DECIMALS, FLOAT_MAGNITUDE_LIMIT, IntKind, ListStyle, OBSERVATION_CLOSE, OBSERVATION_OPEN,
     VarKind, VarSchema,
@@ -326,22 +324,6 @@ fn render_list(items: &[String], style: ListStyle, out: &mut String) {
 pub fn canonical_float(x: f64) -> String {
     let x = if x == 0.0 { 0.0 } else { x };
     format!("{x:.prec$}", prec = FLOAT_DECIMALS)
-}
-
-impl fmt::Display for VarValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = String::new();
-        let kind = match self {
-            VarValue::List(_) => VarKind::List {
-                count: 0,
-                bytes: 0,
-                style: ListStyle::Comma,
-            },
-            _ => VarKind::Float,
-        };
-        self.render(kind, &mut out);
-        f.write_str(&out)
-    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ pub struct ProgramRecord {
     /// The invocation this program belongs to, when paired.
     #[serde(default)]
     pub invocation_digest: Option<String>,
+    /// Digest of the manifest of the build that compiled the program.
+    pub manifest_digest: String,
     pub budget_tokens: u64,
     pub tool_spec_hash: String,
     pub policy: ResolutionPolicy,
@@ -67,6 +69,7 @@ impl ProgramRecord {
                 .collect(),
             program_digest: program.program_digest.clone(),
             invocation_digest: invocation_digest.map(str::to_owned),
+            manifest_digest: crate::sections::MANIFEST_DIGEST.to_owned(),
             budget_tokens: options.budget_tokens,
             tool_spec_hash: options.tool_spec_hash.clone(),
             policy: options.policy,
@@ -190,6 +193,14 @@ pub fn explain_session(records: &[ProgramRecord], out: &mut dyn Write) -> std::i
             )?;
         } else {
             writeln!(out, "  program digest: {}", record.program_digest)?;
+        }
+        if record.manifest_digest != crate::sections::MANIFEST_DIGEST {
+            writeln!(
+                out,
+                "  manifest:       {} (this build: {})",
+                record.manifest_digest,
+                crate::sections::MANIFEST_DIGEST
+            )?;
         }
         if let Some(invocation) = &record.invocation_digest {
             writeln!(out, "  invocation:     {invocation}")?;
