@@ -114,8 +114,11 @@ pub fn render_body(
         let segments = parse_line(line).map_err(template_error)?;
         let mut rendered = String::new();
         let mut omit = false;
+        let mut block = false;
         for segment in &segments {
             match segment {
+                // Block values own their line: surrounding whitespace goes.
+                Segment::Text(_) if block => {}
                 Segment::Text(text) => rendered.push_str(text),
                 Segment::Var(name) => {
                     let (var, value) = lookup(name).ok_or_else(|| {
@@ -124,7 +127,7 @@ pub fn render_body(
                     if value.omits_line() {
                         omit = true;
                     } else if var.kind.is_block() {
-                        // Block values own their line: drop surrounding whitespace.
+                        block = true;
                         rendered.clear();
                         value.render(var.kind, &mut rendered);
                     } else {
@@ -147,4 +150,86 @@ pub fn render_body(
         });
     }
     Ok(RenderedSection { id, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ListStyle, VarKind};
+
+    const VARS: &[VarSchema] = &[
+        VarSchema {
+            name: "steps",
+            optional: false,
+            kind: VarKind::List {
+                count: 3,
+                bytes: 8,
+                style: ListStyle::Numbered,
+            },
+        },
+        VarSchema {
+            name: "names",
+            optional: false,
+            kind: VarKind::List {
+                count: 3,
+                bytes: 8,
+                style: ListStyle::Comma,
+            },
+        },
+        VarSchema {
+            name: "note",
+            optional: true,
+            kind: VarKind::Text { max: 8 },
+        },
+        VarSchema {
+            name: "n",
+            optional: false,
+            kind: VarKind::Integer(crate::schema::IntKind::U32),
+        },
+    ];
+
+    fn render(values: &[VarValue]) -> String {
+        render_body(
+            "t/s",
+            "t.md",
+            VARS,
+            "Steps:\n  {{steps}}  \n{{names}}\n{{note}}\nCount {{n}}.",
+            values,
+        )
+        .unwrap()
+        .text
+    }
+
+    #[test]
+    fn lists_render_in_their_style_and_blocks_own_their_line() {
+        let text = render(&[
+            VarValue::List(vec!["a".into(), "b".into()]),
+            VarValue::List(vec!["x".into(), "y".into()]),
+            VarValue::Text("hi".into()),
+            VarValue::Integer(4),
+        ]);
+        assert_eq!(text, "Steps:\n1. a\n2. b\nx, y\nhi\nCount 4.");
+    }
+
+    #[test]
+    fn absent_and_empty_values_omit_their_line() {
+        let text = render(&[
+            VarValue::List(vec![]),
+            VarValue::List(vec![]),
+            VarValue::Absent,
+            VarValue::Integer(0),
+        ]);
+        assert_eq!(text, "Steps:\nCount 0.");
+    }
+
+    #[test]
+    fn substitution_is_single_pass() {
+        let text = render(&[
+            VarValue::List(vec!["{{n}}".into()]),
+            VarValue::List(vec![]),
+            VarValue::Text("{{n}}".into()),
+            VarValue::Integer(1),
+        ]);
+        assert_eq!(text, "Steps:\n1. {{n}}\n{{n}}\nCount 1.");
+    }
 }
