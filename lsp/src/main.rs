@@ -78,6 +78,14 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
+    /// The typed prompt library: list, render, diff, lint, manifest, evaluate, activate.
+    ///
+    /// Acts on the prompt library under `./prompts` (run it from the
+    /// repository root) and, for `explain-session`, on `./.trellis/ledger.db`.
+    Prompts {
+        #[command(subcommand)]
+        command: trellis_prompts::PromptsCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -119,6 +127,7 @@ fn main() -> ExitCode {
                 format,
             } => cli::repair::run(path, commit, max_branches.into(), cluster, format).await,
             Command::Ledger { command } => cli::ledger::run(command),
+            Command::Prompts { command } => cli::prompts::run(command),
         }
     });
     ExitCode::from(code)
