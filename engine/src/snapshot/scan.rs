@@ -20,7 +20,7 @@ use std::io::ErrorKind;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -207,50 +207,150 @@ struct Found {
     is_symlink: bool,
 }
 
-/// Walks `root`, then hashes (in parallel) what the cache cannot vouch for.
-///
-/// The walk itself is sequential and uses `std::fs`: `DirEntry::metadata`
-/// stats relative to the open directory, which is markedly cheaper than
-/// stat-ing full paths, and a warm re-root is little else.
-fn walk(root: &Path, cache: &StatCache) -> Result<Scan, SnapshotError> {
-    let mut found = Vec::new();
-    walk_dir(root, "", 0, &mut Vec::new(), &mut found)?;
-
-    let mut files = Vec::with_capacity(found.len());
-    let mut to_hash = Vec::new();
-    for item in found {
-        match cache.trusted(&item.rel, &item.stat) {
-            Some(entry) => files.push((
-                item.rel,
-                CachedEntry {
-                    stat: item.stat,
-                    entry,
-                },
-            )),
-            None => to_hash.push(item),
-        }
-    }
-    let hashed = to_hash.len();
-    files.extend(hash_all(to_hash)?);
-    Ok(Scan { files, hashed })
+/// The ignore rules in force in a directory, as a chain from the newest
+/// (deepest directory; `.ignore` before `.gitignore`) to the oldest, shared
+/// by every directory below.
+struct Rules {
+    matcher: Gitignore,
+    parent: RuleChain,
 }
 
-/// Recursively collects the files and symlinks under `dir` (at `rel`,
-/// `depth` levels below the root) that the ignore `rules` keep.
-fn walk_dir(
-    dir: &Path,
-    rel: &str,
+type RuleChain = Option<Arc<Rules>>;
+
+/// A directory waiting to be listed.
+struct DirJob {
+    path: PathBuf,
+    rel: RelPath,
     depth: usize,
-    rules: &mut Vec<Gitignore>,
-    found: &mut Vec<Found>,
-) -> Result<(), SnapshotError> {
-    let inherited = rules.len();
-    push_ignore_files(dir, rules)?;
-    let listing = fs::read_dir(dir).map_err(SnapshotError::io(dir))?;
+    rules: RuleChain,
+}
+
+/// Directories still to list, shared by the walking threads.
+struct WorkQueue {
+    state: Mutex<QueueState>,
+    changed: Condvar,
+}
+
+struct QueueState {
+    jobs: Vec<DirJob>,
+    /// Threads currently listing a directory (and so maybe adding jobs).
+    busy: usize,
+    failure: Option<SnapshotError>,
+}
+
+impl WorkQueue {
+    /// The next directory to list, or `None` once every directory is done
+    /// (or the walk failed).
+    fn next(&self) -> Option<DirJob> {
+        let mut state = self.state.lock().unwrap();
+        loop {
+            if state.failure.is_some() {
+                return None;
+            }
+            if let Some(job) = state.jobs.pop() {
+                state.busy += 1;
+                return Some(job);
+            }
+            if state.busy == 0 {
+                return None;
+            }
+            state = self.changed.wait(state).unwrap();
+        }
+    }
+
+    fn finish(&self, result: Result<Vec<DirJob>, SnapshotError>) {
+        let mut state = self.state.lock().unwrap();
+        state.busy -= 1;
+        match result {
+            Ok(subdirs) => state.jobs.extend(subdirs),
+            Err(err) => {
+                state.failure.get_or_insert(err);
+            }
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// Walks `root` on several threads, hashing what the cache cannot vouch for
+/// as it goes.
+///
+/// Directories are listed with `std::fs`: `DirEntry::metadata` stats
+/// relative to the open directory, which is markedly cheaper than stat-ing
+/// full paths, and a warm re-root is little else.
+fn walk(root: &Path, cache: &StatCache) -> Result<Scan, SnapshotError> {
+    let queue = WorkQueue {
+        state: Mutex::new(QueueState {
+            jobs: vec![DirJob {
+                path: root.to_path_buf(),
+                rel: RelPath::new(),
+                depth: 0,
+                rules: None,
+            }],
+            busy: 0,
+            failure: None,
+        }),
+        changed: Condvar::new(),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let per_thread: Vec<Scan> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| scope.spawn(|| walk_worker(&queue, cache)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join().expect("walk threads do not panic"))
+            .collect()
+    });
+    if let Some(err) = queue.state.into_inner().unwrap().failure {
+        return Err(err);
+    }
+    let mut scan = Scan {
+        files: Vec::new(),
+        hashed: 0,
+    };
+    for part in per_thread {
+        scan.files.extend(part.files);
+        scan.hashed += part.hashed;
+    }
+    Ok(scan)
+}
+
+fn walk_worker(queue: &WorkQueue, cache: &StatCache) -> Scan {
+    let mut scan = Scan {
+        files: Vec::new(),
+        hashed: 0,
+    };
+    let mut found = Vec::new();
+    while let Some(job) = queue.next() {
+        let listed = list_dir(&job, &mut found).and_then(|subdirs| {
+            for item in found.drain(..) {
+                let entry = match cache.trusted(&item.rel, &item.stat) {
+                    Some(entry) => entry,
+                    None => {
+                        scan.hashed += 1;
+                        hash_one(&item)?
+                    }
+                };
+                let stat = item.stat;
+                scan.files.push((item.rel, CachedEntry { stat, entry }));
+            }
+            Ok(subdirs)
+        });
+        queue.finish(listed);
+    }
+    scan
+}
+
+/// Lists one directory: its kept files and symlinks go to `found`, its kept
+/// subdirectories are returned as further jobs.
+fn list_dir(job: &DirJob, found: &mut Vec<Found>) -> Result<Vec<DirJob>, SnapshotError> {
+    let rules = push_ignore_files(&job.path, job.rules.clone())?;
+    let listing = fs::read_dir(&job.path).map_err(SnapshotError::io(&job.path))?;
+    let mut subdirs = Vec::new();
     for dir_entry in listing {
-        let dir_entry = dir_entry.map_err(SnapshotError::io(dir))?;
+        let dir_entry = dir_entry.map_err(SnapshotError::io(&job.path))?;
         let name = dir_entry.file_name();
-        if always_excluded(depth + 1, name.as_bytes()) {
+        if always_excluded(job.depth + 1, name.as_bytes()) {
             continue;
         }
         let path = dir_entry.path();
@@ -266,37 +366,40 @@ fn walk_dir(
         if !(is_dir || file_type.is_file() || file_type.is_symlink()) {
             continue; // sockets, FIFOs, devices: not content
         }
-        if is_ignored(rules, &path, is_dir) {
+        if is_ignored(&rules, &path, is_dir) {
             continue;
         }
         let Some(name) = name.to_str() else {
             // A name we cannot spell would be lost or mangled: fail closed.
             return Err(SnapshotError::NonUtf8Path { path });
         };
-        let child_rel = if rel.is_empty() {
+        let rel = if job.rel.is_empty() {
             name.to_owned()
         } else {
-            format!("{rel}/{name}")
+            format!("{}/{name}", job.rel)
         };
         if is_dir {
-            walk_dir(&path, &child_rel, depth + 1, rules, found)?;
+            subdirs.push(DirJob {
+                path,
+                rel,
+                depth: job.depth + 1,
+                rules: rules.clone(),
+            });
         } else {
             found.push(Found {
-                rel: child_rel,
+                rel,
                 path,
                 stat: FileStat::of(&meta),
                 is_symlink: file_type.is_symlink(),
             });
         }
     }
-    rules.truncate(inherited);
-    Ok(())
+    Ok(subdirs)
 }
 
-/// Adds `dir`'s ignore files to `rules`. `.ignore` is pushed after
-/// `.gitignore` so that [`is_ignored`], which consults the newest rules
-/// first, gives it precedence, as ripgrep's `ignore` crate does.
-fn push_ignore_files(dir: &Path, rules: &mut Vec<Gitignore>) -> Result<(), SnapshotError> {
+/// `rules` extended with `dir`'s ignore files. `.ignore` goes on after
+/// `.gitignore`, so it is consulted first, as in ripgrep's `ignore` crate.
+fn push_ignore_files(dir: &Path, mut rules: RuleChain) -> Result<RuleChain, SnapshotError> {
     for name in [".gitignore", ".ignore"] {
         let path = dir.join(name);
         match fs::symlink_metadata(&path) {
@@ -311,9 +414,13 @@ fn push_ignore_files(dir: &Path, rules: &mut Vec<Gitignore>) -> Result<(), Snaps
         if let Some(err) = builder.add(&path) {
             return Err(ignore_error(&path, &err));
         }
-        rules.push(builder.build().map_err(|err| ignore_error(&path, &err))?);
+        let matcher = builder.build().map_err(|err| ignore_error(&path, &err))?;
+        rules = Some(Arc::new(Rules {
+            matcher,
+            parent: rules,
+        }));
     }
-    Ok(())
+    Ok(rules)
 }
 
 fn ignore_error(path: &Path, err: &ignore::Error) -> SnapshotError {
@@ -325,57 +432,19 @@ fn ignore_error(path: &Path, err: &ignore::Error) -> SnapshotError {
 
 /// Git's precedence: the deepest directory's rules decide first, and the
 /// first rule that matches (ignore or `!` whitelist) settles it.
-fn is_ignored(rules: &[Gitignore], path: &Path, is_dir: bool) -> bool {
-    for matcher in rules.iter().rev() {
-        let matched = matcher.matched(path, is_dir);
+fn is_ignored(rules: &RuleChain, path: &Path, is_dir: bool) -> bool {
+    let mut next = rules.as_deref();
+    while let Some(rules) = next {
+        let matched = rules.matcher.matched(path, is_dir);
         if matched.is_ignore() {
             return true;
         }
         if matched.is_whitelist() {
             return false;
         }
+        next = rules.parent.as_deref();
     }
     false
-}
-
-/// Reads and hashes `found` on as many threads as the machine offers.
-fn hash_all(found: Vec<Found>) -> Result<Vec<(RelPath, CachedEntry)>, SnapshotError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get().min(8))
-        .min(found.len().max(1));
-    let next = AtomicUsize::new(0);
-    let found = &found;
-    let per_thread: Vec<Result<Vec<_>, SnapshotError>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    while let Some(item) = found.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let entry = hash_one(item).inspect_err(|_| {
-                            next.store(found.len(), Ordering::Relaxed);
-                        })?;
-                        done.push((
-                            item.rel.clone(),
-                            CachedEntry {
-                                stat: item.stat,
-                                entry,
-                            },
-                        ));
-                    }
-                    Ok(done)
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|worker| worker.join().expect("hashing threads do not panic"))
-            .collect()
-    });
-    let mut hashed = Vec::with_capacity(found.len());
-    for result in per_thread {
-        hashed.extend(result?);
-    }
-    Ok(hashed)
 }
 
 fn hash_one(item: &Found) -> Result<Entry, SnapshotError> {
@@ -434,14 +503,14 @@ fn apply_overlay(
 /// everything in it).
 fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotError> {
     let components: Vec<&str> = rel.split('/').collect();
-    let mut rules = Vec::new();
+    let mut rules = None;
     let mut path = root.to_path_buf();
     for (depth, name) in components.iter().enumerate() {
         if always_excluded(depth + 1, name.as_bytes()) {
             return Ok(false);
         }
         if path.is_dir() {
-            push_ignore_files(&path, &mut rules)?;
+            rules = push_ignore_files(&path, rules)?;
         }
         path.push(name);
         if is_ignored(&rules, &path, depth + 1 < components.len()) {
@@ -680,6 +749,40 @@ mod tests {
         assert!(visible_to_walk(dir.path(), "docs/keep.txt").unwrap());
         assert!(!visible_to_walk(dir.path(), "docs/other.txt").unwrap());
         assert!(visible_to_walk(dir.path(), "new/dir/file.rs").unwrap());
+    }
+
+    #[test]
+    fn walk_and_overlay_visibility_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let files = [
+            ".gitignore",
+            "docs/.gitignore",
+            "docs/keep.txt",
+            "docs/other.txt",
+            "gen/a.rs",
+            "notes.txt",
+            "src/a.rs",
+        ];
+        for rel in files {
+            write(root, rel, b"x");
+        }
+        write(root, ".gitignore", b"gen/\n*.txt\n");
+        write(root, "docs/.gitignore", b"!keep.txt\n");
+        let snapshot = Snapshotter::new(root, None)
+            .snapshot(&Overlay::default())
+            .unwrap();
+        assert_eq!(
+            paths(&snapshot),
+            [".gitignore", "docs/.gitignore", "docs/keep.txt", "src/a.rs"]
+        );
+        for rel in files {
+            assert_eq!(
+                visible_to_walk(root, rel).unwrap(),
+                snapshot.entries.contains_key(rel),
+                "{rel}"
+            );
+        }
     }
 
     #[test]
