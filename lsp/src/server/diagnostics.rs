@@ -251,12 +251,12 @@ mod tests {
                 title: "`x` is not mutable (2 sites)".into(),
                 sites: vec![
                     Site {
-                        path: "src/main.rs".into(),
+                        path: Some("src/main.rs".into()),
                         span: Some(first),
                         message: "first".into(),
                     },
                     Site {
-                        path: "src/main.rs".into(),
+                        path: Some("src/main.rs".into()),
                         span: Some(second),
                         message: "second".into(),
                     },
@@ -264,6 +264,7 @@ mod tests {
                 diagnostics: vec![0, 1],
                 failures: vec![],
                 magnitude: 1.0,
+                energy: 1.5,
                 digest: Digest::ZERO,
             }],
             energy: 1.0,
