@@ -10,7 +10,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 use support::{
     CARGO_TOML, Client, Encoding, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT,
-    cargo_test_passes, helix_capabilities, offset_of, vscode_capabilities, write_crate,
+    cargo_test_passes, helix_capabilities, neovim_capabilities, offset_of, vscode_capabilities,
+    write_crate,
 };
 
 const LIB: &str = "src/lib.rs";
@@ -42,9 +43,9 @@ fn missing_mut_diagnostic(client: &mut Client) -> Value {
     diagnostic
 }
 
-/// Asks for code actions on the diagnostic, runs its Repair, and waits for
-/// the search to end with a verified result. Returns the repair id.
-fn repair(client: &mut Client, diagnostic: &Value) -> String {
+/// Asks for code actions on the diagnostic and starts its Repair; returns
+/// the index of the first notification after the start.
+fn start_repair(client: &mut Client, diagnostic: &Value) -> usize {
     let cluster = diagnostic["data"]["cluster"].clone();
     let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(diagnostic));
     let repair = actions
@@ -68,9 +69,22 @@ fn repair(client: &mut Client, diagnostic: &Value) -> String {
         n["method"] == "trellis/searchStatus" && n["params"]["status"] == "running"
     });
     assert_eq!(running["params"]["cluster"], cluster);
-    let ended = client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus" && n["params"]["status"] != "running"
-    });
+    from
+}
+
+/// The `trellis/searchStatus` that ends the search started at `from`.
+fn search_end(client: &mut Client, from: usize) -> Value {
+    client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
+        n["method"] == "trellis/searchStatus"
+            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
+    })
+}
+
+/// Runs the diagnostic's Repair and waits for a verified result; returns
+/// the repair id.
+fn repair(client: &mut Client, diagnostic: &Value) -> String {
+    let from = start_repair(client, diagnostic);
+    let ended = search_end(client, from);
     assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
     assert!(ended["params"]["steps"].as_u64().unwrap() >= 1, "{ended}");
     ended["params"]["repair_id"].as_str().unwrap().to_owned()
@@ -336,4 +350,80 @@ fn diagnostic_positions_follow_the_negotiated_encoding() {
         starts[0], starts[1],
         "UTF-8 and UTF-16 columns should differ here"
     );
+}
+
+#[test]
+fn neovim_profile_applies_from_the_message_buttons_without_annotations() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), neovim_capabilities(), None);
+    client.message_choice = Some("Apply".into());
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    let repair_id = repair(&mut client, &diagnostic);
+
+    // The end of the search offers Preview and Apply as buttons; the user
+    // clicks Apply and the server sends the edit, checked against the view.
+    let asked = client.wait_for_request(
+        requests_before,
+        REQUEST_TIMEOUT,
+        "window/showMessageRequest",
+    );
+    let buttons: Vec<&str> = asked["params"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(buttons, ["Preview", "Apply"]);
+    let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
+    // Without `documentChanges` support the edit is a plain `changes` map.
+    assert!(sent["params"]["edit"]["changes"].is_object(), "{sent}");
+    assert!(
+        sent["params"]["edit"].get("changeAnnotations").is_none(),
+        "{sent}"
+    );
+    client.save(LIB);
+    wait_for_promotion(&mut client, from, &repair_id);
+    assert_fixed(dir.path());
+    client.shutdown();
+}
+
+#[test]
+fn a_running_repair_is_cancelled_through_its_progress_token() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let requests_before = client.server_requests.len();
+    let from = start_repair(&mut client, &diagnostic);
+    let create = client.wait_for_request(
+        requests_before,
+        REQUEST_TIMEOUT,
+        "window/workDoneProgress/create",
+    );
+
+    // A Cancel action replaces Repair while the search runs.
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    assert!(
+        actions
+            .iter()
+            .any(|a| title(a).starts_with("Cancel repair: ")),
+        "{actions:#?}"
+    );
+    assert!(
+        !actions.iter().any(|a| title(a).starts_with("Repair: ")),
+        "{actions:#?}"
+    );
+
+    client.notify(
+        "window/workDoneProgress/cancel",
+        json!({ "token": create["params"]["token"] }),
+    );
+    let ended = search_end(&mut client, from);
+    assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(LIB)).unwrap(),
+        MISSING_MUT_LIB
+    );
+    client.shutdown();
 }

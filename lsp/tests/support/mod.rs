@@ -58,6 +58,8 @@ pub struct Client {
     pub responses: Vec<Value>,
     /// Whether to apply `workspace/applyEdit` (an editor that refuses says `applied: false`).
     pub accept_edits: bool,
+    /// The button the user clicks when the server sends `window/showMessageRequest`.
+    pub message_choice: Option<String>,
 }
 
 impl Drop for Client {
@@ -123,6 +125,7 @@ impl Client {
             server_requests: Vec::new(),
             responses: Vec::new(),
             accept_edits: true,
+            message_choice: None,
         };
         let uri = file_uri(root);
         let mut params = json!({
@@ -217,6 +220,10 @@ impl Client {
                 json!({ "applied": true })
             }
             "window/showDocument" => json!({ "success": true }),
+            "window/showMessageRequest" => match &self.message_choice {
+                Some(title) => json!({ "title": title }),
+                None => Value::Null,
+            },
             _ => Value::Null,
         }
     }
@@ -533,6 +540,33 @@ pub fn vscode_capabilities() -> Value {
                 "changeAnnotationSupport": { "groupsOnLabel": true }
             },
             "executeCommand": { "dynamicRegistration": true }
+        }
+    })
+}
+
+/// Capabilities as Neovim 0.7–0.11 sends them (the parts that matter
+/// here): `showMessageRequest` buttons, no `showDocument`, no change
+/// annotations, resolve of `edit`.
+pub fn neovim_capabilities() -> Value {
+    json!({
+        "window": {
+            "workDoneProgress": true,
+            "showMessage": { "messageActionItem": { "additionalPropertiesSupport": false } },
+            "showDocument": { "support": false }
+        },
+        "textDocument": {
+            "codeAction": {
+                "dynamicRegistration": false,
+                "codeActionLiteralSupport": { "codeActionKind": { "valueSet": ["", "quickfix", "refactor", "source"] } },
+                "isPreferredSupport": true,
+                "dataSupport": true,
+                "resolveSupport": { "properties": ["edit"] }
+            },
+            "publishDiagnostics": { "relatedInformation": true, "tagSupport": { "valueSet": [1, 2] } }
+        },
+        "workspace": {
+            "applyEdit": true,
+            "workspaceEdit": { "resourceOperations": ["rename", "create", "delete"] }
         }
     })
 }
