@@ -197,6 +197,8 @@ fn vscode_profile_repairs_previews_and_applies_through_resolve() {
     client.save(LIB);
     wait_for_promotion(&mut client, from, &repair_id);
     assert_fixed(dir.path());
+    // The save re-senses; the fixed file's diagnostics are cleared.
+    client.wait_for_diagnostics(from, LIB, false);
 
     // Once applied, the repair is no longer offered.
     let after = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
@@ -364,6 +366,20 @@ fn neovim_profile_applies_from_the_message_buttons_without_annotations() {
 
     // The end of the search offers Preview and Apply as buttons; the user
     // clicks Apply and the server sends the edit, checked against the view.
+    let told = client.wait_for(from, REQUEST_TIMEOUT, "the end message", |n| {
+        n["method"] == "window/showMessage"
+            && n["params"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("verified repair")
+    });
+    assert!(
+        told["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&repair_id),
+        "{told}"
+    );
     let asked = client.wait_for_request(
         requests_before,
         REQUEST_TIMEOUT,

@@ -684,14 +684,14 @@ impl Actor {
         self.track_root();
     }
 
-    /// Tells the user how a repair ended; a verified one comes with
-    /// Preview/Apply buttons where the client shows them. The reply is
-    /// awaited in a task: the user may take minutes to click.
+    /// Tells the user how a repair ended. A verified one is also offered as
+    /// Preview/Apply buttons where the client shows them; the reply is
+    /// awaited in a task, since the user may take minutes to click.
     fn announce(&self, title: &str, outcome: &Arc<RepairOutcome>) {
         let text = match outcome.status {
             RepairStatus::HardPass => format!(
-                "Trellis: verified repair ready for {title}: {}. Use “Apply verified repair” to apply it.",
-                outcome.summary
+                "Trellis: verified repair {} ready for {title}: {}. Use “Apply verified repair” to apply it.",
+                outcome.repair_id, outcome.summary
             ),
             RepairStatus::AlreadyClean => {
                 "Trellis: nothing to repair; the workspace already passes.".to_owned()
@@ -707,19 +707,20 @@ impl Actor {
                 }
             ),
         };
+        let typ = match outcome.status {
+            RepairStatus::HardPass | RepairStatus::AlreadyClean | RepairStatus::Cancelled => {
+                MessageType::INFO
+            }
+            _ => MessageType::WARNING,
+        };
+        self.show(typ, text);
         if outcome.status != RepairStatus::HardPass || !self.shared.facts.message_actions {
-            self.show(
-                if outcome.status == RepairStatus::HardPass
-                    || outcome.status == RepairStatus::AlreadyClean
-                {
-                    MessageType::INFO
-                } else {
-                    MessageType::WARNING
-                },
-                text,
-            );
             return;
         }
+        let question = format!(
+            "Apply verified repair {} ({})?",
+            outcome.repair_id, outcome.summary
+        );
         let (client, tx, repair_id) = (
             self.shared.client.clone(),
             self.tx.clone(),
@@ -737,7 +738,7 @@ impl Actor {
                 },
             ];
             let picked = client
-                .show_message_request(MessageType::INFO, text, Some(choices))
+                .show_message_request(MessageType::INFO, question, Some(choices))
                 .await;
             let which = RepairRef::Id(repair_id);
             let command = match picked {
