@@ -412,7 +412,8 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
             .then(a.key.cmp(&b.key))
     });
 
-    let energy = clusters.iter().map(|c| c.energy).sum();
+    // Folded from +0.0: an empty f64 sum is -0.0, which would print as "-0.00".
+    let energy = clusters.iter().map(|c| c.energy).fold(0.0, |a, b| a + b);
     let hard_pass = required.iter().all(|stage| {
         reports
             .iter()
@@ -479,6 +480,7 @@ mod tests {
             tests_passed: 0,
             duration_ms: 0,
             truncated: false,
+            notes: Vec::new(),
         }
     }
 
