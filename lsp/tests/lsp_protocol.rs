@@ -4,7 +4,9 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{CARGO_TOML, Client, helix_capabilities, vscode_capabilities, write_crate};
+use support::{
+    CARGO_TOML, Client, REQUEST_TIMEOUT, helix_capabilities, vscode_capabilities, write_crate,
+};
 
 fn clean_crate() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -122,21 +124,16 @@ fn initialize_announces_incremental_sync_resolve_and_every_command() {
 fn a_configuration_error_fails_initialize_and_names_the_key() {
     let dir = clean_crate();
     let options = json!({ "exploration": { "max_branches": 7 } });
-    let (client, init) = Client::start(dir.path(), vscode_capabilities(), Some(options));
+    let (mut client, init) = Client::start(dir.path(), vscode_capabilities(), Some(options));
     let message = init["error"]["message"]
         .as_str()
         .unwrap_or_else(|| panic!("initialize should fail: {init}"));
     assert!(message.contains("exploration.max_branches"), "{message}");
-    let shown = client
-        .notifications
-        .iter()
-        .find(|n| n["method"] == "window/showMessage")
-        .unwrap_or_else(|| {
-            panic!(
-                "no showMessage before the error: {:?}",
-                client.notifications
-            )
-        });
+    // The notification and the error response travel on separate queues
+    // inside the server, so either may arrive first.
+    let shown = client.wait_for(0, REQUEST_TIMEOUT, "showMessage", |n| {
+        n["method"] == "window/showMessage"
+    });
     assert_eq!(shown["params"]["type"], 1);
     assert!(
         shown["params"]["message"]

@@ -166,8 +166,9 @@ pub async fn repair(shared: Arc<Shared>, job: RepairJob, tx: UnboundedSender<Msg
         report_rx,
     ));
     let options = RepairOptions {
+        // The workspace's `exploration.max_branches`, as `trellis repair` uses.
+        max_branches: shared.engine.config().exploration.max_branches,
         target_cluster: Some(job.cluster.clone()),
-        ..RepairOptions::default()
     };
     let result = {
         let sink = ChannelProgress(report_tx);
@@ -211,20 +212,9 @@ pub fn describe_status(status: RepairStatus) -> &'static str {
     }
 }
 
-/// Branches opened across a repair's steps: each step report lists its
-/// branches under `branches`.
+/// Branches opened across a repair's steps.
 pub fn branch_count(outcome: &RepairOutcome) -> usize {
-    serde_json::to_value(&outcome.steps)
-        .ok()
-        .and_then(|steps| {
-            steps.as_array().map(|steps| {
-                steps
-                    .iter()
-                    .filter_map(|step| step.get("branches")?.as_array().map(Vec::len))
-                    .sum()
-            })
-        })
-        .unwrap_or(0)
+    outcome.steps.iter().map(|step| step.branches.len()).sum()
 }
 
 /// The engine's progress callback is synchronous; it only enqueues.
