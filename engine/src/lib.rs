@@ -21,6 +21,7 @@ pub mod measure;
 pub mod propose;
 pub mod records;
 pub mod repair;
+pub mod search;
 pub mod select;
 pub mod sensor;
 pub mod slots;

@@ -289,6 +289,9 @@ fn ledger_verify_accepts_an_intact_chain_and_names_a_tampered_event() {
             |r| r.get(0),
         )
         .unwrap();
+    // A tamperer with the file can drop the append-only trigger; the chain still tells.
+    db.execute_batch("DROP TRIGGER events_are_never_updated")
+        .unwrap();
     db.execute(
         "UPDATE events SET payload = replace(payload, 'accepted', 'rejected') WHERE seq = ?1",
         [seq],
