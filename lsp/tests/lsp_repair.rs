@@ -10,8 +10,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 use support::{
     CARGO_TOML, Client, Encoding, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT,
-    cargo_test_passes, helix_capabilities, neovim_capabilities, offset_of, vscode_capabilities,
-    write_crate,
+    cargo_test_passes, helix_capabilities, ledger_replay, neovim_capabilities, offset_of,
+    vscode_capabilities, write_crate,
 };
 
 const LIB: &str = "src/lib.rs";
@@ -199,6 +199,14 @@ fn vscode_profile_repairs_previews_and_applies_through_resolve() {
     assert_fixed(dir.path());
     // The save re-senses; the fixed file's diagnostics are cleared.
     client.wait_for_diagnostics(from, LIB, false);
+    let ledger = ledger_replay(dir.path());
+    let promotion = ledger["promotions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["repair_id"] == repair_id.as_str())
+        .unwrap_or_else(|| panic!("the promotion is not ledgered: {ledger:#}"));
+    assert_eq!(promotion["files"], json!([LIB]), "{promotion}");
 
     // Once applied, the repair is no longer offered.
     let after = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
@@ -313,6 +321,18 @@ fn an_apply_after_a_later_edit_is_refused_and_the_file_is_untouched() {
         client.docs[&client.uri(LIB)].text,
         buffer,
         "the user's edit is kept"
+    );
+    let ledger = ledger_replay(dir.path());
+    let refusals = ledger["refusals"].as_array().unwrap();
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r["repair_id"] == repair_id.as_str()),
+        "the stale refusal is not ledgered: {ledger:#}"
+    );
+    assert!(
+        ledger["promotions"].as_array().unwrap().is_empty(),
+        "{ledger:#}"
     );
     client.shutdown();
 }

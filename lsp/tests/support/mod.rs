@@ -640,3 +640,31 @@ pub fn cargo_test_passes(root: &Path) -> bool {
         .expect("run cargo test")
         .success()
 }
+
+/// The workspace ledger folded by `trellis ledger replay --format json`
+/// (decisions, promotions, refusals), after `trellis ledger verify` passed.
+pub fn ledger_replay(root: &Path) -> Value {
+    let trellis = env!("CARGO_BIN_EXE_trellis");
+    let verify = Command::new(trellis)
+        .args(["ledger", "verify"])
+        .arg(root)
+        .output()
+        .expect("run trellis ledger verify");
+    assert!(
+        verify.status.success(),
+        "ledger verify failed: {}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let replay = Command::new(trellis)
+        .args(["ledger", "replay"])
+        .arg(root)
+        .args(["--format", "json"])
+        .output()
+        .expect("run trellis ledger replay");
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    serde_json::from_slice(&replay.stdout).expect("replay prints JSON")
+}
