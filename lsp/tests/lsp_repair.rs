@@ -463,3 +463,81 @@ fn a_running_repair_is_cancelled_through_its_progress_token() {
     );
     client.shutdown();
 }
+
+#[test]
+fn a_minimal_client_gets_commands_and_no_progress_tokens() {
+    let dir = broken_crate();
+    // No code-action literals, no progress, no documentChanges.
+    let (mut client, _) = Client::start(dir.path(), json!({}), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let repair = actions
+        .iter()
+        .find(|a| title(a).starts_with("Repair: "))
+        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
+    // A bare Command: its `command` field is the command name itself.
+    assert_eq!(repair["command"], "trellis.repair.start", "{repair}");
+
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.start", "arguments": repair["arguments"] }),
+    );
+    let ended = search_end(&mut client, from);
+    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
+    let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
+    assert!(
+        !client
+            .server_requests
+            .iter()
+            .any(|r| r["method"] == "window/workDoneProgress/create"),
+        "a progress token was created for a client that did not advertise progress"
+    );
+    assert!(
+        !client
+            .notifications
+            .iter()
+            .any(|n| n["method"] == "$/progress")
+    );
+
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let apply = apply_action(&actions).unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
+    assert_eq!(apply["command"], "trellis.repair.apply", "{apply}");
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.apply", "arguments": apply["arguments"] }),
+    );
+    let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
+    assert!(sent["params"]["edit"]["changes"].is_object(), "{sent}");
+    client.save(LIB);
+    wait_for_promotion(&mut client, from, &repair_id);
+    assert_fixed(dir.path());
+    client.shutdown();
+}
+
+#[test]
+fn unsaved_buffers_are_sensed_and_fixed_files_get_an_empty_diagnostic_list() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+
+    // Fix the buffer without saving, then open another file: sensing runs
+    // on the view (disk overlaid with the buffer), not on the disk alone.
+    let at = diagnostic["range"]["start"]["line"].as_u64().unwrap();
+    let line = MISSING_MUT_LIB.lines().nth(at as usize).unwrap();
+    let col = line.find("let n").unwrap() + "let ".len();
+    assert!(line[..col].is_ascii());
+    let here = json!({ "line": at, "character": col });
+    client.edit(LIB, json!({ "start": here, "end": here }), "mut ");
+    let from = client.notifications.len();
+    client.open("Cargo.toml");
+    client.wait_for_diagnostics(from, LIB, false);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(LIB)).unwrap(),
+        MISSING_MUT_LIB,
+        "nothing was written to disk"
+    );
+    client.shutdown();
+}
