@@ -81,6 +81,14 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
+    /// The typed prompt library: list, render, diff, lint, manifest, evaluate, activate.
+    ///
+    /// Acts on the prompt library under `./prompts` (run it from the
+    /// repository root) and, for `explain-session`, on `./.trellis/ledger.db`.
+    Prompts {
+        #[command(subcommand)]
+        command: trellis_prompts::PromptsCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -136,6 +144,7 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            Command::Prompts { command } => cli::prompts::run(command),
         }
     });
     ExitCode::from(code)

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod ledger;
+pub mod prompts;
 pub mod render;
 pub mod repair;
 
