@@ -220,12 +220,29 @@ fn helix_profile_gets_inline_edits_in_utf8_and_applies_through_the_command() {
     let (mut client, _) = Client::start(dir.path(), helix_capabilities(), None);
     assert_eq!(client.encoding, Encoding::Utf8);
     let diagnostic = missing_mut_diagnostic(&mut client);
+    let first = repair(&mut client, &diagnostic);
+    // A second search of the same cluster supersedes the first: one Apply.
     let repair_id = repair(&mut client, &diagnostic);
+    assert_ne!(first, repair_id);
 
     // Helix applies code-action edits itself: the edit is inline, and
     // without change-annotation support it carries no annotation.
     let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
-    let apply = apply_action(&actions).unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
+    let applies: Vec<&Value> = actions
+        .iter()
+        .filter(|a| title(a).starts_with("Apply verified repair: "))
+        .collect();
+    assert_eq!(applies.len(), 1, "{actions:#?}");
+    let apply = applies[0];
+    let previews: Vec<&Value> = actions
+        .iter()
+        .filter(|a| title(a).starts_with("Preview verified repair: "))
+        .collect();
+    assert_eq!(previews.len(), 1, "{actions:#?}");
+    assert_eq!(
+        previews[0]["command"]["arguments"][0]["repair_id"],
+        repair_id.as_str()
+    );
     let doc_edit = &apply["edit"]["documentChanges"][0];
     assert_eq!(doc_edit["textDocument"]["version"], 1);
     assert!(

@@ -671,6 +671,13 @@ impl Actor {
         self.notify_status(status);
         self.announce(&job.title, &outcome);
 
+        // A newer verified repair of the same cluster supersedes an older
+        // one that was not applied: the menu offers one Apply per cluster.
+        // (A cancelled or failed rerun leaves the older result in place.)
+        if outcome.status == RepairStatus::HardPass {
+            self.repairs
+                .retain(|r| r.promoted || r.cluster != job.cluster);
+        }
         self.repairs.push(FinishedRepair {
             outcome,
             cluster: job.cluster,
