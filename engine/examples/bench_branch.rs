@@ -86,9 +86,15 @@ async fn main() {
 
     // Trellis: re-root, sync the branch slot, run the build sensor there.
     let sensors = rust_sensors(&user).await;
-    let build = sensors.iter().find(|s| s.stage() == "build").expect("a build sensor");
+    let build = sensors
+        .iter()
+        .find(|s| s.stage() == "build")
+        .expect("a build sensor");
     let mut snapshotter = Snapshotter::new(&user, Some(tmp.path().join("index")));
-    let limits = CopyLimits { max_files: 100_000, max_bytes: 1 << 30 };
+    let limits = CopyLimits {
+        max_files: 100_000,
+        max_bytes: 1 << 30,
+    };
     let run = || SensorRun {
         dir: &slot,
         target_dir: &slot_target,
@@ -96,14 +102,26 @@ async fn main() {
         cancel: CancellationToken::new(),
     };
     let warm = snapshotter.snapshot(&Overlay::default()).unwrap();
-    materialize(&warm, &DirSource::new(user.clone(), Overlay::default()), &slot, limits).unwrap();
+    materialize(
+        &warm,
+        &DirSource::new(user.clone(), Overlay::default()),
+        &slot,
+        limits,
+    )
+    .unwrap();
     build.run(run()).await;
     let mut trellis = Vec::new();
     for n in 0..RUNS {
         edit(&user, n);
         let t = Instant::now();
         let snapshot = snapshotter.snapshot(&Overlay::default()).unwrap();
-        materialize(&snapshot, &DirSource::new(user.clone(), Overlay::default()), &slot, limits).unwrap();
+        materialize(
+            &snapshot,
+            &DirSource::new(user.clone(), Overlay::default()),
+            &slot,
+            limits,
+        )
+        .unwrap();
         let report = build.run(run()).await;
         trellis.push(t.elapsed());
         assert_eq!(report.status, StageStatus::Passed, "{:?}", report.notes);
@@ -111,7 +129,16 @@ async fn main() {
 
     let (b, t) = (median(baseline), median(trellis));
     println!("branch measurement vs in-place incremental cargo check ({RUNS} runs, median)");
-    println!("  in-place cargo check     {:>8.1} ms", b.as_secs_f64() * 1e3);
-    println!("  trellis branch measure   {:>8.1} ms", t.as_secs_f64() * 1e3);
-    println!("  ratio                    {:>8.2}x  (target <= 1.5x)", t.as_secs_f64() / b.as_secs_f64());
+    println!(
+        "  in-place cargo check     {:>8.1} ms",
+        b.as_secs_f64() * 1e3
+    );
+    println!(
+        "  trellis branch measure   {:>8.1} ms",
+        t.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio                    {:>8.2}x  (target <= 1.5x)",
+        t.as_secs_f64() / b.as_secs_f64()
+    );
 }
