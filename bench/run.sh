@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Every benchmark, each against its named baseline, median of several runs:
+#   1. snapshot root vs `git add -A && git write-tree`; warm re-root vs cold;
+#      eager copy vs `cp -a` (a generated 10,000-file tree);
+#   2. a branch measurement vs an in-place incremental `cargo check`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash bench/snapshot.sh "$@"
+echo
+cargo build --quiet --release -p trellis-engine --example bench_branch
+"${CARGO_TARGET_DIR:-target}/release/examples/bench_branch"
