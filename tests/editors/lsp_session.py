@@ -27,6 +27,7 @@ REQUEST_TIMEOUT_S = 20.0
 STEP_TIMEOUT_S = float(os.environ.get("TRELLIS_TEST_STEP_TIMEOUT_S", "240"))
 
 TERMINAL_STATES = {
+    "failed",
     "hard_pass",
     "residuals_remain",
     "no_eligible_candidate",

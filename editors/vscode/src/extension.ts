@@ -25,7 +25,8 @@ const DOCUMENT_SELECTOR = ["rust", "python", "typescript", "typescriptreact"].ma
 }));
 
 let client: LanguageClient | undefined;
-let lastStatus: SearchStatus | undefined;
+/** The last repair the server reported an id for: what Preview shows by default. */
+let lastRepairId: string | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel("Trellis");
@@ -81,7 +82,7 @@ async function startClient(output: vscode.OutputChannel, statusItem: vscode.Stat
       output.appendLine(status.message);
       return;
     }
-    lastStatus = status;
+    lastRepairId = status.repairId ?? lastRepairId;
     showStatus(statusItem, status);
   });
   client = started;
@@ -123,7 +124,7 @@ async function interceptPreview(command: string, args: unknown[], next: ExecuteC
   if (command !== PREVIEW_COMMAND) {
     return next(command, args);
   }
-  const target = previewTarget(args, lastStatus?.repairId);
+  const target = previewTarget(args, lastRepairId);
   const fileUri = target === undefined ? undefined : previewFileUri(target.path);
   if (target === undefined || fileUri === undefined) {
     return next(command, args);

@@ -51,12 +51,15 @@ H.run("setup", function()
   -- Status rendering from a notification payload.
   H.assert_equal(trellis.status_line(), "Trellis: no repair started", "status before any repair")
   local handler = trellis.handlers()["trellis/searchStatus"]
+  handler(nil, { repair_id = vim.NIL, cluster = "c1", cluster_title = "E0384 in src/main.rs", status = "running" }, {})
+  H.assert_equal(trellis.status_line(), "Trellis E0384 in src/main.rs: running", "status of a running search")
   handler(nil, { repair_id = 7, status = "residuals_remain", summary = "2 of 3 clusters fixed" }, { client_id = 1 })
   H.assert_equal(
     trellis.status_line(),
     "Trellis repair 7: residuals remain - 2 of 3 clusters fixed",
-    "status after a notification"
+    "status after the search ended"
   )
-  handler(nil, { status = "running" }, { client_id = 1 })
-  H.assert_equal(trellis.state.last_status.repair_id, "7", "a payload without repair_id is ignored")
+  handler(nil, { repair_id = 8 }, { client_id = 1 })
+  H.assert_equal(trellis.state.last_status.repair_id, "7", "a payload without a status is ignored")
+  H.assert_equal(#trellis.state.statuses, 2, "both statuses are kept")
 end)

@@ -10,7 +10,9 @@ local M = {}
 
 local SEARCH_STATUS = "trellis/searchStatus"
 local BRANCH_FILE = "trellis/branchFile"
+-- Statuses that end a search (`applied` comes later, after an Apply).
 local TERMINAL = {
+  failed = true,
   hard_pass = true,
   residuals_remain = true,
   no_eligible_candidate = true,
@@ -43,7 +45,7 @@ M.config = vim.deepcopy(M.defaults)
 M.state = {
   -- Raw LSP diagnostics by document URI, as published (server's encoding).
   diagnostics = {},
-  -- Every trellis/searchStatus payload by repair id, and the latest one.
+  -- Every trellis/searchStatus payload, oldest first, and the latest one.
   statuses = {},
   last_status = nil,
   -- Outcome of the last :TrellisApply: { status = "applied"|"refused"|"unchanged"|"not_offered", message = ... }.
@@ -87,20 +89,28 @@ function M.client(bufnr)
 end
 
 local function record_status(_, result, ctx)
-  if type(result) ~= "table" or result.repair_id == nil or type(result.status) ~= "string" then
+  if type(result) ~= "table" or type(result.status) ~= "string" then
     return vim.NIL
   end
-  result.repair_id = tostring(result.repair_id)
+  -- The server names the repair only once the search has ended.
+  if result.repair_id ~= nil and result.repair_id ~= vim.NIL then
+    result.repair_id = tostring(result.repair_id)
+  else
+    result.repair_id = nil
+  end
   result.client_id = ctx and ctx.client_id
-  M.state.statuses[result.repair_id] = result
+  table.insert(M.state.statuses, result)
   M.state.last_status = result
   if M.config.on_status then
     M.config.on_status(result)
   end
+  local summary = type(result.summary) == "string" and result.summary ~= "" and (": " .. result.summary) or ""
   if result.status == "hard_pass" then
-    notify("verified repair ready: :TrellisPreview, :TrellisApply")
+    notify("verified repair ready" .. summary .. " (:TrellisPreview, :TrellisApply)")
+  elseif result.status == "failed" then
+    notify("search failed" .. summary, vim.log.levels.ERROR)
   elseif TERMINAL[result.status] then
-    notify(result.status:gsub("_", " ") .. (result.summary and (": " .. result.summary) or ""))
+    notify((result.status:gsub("_", " ")) .. summary)
   end
   return vim.NIL
 end
@@ -420,7 +430,10 @@ function M.status_line()
   if not status then
     return "Trellis: no repair started"
   end
-  local line = ("Trellis repair %s: %s"):format(status.repair_id, status.status:gsub("_", " "))
+  local subject = type(status.cluster_title) == "string" and status.cluster_title
+    or (status.repair_id and ("repair " .. status.repair_id))
+    or "search"
+  local line = ("Trellis %s: %s"):format(subject, (status.status:gsub("_", " ")))
   if type(status.summary) == "string" and status.summary ~= "" then
     line = line .. " - " .. status.summary
   end
