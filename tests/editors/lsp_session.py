@@ -154,7 +154,12 @@ class EditorSession:
         try:
             return await asyncio.wait_for(loop(), STEP_TIMEOUT_S)
         except TimeoutError:
-            raise AssertionError(f"timed out after {STEP_TIMEOUT_S:.0f} s waiting for {what}") from None
+            # What the server told the user is usually why nothing arrived.
+            told = "; ".join(f"{m.type.name}: {m.message}" for m in self.client.messages)
+            raise AssertionError(
+                f"timed out after {STEP_TIMEOUT_S:.0f} s waiting for {what}"
+                + (f" (server messages: {told})" if told else "")
+            ) from None
 
     # -- documents ----------------------------------------------------------
 

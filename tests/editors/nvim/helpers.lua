@@ -35,7 +35,13 @@ function H.wait(what, predicate, timeout)
     return value
   end, 50)
   if not ok then
-    error("timed out waiting for " .. what, 2)
+    -- What the server told the user is usually why nothing arrived.
+    local told = {}
+    for _, message in ipairs(H.messages) do
+      table.insert(told, tostring(message.message))
+    end
+    local suffix = #told > 0 and (" (server messages: " .. table.concat(told, "; ") .. ")") or ""
+    error("timed out waiting for " .. what .. suffix, 2)
   end
   return value
 end
