@@ -3,17 +3,30 @@
 //! Both front ends drive exactly these functions, so `trellis repair` in a
 //! terminal and the Repair code action in an editor take the same decisions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
 use std::path::{Path, PathBuf};
+use tokio::sync::OnceCell;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::change::FileChange;
 use crate::cluster::Cluster;
+use crate::config::Config;
 use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
 use crate::digest::Digest;
-use crate::sensor::StageStatus;
+use crate::ledger::{Ledger, PromotionRoute};
+use crate::measure::{Measurement, measure};
+use crate::records;
+use crate::repair::{Accepted, Ctx, search};
+use crate::sensor::cargo::rust_sensors;
+use crate::sensor::{Sensor, StageStatus};
+use crate::slots::Slots;
+use crate::snapshot::{
+    CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, diff, fsutil, materialize,
+};
 
 /// The user's current view: files on disk overlaid with unsaved buffers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -131,32 +144,169 @@ pub enum EngineError {
     Io(String),
 }
 
-pub fn workspace_root_of(path: &Path) -> PathBuf {
-    path.to_path_buf()
-}
-
 /// One workspace's engine: configuration, snapshot cache, ledger, branch slots.
 /// `Send + Sync`; the language server shares it behind an `Arc`.
 pub struct Engine {
     root: PathBuf,
+    config: Config,
+    ledger: Ledger,
+    slots: Slots,
+    snapshotter: Mutex<Snapshotter>,
+    sensors: OnceCell<Vec<Box<dyn Sensor>>>,
+    /// Serializes use of the view slot.
+    view_lock: tokio::sync::Mutex<()>,
+    /// One repair at a time owns the branch slots.
+    repair_lock: tokio::sync::Mutex<()>,
+    /// Measurements by state root: sensors are deterministic for a root
+    /// under one profile (PSP-10 Assumption 2), so a repair started right
+    /// after a check reuses the check's measurement.
+    measurements: Mutex<HashMap<Digest, Measurement>>,
+}
+
+fn io(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Io(e.to_string())
 }
 
 impl Engine {
-    /// Opens the workspace at `root`: loads `trellis.toml`, opens the ledger.
-    /// `init_options` are LSP `initializationOptions` (a TOML-shaped JSON
-    /// object) layered over the files.
+    /// Opens the workspace at `root`: loads the configuration layers, opens
+    /// the ledger in `.trellis/`. `init_options` are LSP `initializationOptions`.
     pub fn open(
         root: &Path,
         init_options: Option<serde_json::Value>,
     ) -> Result<Engine, EngineError> {
-        let _ = init_options;
+        let root = root.canonicalize().map_err(|e| EngineError::Config {
+            path: root.to_path_buf(),
+            message: format!("cannot open the workspace: {e}"),
+        })?;
+        if !root.is_dir() {
+            return Err(EngineError::Config {
+                path: root,
+                message: "the workspace is not a directory".into(),
+            });
+        }
+        let config = Config::load(&root, Config::user_file().as_deref(), init_options.as_ref())
+            .map_err(|e| EngineError::Config {
+                path: PathBuf::from(&e.source_name),
+                message: e.message,
+            })?;
+        let trellis_dir = root.join(".trellis");
+        let ledger = Ledger::open(&trellis_dir).map_err(io)?;
+        let snapshotter = Snapshotter::new(&root, Some(trellis_dir.join("index")));
         Ok(Engine {
-            root: root.to_path_buf(),
+            slots: Slots::for_workspace(&root),
+            root,
+            config,
+            ledger,
+            snapshotter: Mutex::new(snapshotter),
+            sensors: OnceCell::new(),
+            view_lock: tokio::sync::Mutex::new(()),
+            repair_lock: tokio::sync::Mutex::new(()),
+            measurements: Mutex::new(HashMap::new()),
         })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The sensors, fingerprinted once per session; the first call ledgers
+    /// the session start with them.
+    async fn sensors(&self) -> Result<&[Box<dyn Sensor>], EngineError> {
+        let sensors = self
+            .sensors
+            .get_or_try_init(|| async {
+                let sensors = rust_sensors(&self.root).await;
+                self.ledger
+                    .append(&records::session_started(
+                        &self.root,
+                        &self.config,
+                        &sensors,
+                    ))
+                    .map_err(io)?;
+                Ok::<_, EngineError>(sensors)
+            })
+            .await?;
+        Ok(sensors)
+    }
+
+    fn snapshot(&self, overlay: &Overlay) -> Result<Snapshot, EngineError> {
+        let mut snapshotter = self.snapshotter.lock().expect("snapshotter lock");
+        snapshotter.snapshot(overlay).map_err(io)
+    }
+
+    /// The state root of the view, computed without running anything.
+    pub fn view_root(&self, view: &View) -> Result<Digest, EngineError> {
+        Ok(self.snapshot(&Overlay::from(view))?.root)
+    }
+
+    /// Snapshots and measures the view (or reuses the measurement of an
+    /// identical root).
+    async fn measure_view(
+        &self,
+        view: &View,
+        progress: &dyn Progress,
+        cancel: &CancellationToken,
+    ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
+        let overlay = Overlay::from(view);
+        let snapshot = self.snapshot(&overlay)?;
+        self.ledger
+            .append(&records::snapshot_taken(&snapshot, &overlay))
+            .map_err(io)?;
+        if let Some(m) = self
+            .measurements
+            .lock()
+            .expect("measurement cache")
+            .get(&snapshot.root)
+        {
+            return Ok((snapshot, overlay, m.clone()));
+        }
+        let sensors = self.sensors().await?;
+        let _view = self.view_lock.lock().await;
+        let source = DirSource::new(self.root.clone(), overlay.clone());
+        let limits = CopyLimits {
+            max_files: self.config.exploration.workspace_files,
+            max_bytes: self.config.exploration.workspace_bytes,
+        };
+        progress.report("copying the workspace", None);
+        materialize(&snapshot, &source, &self.slots.view(), limits).map_err(io)?;
+        let m = measure(
+            snapshot.root,
+            &self.slots.view(),
+            &self.slots.view_target(),
+            sensors,
+            &self.config,
+            "workspace",
+            progress,
+            cancel,
+        )
+        .await;
+        if !cancel.is_cancelled() && m.unavailable().is_empty() {
+            self.measurements
+                .lock()
+                .expect("measurement cache")
+                .insert(snapshot.root, m.clone());
+        }
+        Ok((snapshot, overlay, m))
+    }
+
+    fn check_report(&self, m: &Measurement) -> CheckReport {
+        CheckReport {
+            root: m.root,
+            stages: m.stage_summaries(&self.config),
+            diagnostics: m.assessment.diagnostics.clone(),
+            failures: m.assessment.failures.clone(),
+            clusters: m.assessment.clusters.clone(),
+            energy: m.energy(),
+            hard_pass: m.hard_pass(),
+        }
     }
 
     /// Snapshots the view and runs every configured stage on it.
@@ -166,8 +316,8 @@ impl Engine {
         progress: &dyn Progress,
         cancel: CancellationToken,
     ) -> Result<CheckReport, EngineError> {
-        let _ = (view, progress, cancel);
-        Err(EngineError::Io("engine not wired yet".into()))
+        let (_, _, m) = self.measure_view(view, progress, &cancel).await?;
+        Ok(self.check_report(&m))
     }
 
     /// Runs the bounded repair search from the view. Never writes the user's files.
@@ -178,32 +328,159 @@ impl Engine {
         progress: &dyn Progress,
         cancel: CancellationToken,
     ) -> Result<RepairOutcome, EngineError> {
-        let _ = (view, options, progress, cancel);
-        Err(EngineError::Io("engine not wired yet".into()))
-    }
-
-    /// The state root of the view, computed without running anything.
-    pub fn view_root(&self, view: &View) -> Result<Digest, EngineError> {
-        let _ = view;
-        Err(EngineError::Io("engine not wired yet".into()))
+        let _repair = self.repair_lock.lock().await;
+        let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
+        let repair_id = records::repair_id(&snapshot.root);
+        self.ledger
+            .append(&records::candidate_measured(
+                &repair_id,
+                &format!("{repair_id}/0/x0"),
+                &m0,
+            ))
+            .map_err(io)?;
+        let initial = self.check_report(&m0);
+        let start_root = snapshot.root;
+        if m0.hard_pass() {
+            return Ok(RepairOutcome {
+                repair_id,
+                status: RepairStatus::AlreadyClean,
+                start_root,
+                final_root: start_root,
+                initial,
+                steps: Vec::new(),
+                changes: Vec::new(),
+                summary: "nothing to repair: every required stage passes".into(),
+            });
+        }
+        let sensors = self.sensors().await?;
+        let ctx = Ctx {
+            root: &self.root,
+            config: &self.config,
+            sensors,
+            ledger: &self.ledger,
+            slots: &self.slots,
+            progress,
+            cancel: &cancel,
+        };
+        let start_source = DirSource::new(self.root.clone(), overlay.clone());
+        let start = Accepted {
+            snapshot: snapshot.clone(),
+            overlay,
+            measurement: m0,
+        };
+        let result = search(&ctx, &repair_id, start, options).await?;
+        let final_root = result.last.snapshot.root;
+        let changes = if final_root == start_root {
+            Vec::new()
+        } else {
+            let last_source = DirSource::new(self.root.clone(), result.last.overlay.clone());
+            diff(
+                &snapshot,
+                &start_source,
+                &result.last.snapshot,
+                &last_source,
+            )
+            .map_err(io)?
+        };
+        let summary = match (result.status, result.labels.is_empty()) {
+            (RepairStatus::HardPass, _) => result.labels.join("; "),
+            (_, true) => format!("no repair found for {} cluster(s)", initial.clusters.len()),
+            (_, false) => format!("partial: {} (residuals remain)", result.labels.join("; ")),
+        };
+        Ok(RepairOutcome {
+            repair_id,
+            status: result.status,
+            start_root,
+            final_root,
+            initial,
+            steps: result.steps,
+            changes,
+            summary,
+        })
     }
 
     /// CLI promotion: checks the disk still has `outcome.start_root`, then
     /// writes every change atomically, and ledgers the promotion.
     pub fn promote_to_disk(&self, outcome: &RepairOutcome) -> Result<Promotion, EngineError> {
-        let _ = outcome;
-        Err(EngineError::Io("engine not wired yet".into()))
+        if outcome.status != RepairStatus::HardPass {
+            self.ledger
+                .append(&records::refused_not_hard_pass(
+                    &outcome.repair_id,
+                    outcome.status,
+                ))
+                .map_err(io)?;
+            return Err(EngineError::NotPromotable(outcome.status));
+        }
+        let current = self.snapshot(&Overlay::default())?;
+        if current.root != outcome.start_root {
+            self.record_stale_refusal(outcome, current.root)?;
+            return Err(EngineError::StaleRoot {
+                expected: outcome.start_root,
+                found: current.root,
+            });
+        }
+        for change in &outcome.changes {
+            let written = match change {
+                FileChange::Modify { path, new_text, .. } => {
+                    fsutil::write_atomic(&self.root, path, new_text.as_bytes())
+                }
+                FileChange::Create { path, text, .. } => {
+                    fsutil::write_atomic(&self.root, path, text.as_bytes())
+                }
+                FileChange::Delete { path, .. } => fsutil::remove_confined(&self.root, path),
+            };
+            written.map_err(io)?;
+        }
+        let after = self.snapshot(&Overlay::default())?;
+        let promotion = Promotion {
+            root_before: current.root,
+            root_after: after.root,
+            files: outcome
+                .changes
+                .iter()
+                .map(|c| c.path().to_owned())
+                .collect(),
+        };
+        self.ledger
+            .append(&records::promoted(
+                &outcome.repair_id,
+                &promotion,
+                PromotionRoute::Cli,
+            ))
+            .map_err(io)?;
+        Ok(promotion)
     }
 
     /// Editor promotion: the editor applied `outcome.changes` and its view
-    /// now has `observed_root`; ledgers the promotion (or a mismatch).
+    /// now has `observed_root`, which must be the repair's final root.
     pub fn record_editor_promotion(
         &self,
         outcome: &RepairOutcome,
         observed_root: Digest,
     ) -> Result<(), EngineError> {
-        let _ = (outcome, observed_root);
-        Err(EngineError::Io("engine not wired yet".into()))
+        if observed_root != outcome.final_root {
+            return Err(EngineError::StaleRoot {
+                expected: outcome.final_root,
+                found: observed_root,
+            });
+        }
+        let promotion = Promotion {
+            root_before: outcome.start_root,
+            root_after: observed_root,
+            files: outcome
+                .changes
+                .iter()
+                .map(|c| c.path().to_owned())
+                .collect(),
+        };
+        self.ledger
+            .append(&records::promoted(
+                &outcome.repair_id,
+                &promotion,
+                PromotionRoute::Editor,
+            ))
+            .map_err(io)?;
+        Ok(())
     }
 
     /// Ledgers a refused apply: the view moved away from `outcome.start_root`.
@@ -212,7 +489,13 @@ impl Engine {
         outcome: &RepairOutcome,
         found: Digest,
     ) -> Result<(), EngineError> {
-        let _ = (outcome, found);
-        Err(EngineError::Io("engine not wired yet".into()))
+        self.ledger
+            .append(&records::refused_stale(
+                &outcome.repair_id,
+                outcome.start_root,
+                found,
+            ))
+            .map_err(io)?;
+        Ok(())
     }
 }

@@ -1,37 +1,135 @@
 //! Root-cause clusters of residuals, and the energy over them.
+//!
+//! Sensors report sites; the gate needs causes. Nine hundred "cannot find
+//! type `Point`" errors are one missing import, so they form one [`Cluster`]
+//! and weigh as one. Clustering is a pure function of the stage reports.
+//!
+//! # Energy
+//!
+//! V = Σ_c w(class_c) · r_c², where r_c = 1 + 0.1·log₂(sites_c) is the
+//! normalized magnitude of cluster c: one unit per root cause, growing only
+//! logarithmically with its number of sites, so a cascade cannot drown a
+//! distinct defect. The class weights ([`EnergyModel::V1`]) follow the
+//! compiler's phases: errors from an earlier phase (parsing, name
+//! resolution) hide every later one, so fixing them must count as a descent
+//! even when it reveals a later-phase error.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::{RelPath, Span};
-use crate::digest::Digest;
+use crate::diagnostic::{Diagnostic, Level, RelPath, Span, TestFailure};
+use crate::digest::{CanonicalHasher, Digest};
+use crate::sensor::{StageReport, StageStatus};
 
 /// The kind of residual a cluster represents; weights energy and decides
 /// which evidence may support a no-good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResidualClass {
-    /// A name that does not resolve (missing import, typo).
-    UnresolvedName,
-    /// Mutability and borrow-checker errors.
-    Borrow,
-    /// Type mismatches and trait-bound errors.
-    Type,
     /// Syntax errors.
     Syntax,
+    /// A name that does not resolve (missing import, typo).
+    UnresolvedName,
+    /// Type mismatches and trait-bound errors.
+    Type,
     /// Any other compiler error.
     CompileError,
+    /// Mutability and borrow-checker errors.
+    Borrow,
     /// A test that ran and failed.
     TestFailure,
-    /// A required stage that could not run.
+    /// A stage that could not run.
     SensorUnavailable,
     /// Warnings and lints: advisory.
     Warning,
 }
 
+impl ResidualClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResidualClass::Syntax => "syntax",
+            ResidualClass::UnresolvedName => "unresolved_name",
+            ResidualClass::Type => "type",
+            ResidualClass::CompileError => "compile_error",
+            ResidualClass::Borrow => "borrow",
+            ResidualClass::TestFailure => "test_failure",
+            ResidualClass::SensorUnavailable => "sensor_unavailable",
+            ResidualClass::Warning => "warning",
+        }
+    }
+
+    /// Deterministic evidence (a compiler code, a failed test) versus
+    /// environmental trouble, which never supports a no-good.
+    pub fn is_deterministic(self) -> bool {
+        !matches!(self, ResidualClass::SensorUnavailable)
+    }
+}
+
+/// Versioned class weights. A change of weights is a new version, because
+/// energies measured under different models are not comparable.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnergyModel {
+    pub version: u32,
+    pub syntax: f64,
+    pub unresolved_name: f64,
+    pub type_error: f64,
+    pub compile_error: f64,
+    pub borrow: f64,
+    pub test_failure: f64,
+    pub sensor_unavailable: f64,
+    pub warning: f64,
+}
+
+impl EnergyModel {
+    pub const V1: EnergyModel = EnergyModel {
+        version: 1,
+        syntax: 4.0,
+        unresolved_name: 3.0,
+        type_error: 2.0,
+        compile_error: 2.0,
+        borrow: 1.5,
+        test_failure: 1.0,
+        sensor_unavailable: 1.0,
+        warning: 0.05,
+    };
+
+    pub fn weight(&self, class: ResidualClass) -> f64 {
+        match class {
+            ResidualClass::Syntax => self.syntax,
+            ResidualClass::UnresolvedName => self.unresolved_name,
+            ResidualClass::Type => self.type_error,
+            ResidualClass::CompileError => self.compile_error,
+            ResidualClass::Borrow => self.borrow,
+            ResidualClass::TestFailure => self.test_failure,
+            ResidualClass::SensorUnavailable => self.sensor_unavailable,
+            ResidualClass::Warning => self.warning,
+        }
+    }
+
+    pub fn digest(&self) -> Digest {
+        let mut h = CanonicalHasher::new("trellis.energy-model.v1");
+        h.u64(u64::from(self.version));
+        for w in [
+            self.syntax,
+            self.unresolved_name,
+            self.type_error,
+            self.compile_error,
+            self.borrow,
+            self.test_failure,
+            self.sensor_unavailable,
+            self.warning,
+        ] {
+            h.f64(w);
+        }
+        h.finish()
+    }
+}
+
 /// One place a cluster shows up.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Site {
-    pub path: RelPath,
+    pub path: Option<RelPath>,
     pub span: Option<Span>,
     pub message: String,
 }
@@ -39,7 +137,7 @@ pub struct Site {
 /// A group of residuals with one root cause.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cluster {
-    /// Short stable id derived from `key` (`c-1a2b3c4d`).
+    /// Short stable id derived from `key` (`c1a2b3c4d`).
     pub id: String,
     /// The canonical root-cause key (e.g. `unresolved:Point`).
     pub key: String,
@@ -54,6 +152,562 @@ pub struct Cluster {
     pub failures: Vec<usize>,
     /// Normalized magnitude r of this cluster.
     pub magnitude: f64,
+    /// w·r², this cluster's share of the energy.
+    pub energy: f64,
     /// Digest of `key`, the identity used by the ledger.
     pub digest: Digest,
+}
+
+/// The residuals of one measured state, clustered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Assessment {
+    /// Diagnostics of every stage, deduplicated across stages and targets.
+    pub diagnostics: Vec<Diagnostic>,
+    pub failures: Vec<TestFailure>,
+    /// Dominant first.
+    pub clusters: Vec<Cluster>,
+    pub energy: f64,
+    /// Every required stage ran and passed.
+    pub hard_pass: bool,
+}
+
+const UNRESOLVED_CODES: &[&str] = &[
+    "E0405", "E0412", "E0422", "E0423", "E0425", "E0432", "E0433", "E0531", "E0532", "E0573",
+    "E0574", "E0576",
+];
+const BORROW_CODES: &[&str] = &[
+    "E0382", "E0384", "E0499", "E0502", "E0505", "E0506", "E0507", "E0594", "E0596", "E0597",
+    "E0716",
+];
+const TYPE_CODES: &[&str] = &[
+    "E0061", "E0063", "E0277", "E0282", "E0308", "E0369", "E0560", "E0599", "E0609", "E0614",
+];
+
+fn classify(d: &Diagnostic) -> ResidualClass {
+    if d.level != Level::Error {
+        return ResidualClass::Warning;
+    }
+    match d.code.as_deref() {
+        Some(c) if UNRESOLVED_CODES.contains(&c) => ResidualClass::UnresolvedName,
+        Some(c) if BORROW_CODES.contains(&c) => ResidualClass::Borrow,
+        Some(c) if TYPE_CODES.contains(&c) => ResidualClass::Type,
+        Some(_) => ResidualClass::CompileError,
+        None if is_syntax_message(&d.message) => ResidualClass::Syntax,
+        None => ResidualClass::CompileError,
+    }
+}
+
+fn is_syntax_message(message: &str) -> bool {
+    [
+        "expected ",
+        "unexpected ",
+        "mismatched closing delimiter",
+        "this file contains an unclosed delimiter",
+    ]
+    .iter()
+    .any(|p| message.starts_with(p))
+}
+
+/// The first `backticked` token of a message: the name rustc complains about.
+fn first_backticked(message: &str) -> Option<&str> {
+    let start = message.find('`')? + 1;
+    let len = message[start..].find('`')?;
+    Some(&message[start..start + len])
+}
+
+fn site_location(span: &Span) -> String {
+    format!("{}:{}", span.path, span.line_start)
+}
+
+fn cluster_key(class: ResidualClass, d: &Diagnostic) -> String {
+    let what = d.code.clone().unwrap_or_else(|| d.message.clone());
+    match class {
+        ResidualClass::UnresolvedName => match first_backticked(&d.message) {
+            Some(name) => format!("unresolved:{name}"),
+            None => format!("unresolved:{what}"),
+        },
+        ResidualClass::Warning => format!("warning:{what}"),
+        _ => {
+            let at = d.primary.as_ref().map(site_location).unwrap_or_default();
+            format!("{}:{what}:{at}", class.as_str())
+        }
+    }
+}
+
+fn suggests_import(d: &Diagnostic) -> bool {
+    d.suggestions
+        .iter()
+        .flat_map(|g| &g.alternatives)
+        .flat_map(|s| &s.replacements)
+        .any(|r| r.text.trim_start().starts_with("use "))
+}
+
+fn plural_sites(n: usize) -> String {
+    if n == 1 {
+        String::new()
+    } else {
+        format!(" ({n} sites)")
+    }
+}
+
+/// Normalized magnitude of a cluster with `sites` sites.
+pub fn magnitude(sites: usize) -> f64 {
+    1.0 + 0.1 * (sites.max(1) as f64).log2()
+}
+
+struct Draft {
+    class: ResidualClass,
+    stage: String,
+    sites: Vec<Site>,
+    diagnostics: Vec<usize>,
+    failures: Vec<usize>,
+    title_seed: String,
+}
+
+/// Clusters the reports of one measured state. `required` names the stages
+/// whose passing is hard pass.
+pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel) -> Assessment {
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    for report in reports {
+        for d in &report.diagnostics {
+            if !diagnostics
+                .iter()
+                .any(|seen| seen.site_key() == d.site_key())
+            {
+                diagnostics.push(d.clone());
+            }
+        }
+    }
+    let failures: Vec<TestFailure> = reports
+        .iter()
+        .flat_map(|r| r.failures.iter().cloned())
+        .collect();
+
+    let mut drafts: BTreeMap<String, Draft> = BTreeMap::new();
+    let mut import_suggested: BTreeMap<String, bool> = BTreeMap::new();
+    for (i, d) in diagnostics.iter().enumerate() {
+        let class = classify(d);
+        let key = cluster_key(class, d);
+        *import_suggested.entry(key.clone()).or_default() |= suggests_import(d);
+        let draft = drafts.entry(key).or_insert_with(|| Draft {
+            class,
+            stage: d.stage.clone(),
+            sites: Vec::new(),
+            diagnostics: Vec::new(),
+            failures: Vec::new(),
+            title_seed: first_backticked(&d.message)
+                .map(str::to_owned)
+                .unwrap_or_else(|| d.message.clone()),
+        });
+        draft.diagnostics.push(i);
+        draft.sites.push(Site {
+            path: d.primary.as_ref().map(|s| s.path.clone()),
+            span: d.primary.clone(),
+            message: d.message.clone(),
+        });
+    }
+    for (i, f) in failures.iter().enumerate() {
+        let key = match &f.location {
+            Some(span) => format!("test:{}", site_location(span)),
+            None => format!("test:{}:{}", f.binary, f.name),
+        };
+        let draft = drafts.entry(key).or_insert_with(|| Draft {
+            class: ResidualClass::TestFailure,
+            stage: "test".into(),
+            sites: Vec::new(),
+            diagnostics: Vec::new(),
+            failures: Vec::new(),
+            title_seed: f.name.clone(),
+        });
+        draft.failures.push(i);
+        draft.sites.push(Site {
+            path: f.location.as_ref().map(|s| s.path.clone()),
+            span: f.location.clone(),
+            message: format!("test `{}` failed", f.name),
+        });
+    }
+    for report in reports {
+        if let StageStatus::Unavailable { reason } = &report.status {
+            drafts.insert(
+                format!("unavailable:{}", report.stage),
+                Draft {
+                    class: ResidualClass::SensorUnavailable,
+                    stage: report.stage.clone(),
+                    sites: vec![Site {
+                        path: None,
+                        span: None,
+                        message: reason.clone(),
+                    }],
+                    diagnostics: Vec::new(),
+                    failures: Vec::new(),
+                    title_seed: reason.clone(),
+                },
+            );
+        }
+    }
+
+    let mut clusters: Vec<Cluster> = drafts
+        .into_iter()
+        .map(|(key, draft)| {
+            let n = draft.sites.len();
+            let title = match draft.class {
+                ResidualClass::UnresolvedName if import_suggested[&key] => {
+                    format!("`{}` is not imported{}", draft.title_seed, plural_sites(n))
+                }
+                ResidualClass::UnresolvedName => {
+                    format!("`{}` cannot be found{}", draft.title_seed, plural_sites(n))
+                }
+                ResidualClass::TestFailure if draft.failures.len() == 1 => {
+                    format!("test `{}` fails", draft.title_seed)
+                }
+                ResidualClass::TestFailure => {
+                    let at = draft.sites[0]
+                        .span
+                        .as_ref()
+                        .map(site_location)
+                        .unwrap_or_default();
+                    format!("{} tests fail at {at}", draft.failures.len())
+                }
+                ResidualClass::SensorUnavailable => {
+                    format!(
+                        "stage `{}` could not run: {}",
+                        draft.stage, draft.title_seed
+                    )
+                }
+                ResidualClass::Warning => {
+                    format!("warning: {}{}", draft.sites[0].message, plural_sites(n))
+                }
+                _ => {
+                    let at = draft.sites[0]
+                        .span
+                        .as_ref()
+                        .map(|s| format!(" at {}", site_location(s)))
+                        .unwrap_or_default();
+                    format!("{}{at}", draft.sites[0].message)
+                }
+            };
+            let r = magnitude(n);
+            let digest = CanonicalHasher::new("trellis.cluster.v1")
+                .str(&key)
+                .finish();
+            Cluster {
+                id: format!("c{}", digest.short(8)),
+                key,
+                class: draft.class,
+                stage: draft.stage,
+                title,
+                sites: draft.sites,
+                diagnostics: draft.diagnostics,
+                failures: draft.failures,
+                magnitude: r,
+                energy: model.weight(draft.class) * r * r,
+                digest,
+            }
+        })
+        .collect();
+    clusters.sort_by(|a, b| {
+        b.energy
+            .total_cmp(&a.energy)
+            .then(a.class.cmp(&b.class))
+            .then(a.key.cmp(&b.key))
+    });
+
+    // Folded from +0.0: an empty f64 sum is -0.0, which would print as "-0.00".
+    let energy = clusters.iter().map(|c| c.energy).fold(0.0, |a, b| a + b);
+    let hard_pass = required.iter().all(|stage| {
+        reports
+            .iter()
+            .any(|r| &r.stage == stage && r.status == StageStatus::Passed)
+    });
+    Assessment {
+        diagnostics,
+        failures,
+        clusters,
+        energy,
+        hard_pass,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnostic::{Applicability, Replacement, Suggestion, SuggestionGroup};
+    use crate::sensor::SensorFingerprint;
+
+    fn span(path: &str, line: u32) -> Span {
+        Span {
+            path: path.into(),
+            byte_start: line * 10,
+            byte_end: line * 10 + 5,
+            line_start: line,
+            col_start: 1,
+            line_end: line,
+            col_end: 6,
+            label: None,
+        }
+    }
+
+    fn diag(code: Option<&str>, level: Level, message: &str, line: u32) -> Diagnostic {
+        Diagnostic {
+            stage: "build".into(),
+            code: code.map(str::to_owned),
+            level,
+            message: message.into(),
+            primary: Some(span("src/lib.rs", line)),
+            secondary: vec![],
+            notes: vec![],
+            suggestions: vec![],
+            rendered: None,
+        }
+    }
+
+    fn report(
+        stage: &str,
+        status: StageStatus,
+        diagnostics: Vec<Diagnostic>,
+        failures: Vec<TestFailure>,
+    ) -> StageReport {
+        StageReport {
+            stage: stage.into(),
+            fingerprint: SensorFingerprint {
+                tool: "t".into(),
+                version: "1".into(),
+                config: String::new(),
+            },
+            status,
+            diagnostics,
+            failures,
+            tests_passed: 0,
+            duration_ms: 0,
+            truncated: false,
+            notes: Vec::new(),
+        }
+    }
+
+    fn required() -> Vec<String> {
+        vec!["build".into(), "test".into()]
+    }
+
+    #[test]
+    fn a_cascade_of_one_missing_name_is_one_cluster() {
+        let mut diags: Vec<Diagnostic> = (1..=150)
+            .map(|l| {
+                diag(
+                    Some("E0412"),
+                    Level::Error,
+                    "cannot find type `Point` in this scope",
+                    l,
+                )
+            })
+            .collect();
+        diags[0].suggestions.push(SuggestionGroup {
+            alternatives: vec![Suggestion {
+                message: "consider importing this struct".into(),
+                applicability: Applicability::MaybeIncorrect,
+                replacements: vec![Replacement {
+                    span: span("src/lib.rs", 0),
+                    text: "use crate::geo::Point;\n".into(),
+                }],
+            }],
+        });
+        diags.push(diag(
+            Some("E0425"),
+            Level::Error,
+            "cannot find value `Point` in this scope",
+            200,
+        ));
+        let a = assess(
+            &[report("build", StageStatus::Failed, diags, vec![])],
+            &required(),
+            &EnergyModel::V1,
+        );
+        let unresolved: Vec<_> = a
+            .clusters
+            .iter()
+            .filter(|c| c.class == ResidualClass::UnresolvedName)
+            .collect();
+        assert_eq!(unresolved.len(), 1);
+        assert_eq!(unresolved[0].title, "`Point` is not imported (151 sites)");
+        assert!(
+            a.energy < 15.0,
+            "a cascade must weigh about one cluster, got {}",
+            a.energy
+        );
+        assert!(!a.hard_pass);
+    }
+
+    #[test]
+    fn distinct_borrow_errors_are_distinct_clusters() {
+        let diags = vec![
+            diag(
+                Some("E0596"),
+                Level::Error,
+                "cannot borrow `v` as mutable",
+                3,
+            ),
+            diag(
+                Some("E0596"),
+                Level::Error,
+                "cannot borrow `w` as mutable",
+                9,
+            ),
+        ];
+        let a = assess(
+            &[report("build", StageStatus::Failed, diags, vec![])],
+            &required(),
+            &EnergyModel::V1,
+        );
+        assert_eq!(a.clusters.len(), 2);
+        assert_eq!(
+            a.clusters[0].title,
+            "cannot borrow `v` as mutable at src/lib.rs:3"
+        );
+    }
+
+    #[test]
+    fn duplicates_across_targets_and_stages_are_one_site() {
+        let d = diag(None, Level::Warning, "unused variable: `x`", 4);
+        let mut t = d.clone();
+        t.stage = "test".into();
+        let a = assess(
+            &[
+                report("build", StageStatus::Passed, vec![d.clone(), d], vec![]),
+                report("test", StageStatus::Passed, vec![t], vec![]),
+            ],
+            &required(),
+            &EnergyModel::V1,
+        );
+        assert_eq!(a.diagnostics.len(), 1);
+        assert_eq!(a.clusters[0].sites.len(), 1);
+        assert!(a.hard_pass, "warnings are advisory");
+    }
+
+    #[test]
+    fn fixing_an_earlier_phase_is_a_descent_even_if_it_reveals_a_later_one() {
+        let unresolved = assess(
+            &[
+                report(
+                    "build",
+                    StageStatus::Failed,
+                    vec![diag(
+                        Some("E0433"),
+                        Level::Error,
+                        "failed to resolve: use of undeclared type `HashMap`",
+                        2,
+                    )],
+                    vec![],
+                ),
+                report(
+                    "test",
+                    StageStatus::Unavailable {
+                        reason: "build failed".into(),
+                    },
+                    vec![],
+                    vec![],
+                ),
+            ],
+            &required(),
+            &EnergyModel::V1,
+        );
+        let borrow = assess(
+            &[
+                report(
+                    "build",
+                    StageStatus::Failed,
+                    vec![diag(
+                        Some("E0596"),
+                        Level::Error,
+                        "cannot borrow `m` as mutable",
+                        5,
+                    )],
+                    vec![],
+                ),
+                report(
+                    "test",
+                    StageStatus::Unavailable {
+                        reason: "build failed".into(),
+                    },
+                    vec![],
+                    vec![],
+                ),
+            ],
+            &required(),
+            &EnergyModel::V1,
+        );
+        assert!(
+            borrow.energy <= unresolved.energy - 0.5,
+            "{} vs {}",
+            borrow.energy,
+            unresolved.energy
+        );
+    }
+
+    #[test]
+    fn unavailable_required_stage_blocks_hard_pass_but_advisory_does_not() {
+        let reports = [
+            report("build", StageStatus::Passed, vec![], vec![]),
+            report(
+                "test",
+                StageStatus::Unavailable {
+                    reason: "timed out after 600s".into(),
+                },
+                vec![],
+                vec![],
+            ),
+        ];
+        let a = assess(&reports, &required(), &EnergyModel::V1);
+        assert!(!a.hard_pass);
+        assert_eq!(
+            a.clusters[0].title,
+            "stage `test` could not run: timed out after 600s"
+        );
+        let a = assess(&reports, &["build".to_owned()], &EnergyModel::V1);
+        assert!(a.hard_pass);
+    }
+
+    #[test]
+    fn failing_tests_are_counterexample_clusters() {
+        let failure = TestFailure {
+            binary: "lib".into(),
+            name: "tests::adds".into(),
+            output: "assertion failed".into(),
+            location: Some(span("src/lib.rs", 12)),
+        };
+        let a = assess(
+            &[
+                report("build", StageStatus::Passed, vec![], vec![]),
+                report("test", StageStatus::Failed, vec![], vec![failure]),
+            ],
+            &required(),
+            &EnergyModel::V1,
+        );
+        assert_eq!(a.clusters.len(), 1);
+        assert_eq!(a.clusters[0].class, ResidualClass::TestFailure);
+        assert_eq!(a.clusters[0].title, "test `tests::adds` fails");
+        assert_eq!(a.clusters[0].failures, vec![0]);
+    }
+
+    #[test]
+    fn cluster_ids_are_stable() {
+        let d = || {
+            vec![diag(
+                Some("E0425"),
+                Level::Error,
+                "cannot find value `y` in this scope",
+                1,
+            )]
+        };
+        let a = assess(
+            &[report("build", StageStatus::Failed, d(), vec![])],
+            &required(),
+            &EnergyModel::V1,
+        );
+        let b = assess(
+            &[report("build", StageStatus::Failed, d(), vec![])],
+            &required(),
+            &EnergyModel::V1,
+        );
+        assert_eq!(a.clusters[0].id, b.clusters[0].id);
+        assert_eq!(a.clusters[0].key, "unresolved:y");
+    }
 }

@@ -1,1 +1,305 @@
-//! (in progress)
+//! `trellis.toml`: the workspace's configuration.
+//!
+//! Layers, lowest precedence first: the user's config directory
+//! (`~/.config/trellis/config.toml`), the workspace's `trellis.toml`, then the
+//! editor's `initializationOptions`. Each layer is checked on its own, so an
+//! unknown key or a wrong type is reported with the file (or "LSP
+//! initializationOptions") it came from; the merged result is then validated
+//! and a bad value is reported with its dotted key.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::gate::GateParams;
+
+/// The file a workspace is configured by.
+pub const WORKSPACE_FILE: &str = "trellis.toml";
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Config {
+    pub gate: GateParams,
+    pub stages: StagesConfig,
+    pub exploration: ExplorationConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StagesConfig {
+    /// Stages whose passing is hard pass. Others are advisory.
+    pub required: Vec<String>,
+    pub build_timeout_secs: u64,
+    pub test_timeout_secs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExplorationConfig {
+    /// Branches opened before any expansion trigger (always 1 today).
+    pub initial_branches: usize,
+    /// Branches per search step (1..=3).
+    pub max_branches: usize,
+    /// Accepted steps per repair before it stops with residuals.
+    pub max_steps: usize,
+    /// Eager-copy reservation limits per branch.
+    pub workspace_files: u64,
+    pub workspace_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            gate: GateParams {
+                rho: 0.5,
+                rejection_budget: 2,
+            },
+            stages: StagesConfig {
+                required: vec!["build".into(), "test".into()],
+                build_timeout_secs: 300,
+                test_timeout_secs: 600,
+            },
+            exploration: ExplorationConfig {
+                initial_branches: 1,
+                max_branches: 3,
+                max_steps: 8,
+                workspace_files: 100_000,
+                workspace_bytes: 2 << 30,
+            },
+        }
+    }
+}
+
+/// One layer as written: every key optional, no unknown keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Layer {
+    gate: Option<GateLayer>,
+    stages: Option<StagesLayer>,
+    exploration: Option<ExplorationLayer>,
+    /// The pre-search `[ensemble]` table; present only to refuse it clearly.
+    ensemble: Option<toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GateLayer {
+    rho: Option<f64>,
+    rejection_budget: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StagesLayer {
+    required: Option<Vec<String>>,
+    build_timeout_secs: Option<u64>,
+    test_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExplorationLayer {
+    initial_branches: Option<usize>,
+    max_branches: Option<usize>,
+    max_steps: Option<usize>,
+    workspace_files: Option<u64>,
+    workspace_bytes: Option<u64>,
+}
+
+/// A configuration problem, naming where it came from.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ConfigError {
+    /// The file, or `LSP initializationOptions`.
+    pub source_name: String,
+    pub message: String,
+}
+
+const KNOWN_STAGES: &[&str] = &["build", "test"];
+
+impl Config {
+    /// Loads the layers for `workspace`. `user_file` is normally
+    /// [`Config::user_file`]; `init_options` the editor's JSON object.
+    pub fn load(
+        workspace: &Path,
+        user_file: Option<&Path>,
+        init_options: Option<&serde_json::Value>,
+    ) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        let mut origin = "defaults".to_owned();
+        for path in user_file
+            .into_iter()
+            .map(Path::to_path_buf)
+            .chain([workspace.join(WORKSPACE_FILE)])
+        {
+            if !path.exists() {
+                continue;
+            }
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                source_name: name.clone(),
+                message: format!("cannot read: {e}"),
+            })?;
+            let layer: Layer = toml::from_str(&text).map_err(|e| ConfigError {
+                source_name: name.clone(),
+                message: e.to_string().trim_end().to_owned(),
+            })?;
+            config.apply(layer).map_err(|message| ConfigError {
+                source_name: name.clone(),
+                message,
+            })?;
+            origin = name;
+        }
+        if let Some(options) = init_options.filter(|v| !v.is_null()) {
+            let name = "LSP initializationOptions".to_owned();
+            let layer: Layer =
+                serde_json::from_value(options.clone()).map_err(|e| ConfigError {
+                    source_name: name.clone(),
+                    message: e.to_string(),
+                })?;
+            config.apply(layer).map_err(|message| ConfigError {
+                source_name: name.clone(),
+                message,
+            })?;
+            origin = name;
+        }
+        config.validate().map_err(|message| ConfigError {
+            source_name: origin,
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// `~/.config/trellis/config.toml` (or the platform's equivalent).
+    pub fn user_file() -> Option<PathBuf> {
+        dirs::config_dir().map(|d| d.join("trellis").join("config.toml"))
+    }
+
+    fn apply(&mut self, layer: Layer) -> Result<(), String> {
+        if layer.ensemble.is_some() {
+            return Err("`[ensemble]` was replaced by `[exploration]`: move `max_branches` there (at most 3), \
+                        set `initial_branches = 1`, and delete `[ensemble]`"
+                .into());
+        }
+        if let Some(g) = layer.gate {
+            self.gate.rho = g.rho.unwrap_or(self.gate.rho);
+            self.gate.rejection_budget = g.rejection_budget.unwrap_or(self.gate.rejection_budget);
+        }
+        if let Some(s) = layer.stages {
+            self.stages.required = s
+                .required
+                .unwrap_or(std::mem::take(&mut self.stages.required));
+            self.stages.build_timeout_secs = s
+                .build_timeout_secs
+                .unwrap_or(self.stages.build_timeout_secs);
+            self.stages.test_timeout_secs =
+                s.test_timeout_secs.unwrap_or(self.stages.test_timeout_secs);
+        }
+        if let Some(s) = layer.exploration {
+            let e = &mut self.exploration;
+            e.initial_branches = s.initial_branches.unwrap_or(e.initial_branches);
+            e.max_branches = s.max_branches.unwrap_or(e.max_branches);
+            e.max_steps = s.max_steps.unwrap_or(e.max_steps);
+            e.workspace_files = s.workspace_files.unwrap_or(e.workspace_files);
+            e.workspace_bytes = s.workspace_bytes.unwrap_or(e.workspace_bytes);
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !(self.gate.rho.is_finite() && self.gate.rho > 0.0) {
+            return Err(format!(
+                "`gate.rho` must be a positive number, got {}",
+                self.gate.rho
+            ));
+        }
+        let e = &self.exploration;
+        if !(1..=3).contains(&e.max_branches) {
+            return Err(format!(
+                "`exploration.max_branches` must be 1, 2 or 3, got {}",
+                e.max_branches
+            ));
+        }
+        if e.initial_branches != 1 {
+            return Err(format!(
+                "`exploration.initial_branches` must be 1 (a search starts with one branch), got {}",
+                e.initial_branches
+            ));
+        }
+        if e.max_steps == 0 {
+            return Err("`exploration.max_steps` must be at least 1".into());
+        }
+        if e.workspace_files == 0 || e.workspace_bytes == 0 {
+            return Err("`exploration.workspace_files` and `exploration.workspace_bytes` must be at least 1".into());
+        }
+        for stage in &self.stages.required {
+            if !KNOWN_STAGES.contains(&stage.as_str()) {
+                return Err(format!(
+                    "`stages.required` names unknown stage `{stage}` (known: {})",
+                    KNOWN_STAGES.join(", ")
+                ));
+            }
+        }
+        if self.stages.build_timeout_secs == 0 || self.stages.test_timeout_secs == 0 {
+            return Err(
+                "`stages.build_timeout_secs` and `stages.test_timeout_secs` must be at least 1"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_with(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(WORKSPACE_FILE), text).unwrap();
+        Config::load(dir.path(), None, None)
+    }
+
+    #[test]
+    fn defaults_without_any_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Config::load(dir.path(), None, None).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_file_and_key() {
+        let err = load_with("[gate]\nroh = 1.0\n").unwrap_err();
+        assert!(err.source_name.ends_with("trellis.toml"), "{err}");
+        assert!(err.message.contains("roh"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_value_names_the_dotted_key() {
+        let err = load_with("[exploration]\nmax_branches = 7\n").unwrap_err();
+        assert!(err.message.contains("exploration.max_branches"), "{err}");
+        let err = load_with("[stages]\nrequired = [\"lint\"]\n").unwrap_err();
+        assert!(err.message.contains("unknown stage `lint`"), "{err}");
+    }
+
+    #[test]
+    fn a_legacy_ensemble_section_gets_a_migration_message() {
+        let err = load_with("[ensemble]\nsize = 4\n").unwrap_err();
+        assert!(err.message.contains("replaced by `[exploration]`"), "{err}");
+    }
+
+    #[test]
+    fn layers_override_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "[gate]\nrho = 0.25\nrejection_budget = 5\n").unwrap();
+        std::fs::write(dir.path().join(WORKSPACE_FILE), "[gate]\nrho = 0.75\n").unwrap();
+        let init = serde_json::json!({ "exploration": { "max_branches": 1 } });
+        let c = Config::load(dir.path(), Some(&user), Some(&init)).unwrap();
+        assert_eq!(c.gate.rho, 0.75);
+        assert_eq!(c.gate.rejection_budget, 5);
+        assert_eq!(c.exploration.max_branches, 1);
+        let bad = serde_json::json!({ "exploration": { "branches": 1 } });
+        let err = Config::load(dir.path(), None, Some(&bad)).unwrap_err();
+        assert_eq!(err.source_name, "LSP initializationOptions");
+    }
+}

@@ -1,1 +1,267 @@
-//! (in progress)
+//! Proposers turn a correction packet into candidate edits.
+//!
+//! [`SuggestionProposer`] is the deterministic one: it reads the compiler's
+//! own suggestions. One candidate applies every unambiguous suggestion of
+//! the cluster at once; where a suggestion offers alternatives (three
+//! possible imports), each alternative is its own candidate, and the
+//! sensors, not the proposer, decide between them.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::correction::CorrectionPacket;
+use crate::diagnostic::{Applicability, Suggestion, SuggestionGroup};
+use crate::digest::{CanonicalHasher, Digest};
+use crate::edit::ByteEdit;
+
+/// A proposed change to the accepted state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// What the candidate does, for a person.
+    pub label: String,
+    /// Which proposer made it (`rustc-suggestions`, a model route, ...).
+    pub proposer: String,
+    pub edits: Vec<ByteEdit>,
+}
+
+impl Candidate {
+    /// The canonical proposal digest (a component of the no-good key).
+    pub fn digest(&self) -> Digest {
+        let mut edits = self.edits.clone();
+        edits.sort();
+        let mut h = CanonicalHasher::new("trellis.proposal.v1");
+        h.str(&self.proposer).u64(edits.len() as u64);
+        for e in &edits {
+            h.str(&e.path)
+                .u64(e.start as u64)
+                .u64(e.end as u64)
+                .str(&e.text);
+        }
+        h.finish()
+    }
+}
+
+/// A source of candidates. Object-safe so the forest can hold several.
+pub trait Proposer: Send + Sync {
+    fn id(&self) -> &str;
+    /// At most `limit` candidates for `packet`, best first.
+    fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate>;
+}
+
+/// Turns compiler suggestions into candidates.
+pub struct SuggestionProposer;
+
+impl SuggestionProposer {
+    pub const ID: &'static str = "rustc-suggestions";
+}
+
+fn usable(s: &Suggestion) -> bool {
+    s.applicability != Applicability::HasPlaceholders && !s.replacements.is_empty()
+}
+
+fn edits_of(s: &Suggestion) -> impl Iterator<Item = ByteEdit> + '_ {
+    s.replacements.iter().map(|r| ByteEdit {
+        path: r.span.path.clone(),
+        start: r.span.byte_start as usize,
+        end: r.span.byte_end as usize,
+        text: r.text.clone(),
+    })
+}
+
+fn describe(s: &Suggestion) -> String {
+    match s.replacements.as_slice() {
+        [only] if !only.text.trim().is_empty() => format!("{}: `{}`", s.message, only.text.trim()),
+        _ => s.message.clone(),
+    }
+}
+
+/// The texts of a group's alternatives: groups offering the same choice at
+/// different sites (150 uses of one unimported type) are one decision.
+fn choice_key(g: &SuggestionGroup) -> Vec<String> {
+    g.alternatives
+        .iter()
+        .map(|s| {
+            s.replacements
+                .iter()
+                .map(|r| r.text.clone())
+                .collect::<Vec<_>>()
+                .join("\u{1f}")
+        })
+        .collect()
+}
+
+impl Proposer for SuggestionProposer {
+    fn id(&self) -> &str {
+        Self::ID
+    }
+
+    fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate> {
+        let groups: Vec<SuggestionGroup> = packet
+            .diagnostics
+            .iter()
+            .flat_map(|d| &d.suggestions)
+            .map(|g| SuggestionGroup {
+                alternatives: g
+                    .alternatives
+                    .iter()
+                    .filter(|s| usable(s))
+                    .cloned()
+                    .collect(),
+            })
+            .filter(|g| !g.alternatives.is_empty())
+            .collect();
+
+        let mut unambiguous: Vec<ByteEdit> = Vec::new();
+        let mut labels: BTreeSet<String> = BTreeSet::new();
+        for g in groups.iter().filter(|g| g.alternatives.len() == 1) {
+            unambiguous.extend(edits_of(&g.alternatives[0]));
+            labels.insert(describe(&g.alternatives[0]));
+        }
+        unambiguous.sort();
+        unambiguous.dedup();
+
+        let mut candidates = Vec::new();
+        if !unambiguous.is_empty() {
+            candidates.push(Candidate {
+                label: labels.into_iter().collect::<Vec<_>>().join("; "),
+                proposer: Self::ID.into(),
+                edits: unambiguous.clone(),
+            });
+        }
+        // The first ambiguous choice decides the alternatives; every site that
+        // offers the same choice takes the same alternative.
+        if let Some(choice) = groups.iter().find(|g| g.alternatives.len() > 1) {
+            let key = choice_key(choice);
+            let same_choice: Vec<&SuggestionGroup> =
+                groups.iter().filter(|g| choice_key(g) == key).collect();
+            for (i, alternative) in choice.alternatives.iter().enumerate() {
+                let mut edits = unambiguous.clone();
+                for g in &same_choice {
+                    edits.extend(edits_of(&g.alternatives[i]));
+                }
+                edits.sort();
+                edits.dedup();
+                candidates.push(Candidate {
+                    label: describe(alternative),
+                    proposer: Self::ID.into(),
+                    edits,
+                });
+            }
+        }
+        candidates.truncate(limit);
+        candidates
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ResidualClass;
+    use crate::correction::AffectedSet;
+    use crate::diagnostic::{Diagnostic, Level, Replacement, Span};
+
+    fn span(at: u32) -> Span {
+        Span {
+            path: "src/lib.rs".into(),
+            byte_start: at,
+            byte_end: at,
+            line_start: 1,
+            col_start: 1,
+            line_end: 1,
+            col_end: 1,
+            label: None,
+        }
+    }
+
+    fn alt(text: &str, at: u32) -> Suggestion {
+        Suggestion {
+            message: "consider importing".into(),
+            applicability: Applicability::MaybeIncorrect,
+            replacements: vec![Replacement {
+                span: span(at),
+                text: text.into(),
+            }],
+        }
+    }
+
+    fn packet(groups: Vec<Vec<SuggestionGroup>>) -> CorrectionPacket {
+        CorrectionPacket {
+            cluster_id: "c1".into(),
+            cluster_title: "t".into(),
+            class: ResidualClass::UnresolvedName,
+            diagnostics: groups
+                .into_iter()
+                .map(|suggestions| Diagnostic {
+                    stage: "build".into(),
+                    code: Some("E0412".into()),
+                    level: Level::Error,
+                    message: "cannot find type `Item`".into(),
+                    primary: None,
+                    secondary: vec![],
+                    notes: vec![],
+                    suggestions,
+                    rendered: None,
+                })
+                .collect(),
+            counterexamples: vec![],
+            affected: AffectedSet::default(),
+            operators: vec![],
+            follow_up_stages: vec![],
+            uncertainty: vec![],
+        }
+    }
+
+    #[test]
+    fn one_candidate_applies_every_unambiguous_suggestion() {
+        let p = packet(vec![
+            vec![SuggestionGroup {
+                alternatives: vec![alt("use a::A;\n", 0)],
+            }],
+            vec![SuggestionGroup {
+                alternatives: vec![alt("mut ", 40)],
+            }],
+            vec![SuggestionGroup {
+                alternatives: vec![alt("use a::A;\n", 0)],
+            }],
+        ]);
+        let c = SuggestionProposer.propose(&p, 3);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].edits.len(), 2, "duplicate import collapses");
+    }
+
+    #[test]
+    fn each_alternative_is_its_own_candidate_across_all_sites() {
+        let choice = || SuggestionGroup {
+            alternatives: vec![
+                alt("use crate::fast::Item;\n", 0),
+                alt("use crate::slow::Item;\n", 0),
+            ],
+        };
+        let p = packet(vec![vec![choice()], vec![choice()]]);
+        let c = SuggestionProposer.propose(&p, 3);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].edits[0].text, "use crate::fast::Item;\n");
+        assert_eq!(c[1].edits[0].text, "use crate::slow::Item;\n");
+        assert_ne!(c[0].digest(), c[1].digest());
+    }
+
+    #[test]
+    fn placeholders_are_never_proposed_and_limit_holds() {
+        let mut placeholder = alt("/* value */", 3);
+        placeholder.applicability = Applicability::HasPlaceholders;
+        let p = packet(vec![vec![SuggestionGroup {
+            alternatives: vec![placeholder],
+        }]]);
+        assert!(SuggestionProposer.propose(&p, 3).is_empty());
+        let four = SuggestionGroup {
+            alternatives: (0..4).map(|i| alt(&format!("use m{i}::X;\n"), 0)).collect(),
+        };
+        assert_eq!(
+            SuggestionProposer
+                .propose(&packet(vec![vec![four]]), 3)
+                .len(),
+            3
+        );
+    }
+}

@@ -1,1 +1,134 @@
-fn main() {}
+//! `trellis`: repairs code in verified branches.
+//!
+//! One binary, two front ends over the same engine: `trellis lsp` speaks the
+//! Language Server Protocol on stdio; every other subcommand is the headless
+//! command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+mod cli;
+
+/// Repairs code in verified branches.
+///
+/// Trellis runs your project's own checks (cargo check, cargo test) on your
+/// workspace, groups the errors by root cause, and searches for a repair in
+/// isolated copies. Only a repair under which every required check passes
+/// is ever written to your files. Every decision is recorded in a
+/// hash-chained ledger under `.trellis/`.
+///
+/// Exit codes: 0 = everything passes (or was repaired), 1 = problems
+/// remain, 2 = usage, configuration or infrastructure error.
+#[derive(Parser)]
+#[command(name = "trellis", version, about, long_about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Readable text, with a progress bar on stderr.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the checks on a workspace and show the problems, grouped by root cause.
+    ///
+    /// Runs `cargo check --workspace --all-targets` and `cargo test
+    /// --workspace` in a private copy (your own target/ is never locked) and
+    /// prints one line per cluster. Exits 0 when every required stage passes.
+    Check {
+        /// The workspace root (default: the current directory).
+        path: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Search for a verified repair; with --commit, write it to your files.
+    ///
+    /// Each step tries at most --max-branches candidates (from the
+    /// compiler's own suggestions), one at a time in an isolated copy, and
+    /// keeps the best by the deterministic selection rule. Without --commit
+    /// nothing is written: the verified diff is shown. With --commit the
+    /// diff is written only if the search reached a state where every
+    /// required stage passes, and only if your files did not change
+    /// meanwhile.
+    Repair {
+        /// The workspace root (default: the current directory).
+        path: Option<PathBuf>,
+        /// Write a hard-passing repair to the workspace.
+        #[arg(long)]
+        commit: bool,
+        /// Candidates tried per step, 1 to 3.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=3))]
+        max_branches: u8,
+        /// Repair this cluster first (an id shown by `trellis check`).
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Inspect the decision ledger in `.trellis/ledger.db`.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+    /// The typed prompt library: list, render, diff, lint, manifest, evaluate, activate.
+    ///
+    /// Acts on the prompt library under `./prompts` (run it from the
+    /// repository root) and, for `explain-session`, on `./.trellis/ledger.db`.
+    Prompts {
+        #[command(subcommand)]
+        command: trellis_prompts::PromptsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LedgerCommand {
+    /// Check the hash chain; names the first changed, removed or reordered event.
+    Verify {
+        /// The workspace root (default: the current directory).
+        path: Option<PathBuf>,
+    },
+    /// Fold the accepted trajectory from the ledger without running anything.
+    Replay {
+        /// The workspace root (default: the current directory).
+        path: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Check { path, format } => cli::check::run(path, format).await,
+            Command::Repair {
+                path,
+                commit,
+                max_branches,
+                cluster,
+                format,
+            } => cli::repair::run(path, commit, max_branches.into(), cluster, format).await,
+            Command::Ledger { command } => cli::ledger::run(command),
+            Command::Prompts { command } => cli::prompts::run(command),
+        }
+    });
+    ExitCode::from(code)
+}

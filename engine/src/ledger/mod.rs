@@ -1,1 +1,30 @@
-//! (in progress)
+//! The workspace ledger: every session, measurement, gate decision,
+//! promotion, refusal and search event, hash-chained in SQLite.
+//!
+//! * [`event`] — the two alphabets (mechanism events and runtime search
+//!   events in their versioned envelope) and how stored rows decode.
+//! * [`store`] — `.trellis/ledger.db`: append-only, chained, fsync'd at
+//!   decisions.
+//! * [`verify`] — names the first changed, removed or reordered event.
+//! * [`fold`] — the accepted projection replay rebuilds (invariant under
+//!   removal of search events) and the search state a resume inherits.
+
+pub mod event;
+pub mod fold;
+pub mod store;
+pub mod verify;
+
+#[cfg(test)]
+mod test_support;
+
+pub use event::{
+    CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded, GateVerdict, LedgerEvent,
+    Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters, SearchEncoding,
+    SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
+};
+pub use fold::{
+    AcceptedFold, CandidateKey, FoldError, FoldedCandidate, InterruptedForest, NoGood, ResumeFold,
+    fold_accepted, fold_resume,
+};
+pub use store::{EventRef, Ledger, LedgerError, Row};
+pub use verify::{ChainError, VerifyReport};

@@ -5,6 +5,11 @@
 //! [`StageStatus::Unavailable`]; whether that blocks hard pass is decided by
 //! the stage policy, not by the sensor.
 
+pub mod cargo;
+mod libtest;
+pub mod process;
+pub mod rustc_json;
+
 use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
@@ -63,6 +68,10 @@ pub struct StageReport {
     pub duration_ms: u64,
     /// True when an output stream exceeded its retained-byte cap.
     pub truncated: bool,
+    /// What a person should know about the measurement itself (skipped
+    /// malformed output lines, a hit output cap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Where and how a sensor runs.

@@ -1,0 +1,854 @@
+//! The two event alphabets the ledger records, and how a stored row decodes.
+//!
+//! PSP-10 system 21 keeps two layers apart, and so do we:
+//!
+//! * [`LedgerEvent`] — the *mechanism* events: a session started, a snapshot
+//!   was taken, a candidate was measured, the gate decided, something was
+//!   promoted or refused. These are the only events the accepted fold reads.
+//! * [`SearchEvent`] — the *runtime search* events: forests opening, branches
+//!   forking, measuring, being abandoned or selected, no-goods, usage. Each is
+//!   written exactly once, inside a [`SearchEnvelopeV1`] in a row of kind
+//!   `search`, and never mirrored into a similar-looking mechanism event.
+//!
+//! A search row decodes strictly by its `schema_version` (gate AD): none means
+//! the legacy bare body, `1` means the envelope and nothing else, anything else
+//! is kept as raw forensic data ([`DecodedRow::UnknownVersion`]) that the
+//! authoritative folds refuse.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Digest;
+use crate::sensor::SensorFingerprint;
+
+/// The `kind` column of every search row.
+pub const SEARCH_KIND: &str = "search";
+
+/// The envelope version this build writes, and the only one it folds.
+pub const SEARCH_SCHEMA_VERSION: u16 = 1;
+
+// ---------------------------------------------------------------------------
+// Mechanism events
+// ---------------------------------------------------------------------------
+
+/// A mechanism event: the facts the accepted trajectory is folded from.
+///
+/// Serialized internally tagged (`{"kind": "candidate_measured", ...}`); the
+/// tag is also the row's `kind` column. Decoding is strict: a field this
+/// build does not know is an error, so replay never silently drops a fact.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerEvent {
+    SessionStarted(SessionStarted),
+    SnapshotTaken(SnapshotTaken),
+    CandidateMeasured(CandidateMeasured),
+    GateDecisionRecorded(GateDecisionRecorded),
+    Promoted(Promoted),
+    Refused(Refused),
+}
+
+/// A session opened on a workspace, with everything that shapes its measurements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionStarted {
+    pub session_id: String,
+    pub workspace: String,
+    pub trellis_version: String,
+    /// The effective configuration, as resolved at start.
+    pub config: serde_json::Value,
+    pub sensors: Vec<SensorFingerprint>,
+    pub required_stages: Vec<String>,
+}
+
+/// The user's view was snapshotted to `root`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotTaken {
+    pub root: Digest,
+    pub files: u64,
+    pub bytes: u64,
+    /// Paths whose content came from unsaved editor buffers.
+    pub overlay: Vec<String>,
+}
+
+/// A candidate state was measured by the required stages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateMeasured {
+    pub node: String,
+    pub generation: u32,
+    /// `{node}/{generation}/c{n}`: unique among the candidates of a generation.
+    pub candidate_id: String,
+    pub root: Digest,
+    pub energy: f64,
+    pub hard_pass: bool,
+    pub clusters: Vec<ClusterSummary>,
+    pub stages: Vec<StageOutcome>,
+}
+
+/// The gate's decision on a submitted candidate: the full decision record,
+/// so replay never has to recover energies by correlating other events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateDecisionRecorded {
+    pub node: String,
+    pub generation: u32,
+    pub candidate_id: String,
+    /// Position of this decision in the node's decision sequence D.
+    pub decision_index: u32,
+    pub verdict: GateVerdict,
+    pub observed_energy: f64,
+    /// V_best before this decision.
+    pub best_before: f64,
+    pub root: Digest,
+}
+
+/// A hard-passing root was written into the user's files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Promoted {
+    pub repair_id: String,
+    pub root_before: Digest,
+    pub root_after: Digest,
+    pub files: Vec<String>,
+    pub via: PromotionRoute,
+}
+
+/// Something was asked of the engine and refused; nothing was written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refused {
+    pub repair_id: String,
+    pub reason: RefusalReason,
+    pub detail: String,
+}
+
+/// A cluster as the ledger remembers it: enough to explain, not to recompute.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSummary {
+    pub id: String,
+    pub title: String,
+    pub class: String,
+    pub sites: u32,
+    pub magnitude: f64,
+}
+
+/// How one sensor stage ended (`passed`, `failed`, `unavailable`, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageOutcome {
+    pub stage: String,
+    pub status: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateVerdict {
+    /// Every required stage passed: the terminal acceptance.
+    AcceptedHardPass,
+    /// Energy fell by at least ρ below the best accepted so far.
+    AcceptedDescent,
+    /// Not a descent: counts against the rejection budget B.
+    RejectedNonDescending,
+}
+
+impl GateVerdict {
+    pub fn is_accepted(self) -> bool {
+        !matches!(self, GateVerdict::RejectedNonDescending)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateVerdict::AcceptedHardPass => "accepted_hard_pass",
+            GateVerdict::AcceptedDescent => "accepted_descent",
+            GateVerdict::RejectedNonDescending => "rejected_non_descending",
+        }
+    }
+}
+
+/// Who carried a promotion into the user's files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromotionRoute {
+    /// `trellis repair --commit` wrote the files.
+    Cli,
+    /// The editor applied a versioned `WorkspaceEdit`.
+    Editor,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RefusalReason {
+    /// The user's view no longer has the root the search started from.
+    StaleRoot {
+        expected: Digest,
+        found: Digest,
+    },
+    /// The decision bound N_gate was reached; the next submission is refused.
+    DecisionBound {
+        bound: u32,
+    },
+    NoEligibleCandidate,
+    /// Asked to promote a candidate that does not hard-pass.
+    NotHardPass,
+    /// A proposed edit reaches outside the branch root.
+    PathEscape {
+        path: String,
+    },
+}
+
+impl LedgerEvent {
+    /// The row `kind` this event is stored under (its serde tag).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LedgerEvent::SessionStarted(_) => "session_started",
+            LedgerEvent::SnapshotTaken(_) => "snapshot_taken",
+            LedgerEvent::CandidateMeasured(_) => "candidate_measured",
+            LedgerEvent::GateDecisionRecorded(_) => "gate_decision_recorded",
+            LedgerEvent::Promoted(_) => "promoted",
+            LedgerEvent::Refused(_) => "refused",
+        }
+    }
+
+    /// Whether losing this event to a power cut would lose a decision the
+    /// user or the bound depends on; such rows are committed with a full sync.
+    pub fn is_decision(&self) -> bool {
+        matches!(
+            self,
+            LedgerEvent::GateDecisionRecorded(_)
+                | LedgerEvent::Promoted(_)
+                | LedgerEvent::Refused(_)
+        )
+    }
+}
+
+impl fmt::Display for LedgerEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LedgerEvent::SessionStarted(e) => write!(
+                f,
+                "session {} started on {} (trellis {}, required: {})",
+                e.session_id,
+                e.workspace,
+                e.trellis_version,
+                e.required_stages.join(", ")
+            ),
+            LedgerEvent::SnapshotTaken(e) => write!(
+                f,
+                "snapshot {}: {} files, {} bytes, {} overlaid",
+                e.root.short(12),
+                e.files,
+                e.bytes,
+                e.overlay.len()
+            ),
+            LedgerEvent::CandidateMeasured(e) => write!(
+                f,
+                "measured {} at {}: energy {}, {}, {} clusters",
+                e.candidate_id,
+                e.root.short(12),
+                e.energy,
+                if e.hard_pass {
+                    "hard pass"
+                } else {
+                    "residuals"
+                },
+                e.clusters.len()
+            ),
+            LedgerEvent::GateDecisionRecorded(e) => write!(
+                f,
+                "decision #{} on {}: {} (energy {} vs best {})",
+                e.decision_index,
+                e.candidate_id,
+                e.verdict.as_str(),
+                e.observed_energy,
+                e.best_before
+            ),
+            LedgerEvent::Promoted(e) => write!(
+                f,
+                "promoted {} via {}: {} -> {} ({} files)",
+                e.repair_id,
+                match e.via {
+                    PromotionRoute::Cli => "cli",
+                    PromotionRoute::Editor => "editor",
+                },
+                e.root_before.short(12),
+                e.root_after.short(12),
+                e.files.len()
+            ),
+            LedgerEvent::Refused(e) => {
+                write!(f, "refused {}: {}", e.repair_id, e.reason)?;
+                if !e.detail.is_empty() {
+                    write!(f, " ({})", e.detail)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RefusalReason::StaleRoot { expected, found } => write!(
+                f,
+                "stale root: expected {}, found {}",
+                expected.short(12),
+                found.short(12)
+            ),
+            RefusalReason::DecisionBound { bound } => write!(f, "decision bound {bound} reached"),
+            RefusalReason::NoEligibleCandidate => f.write_str("no eligible candidate"),
+            RefusalReason::NotHardPass => f.write_str("candidate does not hard-pass"),
+            RefusalReason::PathEscape { path } => write!(f, "path escapes the branch: {path}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Runtime search events
+// ---------------------------------------------------------------------------
+
+/// Named non-negative counters: search limits and usage.
+///
+/// Open-ended on purpose: the search plane owns which counters exist
+/// (actions, branches, turns, copied bytes, ...); the ledger only needs them
+/// to round-trip exactly and deterministically.
+pub type SearchCounters = BTreeMap<String, u64>;
+
+/// A runtime search fact (the PSP-10 system 21 list).
+///
+/// Every event names its `forest_id` and `branch_id`; forest-level events
+/// carry an empty `branch_id`. Measurements also carry `candidate_id`.
+/// Decoding is strict: an unknown field is an error, never ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SearchEvent {
+    SearchOpened {
+        forest_id: String,
+        branch_id: String,
+        node: String,
+        generation: u32,
+        accepted_root: Digest,
+        limits: SearchCounters,
+        /// The interrupted forest this one resumes, if any.
+        resumed_from: Option<String>,
+    },
+    BranchForked {
+        forest_id: String,
+        branch_id: String,
+        /// The branch whose witnessed state seeded this one, if any.
+        parent: Option<String>,
+        /// The root the branch was copied from.
+        seed: Digest,
+        strategy: String,
+        route: String,
+        /// Digest of the compiled prompt program, when a model drives the branch.
+        prompt_program: Option<Digest>,
+    },
+    BranchStrategySelected {
+        forest_id: String,
+        branch_id: String,
+        strategy: String,
+        reason: String,
+    },
+    BranchObservation {
+        forest_id: String,
+        branch_id: String,
+        observation: String,
+    },
+    BranchCandidateMeasured {
+        forest_id: String,
+        branch_id: String,
+        candidate_id: String,
+        root: Digest,
+        energy: f64,
+        hard_pass: bool,
+    },
+    PartialCheckpointed {
+        forest_id: String,
+        branch_id: String,
+        candidate_id: String,
+        root: Digest,
+    },
+    FrontierEpochStarted {
+        forest_id: String,
+        branch_id: String,
+        epoch: u32,
+    },
+    FrontierEntryServed {
+        forest_id: String,
+        branch_id: String,
+        epoch: u32,
+        rank: u32,
+    },
+    BranchIneligible {
+        forest_id: String,
+        branch_id: String,
+        reason: String,
+    },
+    BranchNotSelected {
+        forest_id: String,
+        branch_id: String,
+        reason: String,
+    },
+    BranchAbandoned {
+        forest_id: String,
+        branch_id: String,
+        reason: String,
+    },
+    BranchSelected {
+        forest_id: String,
+        branch_id: String,
+        candidate_id: String,
+    },
+    BranchCommitted {
+        forest_id: String,
+        branch_id: String,
+        candidate_id: String,
+    },
+    NoGoodRecorded {
+        forest_id: String,
+        branch_id: String,
+        /// K_ng: the exact lookup key.
+        key: Digest,
+        /// Which deterministic evidence supports it (`compiler_code`, `failed_test`, ...).
+        support_kind: String,
+        evidence_digest: Digest,
+    },
+    SearchUsageSnapshot {
+        forest_id: String,
+        branch_id: String,
+        usage: SearchCounters,
+    },
+    SearchClosed {
+        forest_id: String,
+        branch_id: String,
+        reason: String,
+    },
+}
+
+impl SearchEvent {
+    pub fn forest_id(&self) -> &str {
+        self.ids().0
+    }
+
+    /// Empty for forest-level events.
+    pub fn branch_id(&self) -> &str {
+        self.ids().1
+    }
+
+    fn ids(&self) -> (&str, &str) {
+        use SearchEvent::*;
+        match self {
+            SearchOpened {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchForked {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchStrategySelected {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchObservation {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchCandidateMeasured {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | PartialCheckpointed {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | FrontierEpochStarted {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | FrontierEntryServed {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchIneligible {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchNotSelected {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchAbandoned {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchSelected {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | BranchCommitted {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | NoGoodRecorded {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | SearchUsageSnapshot {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | SearchClosed {
+                forest_id,
+                branch_id,
+                ..
+            } => (forest_id, branch_id),
+        }
+    }
+
+    /// The event's name in the system 21 list (its serde tag).
+    pub fn name(&self) -> &'static str {
+        use SearchEvent::*;
+        match self {
+            SearchOpened { .. } => "search_opened",
+            BranchForked { .. } => "branch_forked",
+            BranchStrategySelected { .. } => "branch_strategy_selected",
+            BranchObservation { .. } => "branch_observation",
+            BranchCandidateMeasured { .. } => "branch_candidate_measured",
+            PartialCheckpointed { .. } => "partial_checkpointed",
+            FrontierEpochStarted { .. } => "frontier_epoch_started",
+            FrontierEntryServed { .. } => "frontier_entry_served",
+            BranchIneligible { .. } => "branch_ineligible",
+            BranchNotSelected { .. } => "branch_not_selected",
+            BranchAbandoned { .. } => "branch_abandoned",
+            BranchSelected { .. } => "branch_selected",
+            BranchCommitted { .. } => "branch_committed",
+            NoGoodRecorded { .. } => "no_good_recorded",
+            SearchUsageSnapshot { .. } => "search_usage_snapshot",
+            SearchClosed { .. } => "search_closed",
+        }
+    }
+}
+
+impl fmt::Display for SearchEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use SearchEvent::*;
+        write!(f, "{} {}", self.name(), self.forest_id())?;
+        if !self.branch_id().is_empty() {
+            write!(f, "/{}", self.branch_id())?;
+        }
+        match self {
+            SearchOpened {
+                node,
+                generation,
+                accepted_root,
+                resumed_from,
+                ..
+            } => {
+                write!(
+                    f,
+                    ": {node} gen {generation} at {}",
+                    accepted_root.short(12)
+                )?;
+                if let Some(previous) = resumed_from {
+                    write!(f, ", resuming {previous}")?;
+                }
+                Ok(())
+            }
+            BranchForked {
+                strategy,
+                route,
+                seed,
+                ..
+            } => {
+                write!(f, ": {strategy} via {route} from {}", seed.short(12))
+            }
+            BranchStrategySelected {
+                strategy, reason, ..
+            } => write!(f, ": {strategy} ({reason})"),
+            BranchObservation { observation, .. } => write!(f, ": {observation}"),
+            BranchCandidateMeasured {
+                candidate_id,
+                energy,
+                hard_pass,
+                ..
+            } => write!(
+                f,
+                ": {candidate_id} energy {energy}{}",
+                if *hard_pass { ", hard pass" } else { "" }
+            ),
+            PartialCheckpointed {
+                candidate_id, root, ..
+            } => {
+                write!(f, ": {candidate_id} at {}", root.short(12))
+            }
+            FrontierEpochStarted { epoch, .. } => write!(f, ": epoch {epoch}"),
+            FrontierEntryServed { epoch, rank, .. } => write!(f, ": epoch {epoch} rank {rank}"),
+            BranchIneligible { reason, .. }
+            | BranchNotSelected { reason, .. }
+            | BranchAbandoned { reason, .. }
+            | SearchClosed { reason, .. } => write!(f, ": {reason}"),
+            BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
+                write!(f, ": {candidate_id}")
+            }
+            NoGoodRecorded {
+                key, support_kind, ..
+            } => {
+                write!(f, ": {} ({support_kind})", key.short(12))
+            }
+            SearchUsageSnapshot { usage, .. } => {
+                f.write_str(":")?;
+                for (name, value) in usage {
+                    write!(f, " {name}={value}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The one way a search event is written: `{"schema_version": 1, "body": {...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchEnvelopeV1 {
+    /// Exactly [`SEARCH_SCHEMA_VERSION`].
+    pub schema_version: u16,
+    pub body: SearchEvent,
+}
+
+impl SearchEnvelopeV1 {
+    pub fn new(body: SearchEvent) -> Self {
+        SearchEnvelopeV1 {
+            schema_version: SEARCH_SCHEMA_VERSION,
+            body,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decoding stored rows
+// ---------------------------------------------------------------------------
+
+/// How a search row was encoded on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchEncoding {
+    /// A bare body without `schema_version`, read by the strict legacy decoder.
+    Legacy,
+    /// A [`SearchEnvelopeV1`].
+    EnvelopeV1,
+}
+
+/// A stored payload, decoded by the rules of its kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DecodedRow {
+    Ledger(LedgerEvent),
+    Search {
+        event: SearchEvent,
+        encoding: SearchEncoding,
+    },
+    /// A search row from a newer envelope version: shown as raw forensic
+    /// data, refused by every authoritative fold.
+    UnknownVersion {
+        version: u64,
+        raw: serde_json::Value,
+    },
+}
+
+impl DecodedRow {
+    /// Decodes `payload` stored under `kind`; the error says what is wrong.
+    pub fn decode(kind: &str, payload: &str) -> Result<DecodedRow, String> {
+        if kind == SEARCH_KIND {
+            return decode_search(payload);
+        }
+        let event: LedgerEvent =
+            serde_json::from_str(payload).map_err(|e| format!("invalid {kind} payload: {e}"))?;
+        if event.kind() != kind {
+            return Err(format!(
+                "stored as `{kind}` but the payload is a `{}` event",
+                event.kind()
+            ));
+        }
+        Ok(DecodedRow::Ledger(event))
+    }
+}
+
+fn decode_search(payload: &str) -> Result<DecodedRow, String> {
+    let raw: serde_json::Value =
+        serde_json::from_str(payload).map_err(|e| format!("invalid search payload: {e}"))?;
+    let Some(version) = raw.get("schema_version") else {
+        let event = serde_json::from_value(raw)
+            .map_err(|e| format!("legacy search payload (no schema_version) rejected: {e}"))?;
+        return Ok(DecodedRow::Search {
+            event,
+            encoding: SearchEncoding::Legacy,
+        });
+    };
+    let version = version
+        .as_u64()
+        .ok_or_else(|| format!("schema_version {version} is not a non-negative integer"))?;
+    if version != u64::from(SEARCH_SCHEMA_VERSION) {
+        return Ok(DecodedRow::UnknownVersion { version, raw });
+    }
+    // A version-1 row is the envelope or it is broken: never a legacy body.
+    let envelope: SearchEnvelopeV1 = serde_json::from_value(raw)
+        .map_err(|e| format!("schema_version 1 row is not a valid envelope: {e}"))?;
+    Ok(DecodedRow::Search {
+        event: envelope.body,
+        encoding: SearchEncoding::EnvelopeV1,
+    })
+}
+
+impl fmt::Display for DecodedRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodedRow::Ledger(event) => event.fmt(f),
+            DecodedRow::Search { event, encoding } => {
+                event.fmt(f)?;
+                if *encoding == SearchEncoding::Legacy {
+                    f.write_str(" [legacy]")?;
+                }
+                Ok(())
+            }
+            DecodedRow::UnknownVersion { version, raw } => {
+                write!(f, "search event of unknown schema_version {version}: {raw}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::test_support::*;
+
+    fn every_ledger_event() -> Vec<LedgerEvent> {
+        vec![
+            LedgerEvent::SessionStarted(SessionStarted {
+                session_id: "s1".into(),
+                workspace: "/tmp/ws".into(),
+                trellis_version: "0.1.0".into(),
+                config: serde_json::json!({"exploration": {"max_branches": 3}}),
+                sensors: vec![SensorFingerprint {
+                    tool: "cargo-check".into(),
+                    version: "cargo 1.95.0".into(),
+                    config: "--all-targets".into(),
+                }],
+                required_stages: vec!["build".into(), "test".into()],
+            }),
+            LedgerEvent::SnapshotTaken(SnapshotTaken {
+                root: root("snap"),
+                files: 12,
+                bytes: 3400,
+                overlay: vec!["src/main.rs".into()],
+            }),
+            measured("n", 0, "n/0/c1", 2.5),
+            decided("n", 0, "n/0/c1", 0, GateVerdict::AcceptedDescent, 2.5, 4.0),
+            promoted("r1"),
+            refused("r2"),
+        ]
+    }
+
+    #[test]
+    fn ledger_event_kind_is_its_serde_tag() {
+        for event in every_ledger_event() {
+            let json = serde_json::to_value(&event).unwrap();
+            assert_eq!(json["kind"], event.kind(), "{json}");
+            let back: LedgerEvent = serde_json::from_value(json).unwrap();
+            assert_eq!(back, event);
+        }
+    }
+
+    #[test]
+    fn ordinary_events_with_unknown_fields_are_rejected() {
+        let mut json = serde_json::to_value(promoted("r1")).unwrap();
+        json["signed_off_by"] = "someone".into();
+        let error = DecodedRow::decode("promoted", &json.to_string()).unwrap_err();
+        assert!(error.contains("signed_off_by"), "{error}");
+    }
+
+    #[test]
+    fn ordinary_row_whose_kind_column_disagrees_with_payload_is_rejected() {
+        let payload = serde_json::to_string(&promoted("r1")).unwrap();
+        let error = DecodedRow::decode("refused", &payload).unwrap_err();
+        assert!(error.contains("stored as `refused`"), "{error}");
+        assert!(DecodedRow::decode("promoted", &payload).is_ok());
+    }
+
+    #[test]
+    fn search_events_round_trip_through_the_v1_envelope() {
+        let event = opened("f1", "n", Some("f0"));
+        let payload = serde_json::to_string(&SearchEnvelopeV1::new(event.clone())).unwrap();
+        assert!(payload.starts_with(r#"{"schema_version":1,"body":{"kind":"search_opened""#));
+        assert_eq!(
+            DecodedRow::decode(SEARCH_KIND, &payload).unwrap(),
+            DecodedRow::Search {
+                event,
+                encoding: SearchEncoding::EnvelopeV1
+            }
+        );
+    }
+
+    #[test]
+    fn legacy_search_decoder_is_strict() {
+        let body = serde_json::to_value(abandoned("f1", "b2")).unwrap();
+        let decoded = DecodedRow::decode(SEARCH_KIND, &body.to_string()).unwrap();
+        assert_eq!(
+            decoded,
+            DecodedRow::Search {
+                event: abandoned("f1", "b2"),
+                encoding: SearchEncoding::Legacy
+            }
+        );
+
+        let mut extra = body.clone();
+        extra["mood"] = "optimistic".into();
+        let error = DecodedRow::decode(SEARCH_KIND, &extra.to_string()).unwrap_err();
+        assert!(
+            error.contains("legacy") && error.contains("mood"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn search_event_ids_are_always_present() {
+        let event = no_good("f9", "k");
+        assert_eq!((event.forest_id(), event.branch_id()), ("f9", "b1"));
+        assert_eq!(usage("f9", 1).branch_id(), "");
+        assert_eq!(event.name(), "no_good_recorded");
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["kind"], event.name());
+    }
+
+    #[test]
+    fn display_is_one_line_per_event() {
+        let mut lines: Vec<String> = every_ledger_event().iter().map(|e| e.to_string()).collect();
+        lines.push(opened("f1", "n", Some("f0")).to_string());
+        lines.push(usage("f1", 4).to_string());
+        for line in &lines {
+            assert!(!line.contains('\n') && !line.is_empty(), "{line:?}");
+        }
+        assert!(lines[3].contains("accepted_descent"), "{}", lines[3]);
+        assert!(lines[5].contains("stale root"), "{}", lines[5]);
+        assert!(lines[6].contains("resuming f0"), "{}", lines[6]);
+        assert_eq!(lines[7], "search_usage_snapshot f1: actions=4");
+    }
+}

@@ -1,0 +1,190 @@
+//! Shared test fixtures: real ledgers in temporary directories, sample
+//! events, and a second SQLite connection for writing rows the way an
+//! older or newer trellis, or an attacker, would.
+
+use rusqlite::{Connection, params};
+use tempfile::TempDir;
+
+use super::event::*;
+use super::store::{Ledger, event_hash};
+use crate::digest::{Digest, blob_digest};
+
+/// A fresh ledger in `<tmp>/.trellis`; keep the `TempDir` alive.
+pub fn temp_ledger() -> (TempDir, Ledger) {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(&dir.path().join(".trellis")).unwrap();
+    (dir, ledger)
+}
+
+pub fn root(label: &str) -> Digest {
+    blob_digest(label.as_bytes())
+}
+
+pub fn measured(node: &str, generation: u32, candidate: &str, energy: f64) -> LedgerEvent {
+    LedgerEvent::CandidateMeasured(CandidateMeasured {
+        node: node.into(),
+        generation,
+        candidate_id: candidate.into(),
+        root: root(candidate),
+        energy,
+        hard_pass: energy == 0.0,
+        clusters: vec![ClusterSummary {
+            id: "c-1a2b3c4d".into(),
+            title: "`Point` is not imported (3 sites)".into(),
+            class: "unresolved_name".into(),
+            sites: 3,
+            magnitude: energy,
+        }],
+        stages: vec![StageOutcome {
+            stage: "build".into(),
+            status: "failed".into(),
+        }],
+    })
+}
+
+pub fn decided(
+    node: &str,
+    generation: u32,
+    candidate: &str,
+    decision_index: u32,
+    verdict: GateVerdict,
+    observed_energy: f64,
+    best_before: f64,
+) -> LedgerEvent {
+    LedgerEvent::GateDecisionRecorded(GateDecisionRecorded {
+        node: node.into(),
+        generation,
+        candidate_id: candidate.into(),
+        decision_index,
+        verdict,
+        observed_energy,
+        best_before,
+        root: root(candidate),
+    })
+}
+
+pub fn promoted(repair_id: &str) -> LedgerEvent {
+    LedgerEvent::Promoted(Promoted {
+        repair_id: repair_id.into(),
+        root_before: root("before"),
+        root_after: root("after"),
+        files: vec!["src/lib.rs".into()],
+        via: PromotionRoute::Cli,
+    })
+}
+
+pub fn refused(repair_id: &str) -> LedgerEvent {
+    LedgerEvent::Refused(Refused {
+        repair_id: repair_id.into(),
+        reason: RefusalReason::StaleRoot {
+            expected: root("before"),
+            found: root("edited"),
+        },
+        detail: "src/lib.rs changed since the search started".into(),
+    })
+}
+
+pub fn opened(forest: &str, node: &str, resumed_from: Option<&str>) -> SearchEvent {
+    SearchEvent::SearchOpened {
+        forest_id: forest.into(),
+        branch_id: String::new(),
+        node: node.into(),
+        generation: 0,
+        accepted_root: root("accepted"),
+        limits: [("branches".to_owned(), 3), ("actions".to_owned(), 12)].into(),
+        resumed_from: resumed_from.map(str::to_owned),
+    }
+}
+
+pub fn abandoned(forest: &str, branch: &str) -> SearchEvent {
+    SearchEvent::BranchAbandoned {
+        forest_id: forest.into(),
+        branch_id: branch.into(),
+        reason: "candidate fails `tests::it_works`".into(),
+    }
+}
+
+pub fn usage(forest: &str, actions: u64) -> SearchEvent {
+    SearchEvent::SearchUsageSnapshot {
+        forest_id: forest.into(),
+        branch_id: String::new(),
+        usage: [("actions".to_owned(), actions)].into(),
+    }
+}
+
+pub fn closed(forest: &str) -> SearchEvent {
+    SearchEvent::SearchClosed {
+        forest_id: forest.into(),
+        branch_id: String::new(),
+        reason: "committed".into(),
+    }
+}
+
+pub fn no_good(forest: &str, key: &str) -> SearchEvent {
+    SearchEvent::NoGoodRecorded {
+        forest_id: forest.into(),
+        branch_id: "b1".into(),
+        key: root(key),
+        support_kind: "compiler_code".into(),
+        evidence_digest: root("E0425"),
+    }
+}
+
+fn db(ledger: &Ledger) -> Connection {
+    Connection::open(ledger.path()).unwrap()
+}
+
+/// Appends a row with arbitrary `kind` and `payload` bytes, correctly
+/// chained, bypassing the ledger's own encoding checks.
+pub fn append_raw(ledger: &Ledger, kind: &str, payload: &[u8]) -> u64 {
+    let conn = db(ledger);
+    let (seq, prev): (u64, Digest) = conn
+        .query_row(
+            "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+            [],
+            |row| {
+                let seq: i64 = row.get(0)?;
+                let hash: String = row.get(1)?;
+                Ok((seq as u64 + 1, hash.parse().unwrap()))
+            },
+        )
+        .unwrap_or((1, Digest::ZERO));
+    let hash = event_hash(seq, kind.as_bytes(), payload, &prev);
+    conn.execute(
+        "INSERT INTO events (seq, kind, payload, prev_hash, hash, recorded_at)
+         VALUES (?1, ?2, CAST(?3 AS TEXT), ?4, ?5, '2026-01-01T00:00:00.000Z')",
+        params![seq as i64, kind, payload, prev.to_hex(), hash.to_hex()],
+    )
+    .unwrap();
+    seq
+}
+
+/// Runs `sql` against the ledger file from a second connection, with the
+/// append-only triggers dropped first, as someone editing the file would.
+pub fn tamper(ledger: &Ledger, sql: &str) {
+    let conn = db(ledger);
+    conn.execute_batch(
+        "DROP TRIGGER IF EXISTS events_are_never_updated;
+         DROP TRIGGER IF EXISTS events_are_never_deleted;",
+    )
+    .unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+/// Re-seals row `seq` after tampering: recomputes its hash from its stored
+/// columns, as a forger who knows the hash scheme would.
+pub fn reseal(ledger: &Ledger, seq: u64) {
+    let conn = db(ledger);
+    let (kind, payload, prev): (Vec<u8>, Vec<u8>, String) = conn
+        .query_row(
+            "SELECT CAST(kind AS BLOB), CAST(payload AS BLOB), prev_hash FROM events WHERE seq = ?1",
+            [seq as i64],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    let hash = event_hash(seq, &kind, &payload, &prev.parse().unwrap());
+    tamper(
+        ledger,
+        &format!("UPDATE events SET hash = '{hash}' WHERE seq = {seq}"),
+    );
+}

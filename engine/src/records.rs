@@ -1,0 +1,265 @@
+//! Builds ledger events from engine values, so the runtime speaks in its
+//! own terms and the ledger's alphabet stays in one place.
+
+use std::path::Path;
+
+use crate::api::{Promotion, RepairStatus};
+use crate::config::Config;
+use crate::digest::{CanonicalHasher, Digest};
+use crate::gate::{GateDecision, Verdict};
+use crate::ledger::{
+    CandidateMeasured, ClusterSummary, GateDecisionRecorded, GateVerdict, LedgerEvent, Promoted,
+    PromotionRoute, RefusalReason, Refused, SearchEvent, SessionStarted, SnapshotTaken,
+    StageOutcome,
+};
+use crate::measure::Measurement;
+use crate::propose::Candidate;
+use crate::sensor::{Sensor, StageStatus};
+use crate::snapshot::{Overlay, Snapshot};
+
+/// A repair's id: `r` and 12 hex digits of its start root and start time.
+pub fn repair_id(start_root: &Digest) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let digest = CanonicalHasher::new("trellis.repair-id.v1")
+        .digest(start_root)
+        .bytes(&now.to_le_bytes())
+        .u64(u64::from(std::process::id()))
+        .finish();
+    format!("r{}", digest.short(12))
+}
+
+pub fn session_started(root: &Path, config: &Config, sensors: &[Box<dyn Sensor>]) -> LedgerEvent {
+    let session = CanonicalHasher::new("trellis.session-id.v1")
+        .str(&root.display().to_string())
+        .bytes(&std::process::id().to_le_bytes())
+        .u64(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or_default(),
+        )
+        .finish();
+    LedgerEvent::SessionStarted(SessionStarted {
+        session_id: format!("s{}", session.short(12)),
+        workspace: root.display().to_string(),
+        trellis_version: env!("CARGO_PKG_VERSION").to_owned(),
+        config: serde_json::to_value(config).unwrap_or_default(),
+        sensors: sensors.iter().map(|s| s.fingerprint().clone()).collect(),
+        required_stages: config.stages.required.clone(),
+    })
+}
+
+pub fn snapshot_taken(snapshot: &Snapshot, overlay: &Overlay) -> LedgerEvent {
+    LedgerEvent::SnapshotTaken(SnapshotTaken {
+        root: snapshot.root,
+        files: snapshot.entries.len() as u64,
+        bytes: snapshot.entries.values().map(|e| e.size).sum(),
+        overlay: overlay.buffers.keys().cloned().collect(),
+    })
+}
+
+fn status_name(status: &StageStatus) -> &'static str {
+    match status {
+        StageStatus::Passed => "passed",
+        StageStatus::Failed => "failed",
+        StageStatus::Unavailable { .. } => "unavailable",
+    }
+}
+
+pub fn candidate_measured(repair_id: &str, candidate_id: &str, m: &Measurement) -> LedgerEvent {
+    LedgerEvent::CandidateMeasured(CandidateMeasured {
+        node: repair_id.to_owned(),
+        generation: 0,
+        candidate_id: candidate_id.to_owned(),
+        root: m.root,
+        energy: m.energy(),
+        hard_pass: m.hard_pass(),
+        clusters: m
+            .assessment
+            .clusters
+            .iter()
+            .map(|c| ClusterSummary {
+                id: c.id.clone(),
+                title: c.title.clone(),
+                class: c.class.as_str().to_owned(),
+                sites: c.sites.len() as u32,
+                magnitude: c.magnitude,
+            })
+            .collect(),
+        stages: m
+            .reports
+            .iter()
+            .map(|r| StageOutcome {
+                stage: r.stage.clone(),
+                status: status_name(&r.status).to_owned(),
+            })
+            .collect(),
+    })
+}
+
+pub fn gate_decision(repair_id: &str, d: &GateDecision) -> LedgerEvent {
+    LedgerEvent::GateDecisionRecorded(GateDecisionRecorded {
+        node: repair_id.to_owned(),
+        generation: 0,
+        candidate_id: d.candidate_id.clone(),
+        decision_index: d.index,
+        verdict: match d.verdict {
+            Verdict::AcceptedHardPass => GateVerdict::AcceptedHardPass,
+            Verdict::AcceptedDescent => GateVerdict::AcceptedDescent,
+            Verdict::RejectedNonDescending => GateVerdict::RejectedNonDescending,
+        },
+        observed_energy: d.observed_energy,
+        best_before: d.best_before,
+        root: d.root,
+    })
+}
+
+pub fn promoted(repair_id: &str, p: &Promotion, via: PromotionRoute) -> LedgerEvent {
+    LedgerEvent::Promoted(Promoted {
+        repair_id: repair_id.to_owned(),
+        root_before: p.root_before,
+        root_after: p.root_after,
+        files: p.files.clone(),
+        via,
+    })
+}
+
+fn refused(repair_id: &str, reason: RefusalReason, detail: String) -> LedgerEvent {
+    LedgerEvent::Refused(Refused {
+        repair_id: repair_id.to_owned(),
+        reason,
+        detail,
+    })
+}
+
+pub fn refused_stale(repair_id: &str, expected: Digest, found: Digest) -> LedgerEvent {
+    refused(
+        repair_id,
+        RefusalReason::StaleRoot { expected, found },
+        "the workspace changed since the repair started".into(),
+    )
+}
+
+pub fn refused_bound(repair_id: &str, bound: u32, detail: &str) -> LedgerEvent {
+    refused(
+        repair_id,
+        RefusalReason::DecisionBound { bound },
+        detail.to_owned(),
+    )
+}
+
+pub fn refused_no_candidate(repair_id: &str, detail: &str) -> LedgerEvent {
+    refused(
+        repair_id,
+        RefusalReason::NoEligibleCandidate,
+        detail.to_owned(),
+    )
+}
+
+pub fn refused_not_hard_pass(repair_id: &str, status: RepairStatus) -> LedgerEvent {
+    refused(
+        repair_id,
+        RefusalReason::NotHardPass,
+        format!("the repair ended as {status:?}"),
+    )
+}
+
+/// The provisional id of a branch's measurement; the gate assigns the
+/// `node/gen/cN` id only to the submitted candidate.
+fn branch_candidate(forest_id: &str, branch_id: &str) -> String {
+    format!("{forest_id}/{branch_id}")
+}
+
+pub fn search_opened(
+    forest_id: &str,
+    repair_id: &str,
+    generation: u32,
+    accepted_root: Digest,
+) -> SearchEvent {
+    SearchEvent::SearchOpened {
+        forest_id: forest_id.to_owned(),
+        branch_id: String::new(),
+        node: repair_id.to_owned(),
+        generation,
+        accepted_root,
+        limits: Default::default(),
+        resumed_from: None,
+    }
+}
+
+pub fn search_forked(
+    forest_id: &str,
+    branch_id: &str,
+    seed: Digest,
+    candidate: &Candidate,
+) -> SearchEvent {
+    SearchEvent::BranchForked {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        parent: None,
+        seed,
+        strategy: "apply-suggestions".to_owned(),
+        route: candidate.proposer.clone(),
+        prompt_program: None,
+    }
+}
+
+pub fn search_candidate_measured(
+    forest_id: &str,
+    branch_id: &str,
+    root: Digest,
+    energy: f64,
+    hard_pass: bool,
+) -> SearchEvent {
+    SearchEvent::BranchCandidateMeasured {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        candidate_id: branch_candidate(forest_id, branch_id),
+        root,
+        energy,
+        hard_pass,
+    }
+}
+
+pub fn search_ineligible(forest_id: &str, branch_id: &str, reason: &str) -> SearchEvent {
+    SearchEvent::BranchIneligible {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+pub fn search_not_selected(forest_id: &str, branch_id: &str) -> SearchEvent {
+    SearchEvent::BranchNotSelected {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        reason: "another branch ranked higher".to_owned(),
+    }
+}
+
+pub fn search_selected(forest_id: &str, branch_id: &str) -> SearchEvent {
+    SearchEvent::BranchSelected {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        candidate_id: branch_candidate(forest_id, branch_id),
+    }
+}
+
+pub fn search_committed(forest_id: &str, branch_id: &str, candidate_id: &str) -> SearchEvent {
+    SearchEvent::BranchCommitted {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        candidate_id: candidate_id.to_owned(),
+    }
+}
+
+pub fn search_closed(forest_id: &str, reason: &str) -> SearchEvent {
+    SearchEvent::SearchClosed {
+        forest_id: forest_id.to_owned(),
+        branch_id: String::new(),
+        reason: reason.to_owned(),
+    }
+}

@@ -1,0 +1,608 @@
+//! Adaptive expansion (PSP-10 system 20): when to open another branch, and
+//! which one.
+//!
+//! A search starts with one branch. [`next_expansion`] is a pure function of
+//! what the current branch measured. It first continues a witnessed partial
+//! checkpoint that still has a correction to work from and local retries
+//! left. Otherwise it opens a new branch only on a measured [`Trigger`], and
+//! picks the attempt by preference: a new correction operator, then a new
+//! strategy, then a new route. A recurring residual signature forces an
+//! alternative: the next compiler alternative, then another proposer. This is
+//! a search heuristic, not a certificate; selection and the gate decide.
+
+use serde::{Deserialize, Serialize};
+
+use super::forest::{PartialCheckpointRef, Seed};
+use crate::correction::CorrectionOperator;
+use crate::digest::{CanonicalHasher, Digest};
+
+/// How a branch goes about a correction. Each strategy declares one
+/// assumption that is checked deterministically before it is chosen and
+/// after every measurement; a failed assumption is an expansion trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Apply the tools' single-fix suggestions. Assumes there is at least one.
+    ApplySuggestions,
+    /// Take the next untried alternative the tools offer (another import
+    /// path). Assumes an untried alternative remains.
+    NextAlternative,
+    /// Localize before editing: probe the affected sites (narrowed sensor
+    /// runs, a focused test) and edit only what the probe implicates.
+    /// Assumes the evidence names at least one site.
+    DiagnosticProbe,
+    /// Continue a witnessed partial checkpoint with its correction packet.
+    /// Assumes such a partial exists.
+    LocalRepair,
+}
+
+impl Strategy {
+    /// Every strategy, in the order expansion tries them.
+    pub const ALL: [Strategy; 4] = [
+        Strategy::ApplySuggestions,
+        Strategy::NextAlternative,
+        Strategy::DiagnosticProbe,
+        Strategy::LocalRepair,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::ApplySuggestions => "apply_suggestions",
+            Strategy::NextAlternative => "next_alternative",
+            Strategy::DiagnosticProbe => "diagnostic_probe",
+            Strategy::LocalRepair => "local_repair",
+        }
+    }
+
+    /// The strategy digest, a component of the no-good key.
+    pub fn digest(self) -> Digest {
+        CanonicalHasher::new("trellis.strategy.v1")
+            .str(self.name())
+            .finish()
+    }
+
+    /// The strategy's declared assumption, checked against the evidence.
+    pub fn assumption_holds(self, context: &StrategyContext) -> bool {
+        match self {
+            Strategy::ApplySuggestions => context.single_fix_suggestions > 0,
+            Strategy::NextAlternative => context.untried_alternatives > 0,
+            Strategy::DiagnosticProbe => context.localized_sites > 0,
+            Strategy::LocalRepair => context.witnessed_partial,
+        }
+    }
+
+    /// Whether the strategy can carry out `operator`.
+    pub fn supports(self, operator: OperatorKind) -> bool {
+        match self {
+            Strategy::ApplySuggestions => operator == OperatorKind::ApplySuggestions,
+            Strategy::NextAlternative => operator == OperatorKind::ChooseAlternative,
+            Strategy::DiagnosticProbe => matches!(
+                operator,
+                OperatorKind::Edit | OperatorKind::SatisfyCounterexample
+            ),
+            Strategy::LocalRepair => true,
+        }
+    }
+}
+
+/// A correction operator without its counts: the identity expansion varies.
+/// `RestoreSensor` has no kind because an environmental problem is not
+/// something a branch can search its way out of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorKind {
+    ApplySuggestions,
+    ChooseAlternative,
+    Edit,
+    SatisfyCounterexample,
+}
+
+impl OperatorKind {
+    pub fn of(operator: &CorrectionOperator) -> Option<OperatorKind> {
+        match operator {
+            CorrectionOperator::ApplySuggestions { .. } => Some(OperatorKind::ApplySuggestions),
+            CorrectionOperator::ChooseAlternative { .. } => Some(OperatorKind::ChooseAlternative),
+            CorrectionOperator::Edit => Some(OperatorKind::Edit),
+            CorrectionOperator::SatisfyCounterexample => Some(OperatorKind::SatisfyCounterexample),
+            CorrectionOperator::RestoreSensor => None,
+        }
+    }
+}
+
+/// The evidence the strategy assumptions are checked against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StrategyContext {
+    /// Suggestion groups offering exactly one fix.
+    pub single_fix_suggestions: usize,
+    /// Alternatives offered by the tools and not yet tried in this forest.
+    pub untried_alternatives: usize,
+    /// Sites (paths with spans, failing tests) the evidence points at.
+    pub localized_sites: usize,
+    /// A witnessed partial checkpoint with a correction packet exists.
+    pub witnessed_partial: bool,
+}
+
+/// One way of attempting the correction: the identity of a branch's
+/// approach. Expansion never repeats an attempt within a forest.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Attempt {
+    pub operator: OperatorKind,
+    pub strategy: Strategy,
+    /// A model route or a deterministic proposer id.
+    pub route: String,
+}
+
+/// How the current branch's last quantum ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BranchOutcome {
+    /// Measured eligible; selection decides, nothing to expand.
+    Eligible,
+    /// Measured, but E(y) failed.
+    Ineligible,
+    /// Selected and committed, and the gate decided `RejectedNonDescending`.
+    CommitRejected,
+    /// The state was kept as a partial checkpoint.
+    Partial(PartialCheckpointRef),
+}
+
+/// What the current branch has shown so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BranchProgress {
+    pub attempt: Attempt,
+    pub outcome: BranchOutcome,
+    /// Energy of each of the branch's probes, oldest first.
+    pub energies: Vec<f64>,
+    /// Digest of the dominant residual cluster of each measurement.
+    pub signatures: Vec<Digest>,
+    /// The operator, strategy or route changed since the previous
+    /// measurement.
+    pub route_changed: bool,
+    pub local_retries_left: u32,
+    /// The latest correction packet carries no evidence at all.
+    pub correction_empty: bool,
+}
+
+/// Everything [`next_expansion`] decides from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpansionState {
+    pub branches_opened: usize,
+    pub max_branches: usize,
+    /// The forest can still reserve a fork and a verifier run.
+    pub budget_remains: bool,
+    /// The gate margin ρ; a plateau is a spread of energies below it.
+    pub rho: f64,
+    pub current: BranchProgress,
+    /// Operators of the latest correction packet, in packet order.
+    pub operators: Vec<CorrectionOperator>,
+    /// Routes that may propose, preferred first (the current one included).
+    pub routes: Vec<String>,
+    pub context: StrategyContext,
+    /// Every attempt already made in this forest.
+    pub tried: Vec<Attempt>,
+}
+
+/// A measured reason to open another branch (system 20).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    IneligibleMeasurement,
+    NonDescendingCommit,
+    RecurringSignature,
+    EmptyCorrection,
+    Plateau,
+    FailedAssumption,
+    OutOfLocalRetries,
+}
+
+/// What changed relative to the current attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Novelty {
+    Operator,
+    Strategy,
+    Route,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expansion {
+    /// Give the same branch another quantum on its partial checkpoint.
+    ContinuePartial { partial: PartialCheckpointRef },
+    /// Open a new branch.
+    Open {
+        /// Every trigger that fired, in [`Trigger`] order.
+        triggers: Vec<Trigger>,
+        seed: Seed,
+        attempt: Attempt,
+        novelty: Novelty,
+    },
+}
+
+/// Probes considered for a plateau.
+pub const PLATEAU_PROBES: usize = 3;
+
+/// The triggers the current branch's measurements fire.
+pub fn triggers(state: &ExpansionState) -> Vec<Trigger> {
+    let current = &state.current;
+    let mut fired = Vec::new();
+    match current.outcome {
+        BranchOutcome::Ineligible => fired.push(Trigger::IneligibleMeasurement),
+        BranchOutcome::CommitRejected => fired.push(Trigger::NonDescendingCommit),
+        BranchOutcome::Eligible | BranchOutcome::Partial(_) => {}
+    }
+    let repeated =
+        matches!(current.signatures.as_slice(), [.., previous, last] if previous == last);
+    if repeated && !current.route_changed {
+        fired.push(Trigger::RecurringSignature);
+    }
+    if current.correction_empty {
+        fired.push(Trigger::EmptyCorrection);
+    }
+    if current.energies.len() >= PLATEAU_PROBES {
+        let recent = &current.energies[current.energies.len() - PLATEAU_PROBES..];
+        let max = recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let min = recent.iter().copied().fold(f64::INFINITY, f64::min);
+        if max - min < state.rho {
+            fired.push(Trigger::Plateau);
+        }
+    }
+    if !current.attempt.strategy.assumption_holds(&state.context) {
+        fired.push(Trigger::FailedAssumption);
+    }
+    if current.local_retries_left == 0 && state.budget_remains {
+        fired.push(Trigger::OutOfLocalRetries);
+    }
+    fired
+}
+
+/// The next step of the search after the current branch's quantum, or
+/// `None` when nothing warrants one (the forest then selects or closes).
+pub fn next_expansion(state: &ExpansionState) -> Option<Expansion> {
+    let fired = triggers(state);
+    let current = &state.current;
+    let stagnating = fired
+        .iter()
+        .any(|t| matches!(t, Trigger::RecurringSignature | Trigger::Plateau));
+    if let BranchOutcome::Partial(partial) = &current.outcome {
+        if partial.correction.is_some() && current.local_retries_left > 0 && !stagnating {
+            return Some(Expansion::ContinuePartial {
+                partial: partial.clone(),
+            });
+        }
+    }
+    if fired.is_empty() || !state.budget_remains || state.branches_opened >= state.max_branches {
+        return None;
+    }
+    let seed = match &current.outcome {
+        BranchOutcome::Partial(partial) => Seed::Partial(partial.clone()),
+        _ => Seed::Accepted,
+    };
+    let forced = fired.contains(&Trigger::RecurringSignature);
+    let (attempt, novelty) = candidates(state, forced)
+        .into_iter()
+        .find(|(attempt, _)| admissible(state, attempt))?;
+    Some(Expansion::Open {
+        triggers: fired,
+        seed,
+        attempt,
+        novelty,
+    })
+}
+
+/// Attempts in preference order. A forced alternative skips the operator
+/// and strategy variations: the next compiler alternative on this route,
+/// then another proposer.
+fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
+    let current = &state.current.attempt;
+    let operators: Vec<OperatorKind> = state
+        .operators
+        .iter()
+        .filter_map(OperatorKind::of)
+        .collect();
+    let attempt = |operator, strategy, route: &str| Attempt {
+        operator,
+        strategy,
+        route: route.to_owned(),
+    };
+    let mut out = Vec::new();
+    if forced {
+        out.push((
+            attempt(
+                OperatorKind::ChooseAlternative,
+                Strategy::NextAlternative,
+                &current.route,
+            ),
+            Novelty::Strategy,
+        ));
+    } else {
+        for &op in &operators {
+            out.push((
+                attempt(op, current.strategy, &current.route),
+                Novelty::Operator,
+            ));
+        }
+        for strategy in Strategy::ALL {
+            for &op in &operators {
+                out.push((attempt(op, strategy, &current.route), Novelty::Strategy));
+            }
+        }
+    }
+    for route in state.routes.iter().filter(|r| **r != current.route) {
+        for strategy in std::iter::once(current.strategy).chain(Strategy::ALL) {
+            for &op in &operators {
+                out.push((attempt(op, strategy, route), Novelty::Route));
+            }
+        }
+    }
+    out
+}
+
+fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
+    // Local repair continues a partial, so only a partial can seed it.
+    let seeded_right = attempt.strategy != Strategy::LocalRepair
+        || matches!(state.current.outcome, BranchOutcome::Partial(_));
+    seeded_right
+        && attempt.strategy.supports(attempt.operator)
+        && attempt.strategy.assumption_holds(&state.context)
+        && *attempt != state.current.attempt
+        && !state.tried.contains(attempt)
+        && (attempt.operator != OperatorKind::ChooseAlternative
+            || state
+                .operators
+                .iter()
+                .any(|op| OperatorKind::of(op) == Some(OperatorKind::ChooseAlternative)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::blob_digest;
+
+    const RUSTC: &str = "rustc-suggestions";
+    const MODEL: &str = "openai:qwen";
+
+    fn apply(route: &str) -> Attempt {
+        Attempt {
+            operator: OperatorKind::ApplySuggestions,
+            strategy: Strategy::ApplySuggestions,
+            route: route.into(),
+        }
+    }
+
+    /// A branch that applied suggestions and measured eligible: no trigger.
+    fn quiet() -> ExpansionState {
+        ExpansionState {
+            branches_opened: 1,
+            max_branches: 3,
+            budget_remains: true,
+            rho: 0.5,
+            current: BranchProgress {
+                attempt: apply(RUSTC),
+                outcome: BranchOutcome::Eligible,
+                energies: vec![4.0],
+                signatures: vec![blob_digest(b"c1")],
+                route_changed: false,
+                local_retries_left: 2,
+                correction_empty: false,
+            },
+            operators: vec![
+                CorrectionOperator::ApplySuggestions { count: 1 },
+                CorrectionOperator::ChooseAlternative { alternatives: 3 },
+                CorrectionOperator::Edit,
+            ],
+            routes: vec![RUSTC.into(), MODEL.into()],
+            context: StrategyContext {
+                single_fix_suggestions: 1,
+                untried_alternatives: 2,
+                localized_sites: 1,
+                witnessed_partial: false,
+            },
+            tried: vec![apply(RUSTC)],
+        }
+    }
+
+    fn partial(correction: bool) -> PartialCheckpointRef {
+        PartialCheckpointRef {
+            state_root: blob_digest(b"p"),
+            accepted_ancestor: blob_digest(b"x0"),
+            parent_witness: vec![blob_digest(b"x0")],
+            correction: correction.then(|| blob_digest(b"packet")),
+            remaining_obligations: vec![],
+            evidence_digest: blob_digest(b"e"),
+        }
+    }
+
+    fn opened(state: &ExpansionState) -> (Vec<Trigger>, Seed, Attempt, Novelty) {
+        match next_expansion(state) {
+            Some(Expansion::Open {
+                triggers,
+                seed,
+                attempt,
+                novelty,
+            }) => (triggers, seed, attempt, novelty),
+            other => panic!("expected a new branch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_trigger_opens_nothing() {
+        assert!(triggers(&quiet()).is_empty());
+        assert_eq!(next_expansion(&quiet()), None);
+    }
+
+    #[test]
+    fn ineligible_measurement_triggers_a_new_operator_first() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Ineligible;
+        let (fired, seed, attempt, novelty) = opened(&s);
+        assert_eq!(fired, vec![Trigger::IneligibleMeasurement]);
+        assert_eq!(seed, Seed::Accepted);
+        // ApplySuggestions supports only its own operator, which was tried,
+        // so the first new attempt changes the strategy.
+        assert_eq!(novelty, Novelty::Strategy);
+        assert_eq!(attempt.strategy, Strategy::NextAlternative);
+        assert_eq!(attempt.operator, OperatorKind::ChooseAlternative);
+    }
+
+    #[test]
+    fn a_strategy_with_several_operators_varies_the_operator_before_anything_else() {
+        let mut s = quiet();
+        s.current.attempt = Attempt {
+            operator: OperatorKind::Edit,
+            strategy: Strategy::DiagnosticProbe,
+            route: RUSTC.into(),
+        };
+        s.tried = vec![s.current.attempt.clone()];
+        s.operators.push(CorrectionOperator::SatisfyCounterexample);
+        s.current.outcome = BranchOutcome::Ineligible;
+        let (_, _, attempt, novelty) = opened(&s);
+        assert_eq!(novelty, Novelty::Operator);
+        assert_eq!(attempt.operator, OperatorKind::SatisfyCounterexample);
+        assert_eq!(attempt.strategy, Strategy::DiagnosticProbe);
+    }
+
+    #[test]
+    fn non_descending_commit_triggers() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::CommitRejected;
+        assert_eq!(opened(&s).0, vec![Trigger::NonDescendingCommit]);
+    }
+
+    #[test]
+    fn recurring_signature_forces_the_next_alternative_then_another_proposer() {
+        let mut s = quiet();
+        s.current.signatures = vec![blob_digest(b"c1"), blob_digest(b"c1")];
+        let (fired, _, attempt, novelty) = opened(&s);
+        assert_eq!(fired, vec![Trigger::RecurringSignature]);
+        assert_eq!(attempt.strategy, Strategy::NextAlternative);
+        assert_eq!(novelty, Novelty::Strategy);
+
+        // With no alternative left, the forced step goes to another route.
+        s.context.untried_alternatives = 0;
+        let (fired, _, attempt, novelty) = opened(&s);
+        assert!(fired.contains(&Trigger::RecurringSignature));
+        assert_eq!(novelty, Novelty::Route);
+        assert_eq!(attempt.route, MODEL);
+    }
+
+    #[test]
+    fn a_changed_route_makes_a_repeated_signature_no_trigger() {
+        let mut s = quiet();
+        s.current.signatures = vec![blob_digest(b"c1"), blob_digest(b"c1")];
+        s.current.route_changed = true;
+        assert!(triggers(&s).is_empty());
+    }
+
+    #[test]
+    fn empty_correction_triggers() {
+        let mut s = quiet();
+        s.current.correction_empty = true;
+        assert_eq!(triggers(&s), vec![Trigger::EmptyCorrection]);
+    }
+
+    #[test]
+    fn plateau_triggers_only_over_enough_flat_probes() {
+        let mut s = quiet();
+        s.current.energies = vec![4.0, 3.9];
+        assert!(triggers(&s).is_empty());
+        s.current.energies = vec![9.0, 4.0, 3.9, 3.8];
+        assert_eq!(triggers(&s), vec![Trigger::Plateau]);
+        s.current.energies = vec![4.0, 3.9, 3.4];
+        assert!(triggers(&s).is_empty(), "a spread of ρ is progress");
+    }
+
+    #[test]
+    fn failed_strategy_assumption_triggers() {
+        let mut s = quiet();
+        s.context.single_fix_suggestions = 0;
+        let (fired, _, attempt, _) = opened(&s);
+        assert_eq!(fired, vec![Trigger::FailedAssumption]);
+        assert_ne!(attempt.strategy, Strategy::ApplySuggestions);
+    }
+
+    #[test]
+    fn out_of_local_retries_triggers_only_while_budget_remains() {
+        let mut s = quiet();
+        s.current.local_retries_left = 0;
+        assert_eq!(triggers(&s), vec![Trigger::OutOfLocalRetries]);
+        s.budget_remains = false;
+        assert!(triggers(&s).is_empty());
+        s.current.outcome = BranchOutcome::Ineligible;
+        assert_eq!(next_expansion(&s), None, "no budget, no branch");
+    }
+
+    #[test]
+    fn no_branch_beyond_the_branch_limit() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Ineligible;
+        s.branches_opened = 3;
+        assert_eq!(next_expansion(&s), None);
+    }
+
+    #[test]
+    fn a_partial_with_a_correction_is_continued_before_any_fork() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Partial(partial(true));
+        assert_eq!(
+            next_expansion(&s),
+            Some(Expansion::ContinuePartial {
+                partial: partial(true)
+            })
+        );
+    }
+
+    #[test]
+    fn a_stagnating_partial_forks_a_child_from_it() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Partial(partial(true));
+        s.context.witnessed_partial = true;
+        s.current.energies = vec![3.0, 3.0, 3.0];
+        let (fired, seed, attempt, _) = opened(&s);
+        assert_eq!(fired, vec![Trigger::Plateau]);
+        assert_eq!(seed, Seed::Partial(partial(true)));
+        assert_ne!(attempt, s.current.attempt);
+    }
+
+    #[test]
+    fn a_partial_without_correction_or_retries_is_not_continued() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Partial(partial(false));
+        assert_eq!(next_expansion(&s), None, "no trigger fired either");
+        s.current.outcome = BranchOutcome::Partial(partial(true));
+        s.current.local_retries_left = 0;
+        assert!(matches!(next_expansion(&s), Some(Expansion::Open { .. })));
+    }
+
+    #[test]
+    fn local_repair_is_chosen_only_with_a_witnessed_partial() {
+        let mut s = quiet();
+        s.operators = vec![CorrectionOperator::ApplySuggestions { count: 1 }];
+        s.routes = vec![RUSTC.into()];
+        s.current.outcome = BranchOutcome::Ineligible;
+        s.context.witnessed_partial = true;
+        assert_eq!(
+            next_expansion(&s),
+            None,
+            "local repair needs a partial seed"
+        );
+        s.current.outcome = BranchOutcome::Partial(partial(true));
+        s.current.local_retries_left = 0;
+        s.context.witnessed_partial = false;
+        assert_eq!(
+            next_expansion(&s),
+            None,
+            "its assumption needs a witnessed partial"
+        );
+        s.context.witnessed_partial = true;
+        let (fired, seed, attempt, _) = opened(&s);
+        assert_eq!(fired, vec![Trigger::OutOfLocalRetries]);
+        assert_eq!(seed, Seed::Partial(partial(true)));
+        assert_eq!(attempt.strategy, Strategy::LocalRepair);
+    }
+
+    #[test]
+    fn strategy_digests_are_distinct() {
+        let digests: std::collections::BTreeSet<_> =
+            Strategy::ALL.iter().map(|s| s.digest()).collect();
+        assert_eq!(digests.len(), Strategy::ALL.len());
+    }
+}

@@ -1,0 +1,373 @@
+//! The human output of `cargo test`, read back into test identities.
+//!
+//! Stable libtest has no machine format, so this reads its text. Cargo
+//! announces each test binary on stderr (`Running unittests src/lib.rs
+//! (target/debug/deps/demo-1a2b)`, `Doc-tests demo`) and, after a binary
+//! failed, names its re-run selector (``error: test failed, to rerun pass
+//! `-p demo --lib` ``). The binary's own output goes to stdout and always
+//! starts with `running N tests`. Cargo runs binaries one at a time, so the
+//! k-th announcement on stderr belongs to the k-th `running` block on stdout.
+//! A custom-harness binary that never prints `running N tests` would shift
+//! that pairing; this is the one assumption the parser makes.
+
+/// A source position as a panic message prints it (`src/lib.rs:12:5`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PanicSite {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+/// One failing test, before its panic site is resolved to a span.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedFailure {
+    pub binary: String,
+    pub name: String,
+    pub output: String,
+    pub panic_site: Option<PanicSite>,
+}
+
+/// What the test binaries reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TestRun {
+    pub failures: Vec<ParsedFailure>,
+    pub passed: u32,
+}
+
+/// Captured output kept per failing test.
+pub const OUTPUT_CAP: usize = 8 * 1024;
+
+/// The test name of a failure that belongs to no single test: the binary
+/// failed (crashed, aborted, exited from inside a test) without libtest
+/// reporting a failing test.
+pub const ABNORMAL_EXIT: &str = "<binary exited abnormally>";
+
+/// A test binary as cargo announced it on stderr.
+struct Announced {
+    /// `unittests src/lib.rs (demo)`, `Doc-tests demo`.
+    description: String,
+    /// `-p demo --lib`, known only for binaries that failed.
+    rerun: Option<String>,
+    /// Cargo's `Caused by:` text for a failed binary (`process didn't exit
+    /// successfully: ... (signal: 6, SIGABRT ...)`).
+    cause: String,
+}
+
+impl Announced {
+    /// The selector that re-runs exactly this binary when cargo gave one
+    /// (`cargo test -p demo --lib`), else the announcement.
+    fn identity(&self) -> String {
+        self.rerun
+            .clone()
+            .unwrap_or_else(|| self.description.clone())
+    }
+}
+
+fn announced_binaries(stderr: &str) -> Vec<Announced> {
+    let mut binaries: Vec<Announced> = Vec::new();
+    let mut in_cause = false;
+    for raw in stderr.lines() {
+        let line = raw.trim();
+        let announced = |description: String| Announced {
+            description,
+            rerun: None,
+            cause: String::new(),
+        };
+        // Status lines are indented too, so they are recognised first.
+        if let Some(running) = line.strip_prefix("Running ") {
+            binaries.push(announced(describe_running(running)));
+        } else if line.starts_with("Doc-tests ") {
+            binaries.push(announced(line.to_owned()));
+        } else if in_cause && raw.starts_with(char::is_whitespace) && !line.is_empty() {
+            if let Some(last) = binaries.last_mut() {
+                last.cause.push_str(line);
+                last.cause.push('\n');
+            }
+            continue;
+        } else if line == "Caused by:" {
+            in_cause = true;
+            continue;
+        } else if let Some(selector) = rerun_selector(line)
+            && let Some(last) = binaries.last_mut()
+        {
+            last.rerun = Some(selector.to_owned());
+        }
+        in_cause = false;
+    }
+    binaries
+}
+
+/// ``error: test failed, to rerun pass `-p demo --lib` `` → `-p demo --lib`.
+fn rerun_selector(line: &str) -> Option<&str> {
+    let rest = line
+        .strip_prefix("error: test failed, to rerun pass `")
+        .or_else(|| line.strip_prefix("error: doctest failed, to rerun pass `"))?;
+    rest.strip_suffix('`')
+}
+
+/// `unittests src/lib.rs (/t/debug/deps/demo-1a2b)` → `unittests src/lib.rs
+/// (demo)`: the target directory and the build hash say nothing about which
+/// test this is and differ between branch slots.
+fn describe_running(running: &str) -> String {
+    let Some((what, executable)) = running
+        .strip_suffix(')')
+        .and_then(|rest| rest.rsplit_once(" ("))
+    else {
+        return running.to_owned();
+    };
+    let file = executable.rsplit(['/', '\\']).next().unwrap_or(executable);
+    let file = file.strip_suffix(".exe").unwrap_or(file);
+    let name = match file.rsplit_once('-') {
+        Some((name, hash)) if hash.chars().all(|c| c.is_ascii_hexdigit()) => name,
+        _ => file,
+    };
+    format!("{what} ({name})")
+}
+
+/// Where the lines of stdout are, relative to libtest's report structure.
+enum Section {
+    /// Result lines and headers.
+    Results,
+    /// Inside `---- name stdout ----`: the failing test's captured output.
+    Captured { name: String, output: String },
+}
+
+/// Read libtest's stdout `lines` (everything after cargo's JSON) and cargo's
+/// `stderr` into failures with identities and a pass count.
+pub fn parse_test_run<'a>(lines: impl IntoIterator<Item = &'a str>, stderr: &str) -> TestRun {
+    let binaries = announced_binaries(stderr);
+    let mut run = TestRun::default();
+    let mut blocks_with_failures = std::collections::HashSet::new();
+    // Index into `binaries` of the block being read; `None` before the first.
+    let mut block: Option<usize> = None;
+    let mut block_failures: Vec<ParsedFailure> = Vec::new();
+    let mut section = Section::Results;
+
+    for line in lines {
+        let line = line.trim_end_matches('\r');
+        if let Some(name) = capture_header(line) {
+            finish_capture(&mut section, &mut block_failures);
+            section = Section::Captured {
+                name: name.to_owned(),
+                output: String::new(),
+            };
+            continue;
+        }
+        if let Section::Captured { output, .. } = &mut section {
+            if line != "failures:" && !line.starts_with("test result: ") {
+                output.push_str(line);
+                output.push('\n');
+                continue;
+            }
+            finish_capture(&mut section, &mut block_failures);
+        }
+        if is_block_header(line) {
+            run.failures.append(&mut block_failures);
+            block = Some(block.map_or(0, |index| index + 1));
+            continue;
+        }
+        let Some((name, outcome)) = result_line(line) else {
+            continue;
+        };
+        match outcome {
+            "ok" => run.passed += 1,
+            "FAILED" => {
+                blocks_with_failures.insert(block);
+                block_failures.push(ParsedFailure {
+                    binary: block
+                        .and_then(|index| binaries.get(index))
+                        .map_or_else(|| "unknown test binary".to_owned(), Announced::identity),
+                    name: name.to_owned(),
+                    output: String::new(),
+                    panic_site: None,
+                });
+            }
+            _ => {}
+        }
+    }
+    finish_capture(&mut section, &mut block_failures);
+    run.failures.append(&mut block_failures);
+    // Cargo says these binaries failed, yet libtest named no failing test.
+    for (index, binary) in binaries.iter().enumerate() {
+        if binary.rerun.is_some() && !blocks_with_failures.contains(&Some(index)) {
+            run.failures.push(ParsedFailure {
+                binary: binary.identity(),
+                name: ABNORMAL_EXIT.to_owned(),
+                output: cap_output(binary.cause.trim_end()),
+                panic_site: None,
+            });
+        }
+    }
+    run
+}
+
+/// `running 3 tests` / `running 1 test`.
+pub fn is_block_header(line: &str) -> bool {
+    line.strip_prefix("running ")
+        .and_then(|rest| rest.strip_suffix(" tests").or(rest.strip_suffix(" test")))
+        .is_some_and(|count| count.parse::<u32>().is_ok())
+}
+
+/// `test tests::adds ... ok` → (`tests::adds`, `ok`).
+fn result_line(line: &str) -> Option<(&str, &str)> {
+    let (name, outcome) = line.strip_prefix("test ")?.rsplit_once(" ... ")?;
+    let name = name.strip_suffix(" - should panic").unwrap_or(name);
+    Some((name, outcome.trim()))
+}
+
+/// `---- tests::adds stdout ----` → `tests::adds`.
+fn capture_header(line: &str) -> Option<&str> {
+    let inner = line.strip_prefix("---- ")?.strip_suffix(" ----")?;
+    inner
+        .strip_suffix(" stdout")
+        .or_else(|| inner.strip_suffix(" stderr"))
+}
+
+/// Attach a finished capture section to its failure in the current block.
+fn finish_capture(section: &mut Section, failures: &mut [ParsedFailure]) {
+    let Section::Captured { name, output } = std::mem::replace(section, Section::Results) else {
+        return;
+    };
+    let Some(failure) = failures.iter_mut().find(|failure| failure.name == name) else {
+        return;
+    };
+    failure.panic_site = output.lines().find_map(panic_site);
+    failure.output = cap_output(output.trim_matches('\n'));
+}
+
+fn cap_output(output: &str) -> String {
+    if output.len() <= OUTPUT_CAP {
+        return output.to_owned();
+    }
+    let mut end = OUTPUT_CAP;
+    while !output.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[output truncated]", &output[..end])
+}
+
+/// The position in `thread 'x' panicked at src/lib.rs:12:5:` (Rust ≥ 1.73)
+/// or `thread 'x' panicked at 'msg', src/lib.rs:12:5` (older).
+fn panic_site(line: &str) -> Option<PanicSite> {
+    let (_, after) = line.split_once(" panicked at ")?;
+    let location = after.trim_end().trim_end_matches(':');
+    let location = location.rsplit(", ").next().unwrap_or(location);
+    let mut parts = location.rsplitn(3, ':');
+    let column = parts.next()?.parse().ok()?;
+    let line = parts.next()?.parse().ok()?;
+    let file = parts.next()?;
+    Some(PanicSite {
+        file: file.to_owned(),
+        line,
+        column,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STDERR: &str = "   Compiling demo v0.1.0 (/w)
+     Running unittests src/lib.rs (/t/debug/deps/demo-3110576fc3c3c96d)
+error: test failed, to rerun pass `-p demo --lib`
+     Running tests/it.rs (/t/debug/deps/it-e78ea17bd32e905b)
+   Doc-tests demo
+";
+
+    const STDOUT: &str = "
+running 2 tests
+test tests::ok ... ok
+test tests::bad ... FAILED
+
+failures:
+
+---- tests::bad stdout ----
+hello
+
+thread 'tests::bad' (10800) panicked at src/lib.rs:5:52:
+assertion failed
+
+failures:
+    tests::bad
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out
+
+running 1 test
+test integ - should panic ... ok
+
+test result: ok. 1 passed; 0 failed
+
+running 0 tests
+";
+
+    #[test]
+    fn failures_keep_binary_identity_output_and_site() {
+        let run = parse_test_run(STDOUT.lines(), STDERR);
+        assert_eq!(run.passed, 2);
+        assert_eq!(run.failures.len(), 1);
+        let failure = &run.failures[0];
+        assert_eq!(failure.binary, "-p demo --lib");
+        assert_eq!(failure.name, "tests::bad");
+        assert!(failure.output.starts_with("hello"), "{}", failure.output);
+        assert_eq!(
+            failure.panic_site,
+            Some(PanicSite {
+                file: "src/lib.rs".into(),
+                line: 5,
+                column: 52
+            })
+        );
+    }
+
+    #[test]
+    fn a_binary_that_died_without_a_failing_test_is_one_failure() {
+        let stderr = "     Running unittests src/lib.rs (/t/debug/deps/e-d294a99d2b35f633)
+error: test failed, to rerun pass `--lib`
+
+Caused by:
+  process didn't exit successfully: `/t/debug/deps/e-d294` (signal: 6, SIGABRT)
+   Doc-tests e
+";
+        let stdout = "\nrunning 1 test\n\nrunning 0 tests\n\ntest result: ok. 0 passed\n";
+        let run = parse_test_run(stdout.lines(), stderr);
+        assert_eq!(
+            run.failures,
+            vec![ParsedFailure {
+                binary: "--lib".into(),
+                name: ABNORMAL_EXIT.into(),
+                output:
+                    "process didn't exit successfully: `/t/debug/deps/e-d294` (signal: 6, SIGABRT)"
+                        .into(),
+                panic_site: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn binaries_without_rerun_hint_are_named_by_announcement() {
+        assert_eq!(
+            describe_running("tests/it.rs (/t/debug/deps/it-e78ea17bd32e905b)"),
+            "tests/it.rs (it)"
+        );
+    }
+
+    #[test]
+    fn old_panic_format_is_understood() {
+        assert_eq!(
+            panic_site("thread 'a' panicked at 'boom', src/x.rs:3:9"),
+            Some(PanicSite {
+                file: "src/x.rs".into(),
+                line: 3,
+                column: 9
+            })
+        );
+    }
+
+    #[test]
+    fn long_output_is_capped_on_a_char_boundary() {
+        let long = "é".repeat(OUTPUT_CAP);
+        let capped = cap_output(&long);
+        assert!(capped.len() <= OUTPUT_CAP + "\n[output truncated]".len());
+        assert!(capped.ends_with("[output truncated]"));
+    }
+}

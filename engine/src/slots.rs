@@ -1,0 +1,66 @@
+//! Where branch workspaces live: reusable slots in the user's cache directory.
+//!
+//! A slot is synced, not recreated, for every branch, so the files a
+//! candidate does not touch keep their mtimes and the slot's cargo build
+//! cache stays warm: measuring a branch costs about an incremental check.
+
+use std::path::{Path, PathBuf};
+
+use crate::digest::CanonicalHasher;
+
+/// The slot directories of one workspace.
+#[derive(Clone, Debug)]
+pub struct Slots {
+    base: PathBuf,
+}
+
+/// Overrides the cache directory (tests, CI, read-only homes).
+pub const CACHE_ENV: &str = "TRELLIS_CACHE_DIR";
+
+impl Slots {
+    /// `$TRELLIS_CACHE_DIR` or the platform cache dir, then `trellis/ws-<id>`
+    /// where the id is derived from the workspace's canonical path.
+    pub fn for_workspace(workspace: &Path) -> Slots {
+        let cache = std::env::var_os(CACHE_ENV)
+            .map(PathBuf::from)
+            .or_else(|| dirs::cache_dir().map(|d| d.join("trellis")))
+            .unwrap_or_else(|| workspace.join(".trellis").join("cache"));
+        let canonical = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.to_path_buf());
+        let id = CanonicalHasher::new("trellis.workspace-id.v1")
+            .bytes(canonical.as_os_str().as_encoded_bytes())
+            .finish()
+            .short(16);
+        Slots {
+            base: cache.join(format!("ws-{id}")),
+        }
+    }
+
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// The slot where the user's view is measured by `check`.
+    pub fn view(&self) -> PathBuf {
+        self.base.join("view")
+    }
+
+    /// Branch slot `index` (0-based; at most three are used).
+    pub fn branch(&self, index: usize) -> PathBuf {
+        self.base.join(format!("branch-{}", index + 1))
+    }
+
+    /// The cargo target directory shared by the branch slots. Slots have
+    /// distinct paths, so their own crates never collide, while registry
+    /// dependencies are built once.
+    pub fn branch_target(&self) -> PathBuf {
+        self.base.join("target")
+    }
+
+    /// The view slot's own target directory, so sensing the user's view is
+    /// never blocked behind a running repair's cargo lock.
+    pub fn view_target(&self) -> PathBuf {
+        self.base.join("view-target")
+    }
+}

@@ -1,0 +1,90 @@
+//! Promotion is fail-closed: only a hard pass, only onto the root the repair
+//! started from. Real cargo on copies of the fixture crates.
+
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+use trellis_engine::api::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
+use trellis_engine::ledger::{DecodedRow, LedgerEvent, RefusalReason};
+
+fn fixture_copy(name: &str) -> tempfile::TempDir {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name);
+    let dir = tempfile::tempdir().unwrap();
+    for rel in ["Cargo.toml", "src/lib.rs"] {
+        let target = dir.path().join(rel);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(from.join(rel), target).unwrap();
+    }
+    dir
+}
+
+fn refusals(engine: &Engine) -> Vec<RefusalReason> {
+    engine
+        .ledger()
+        .rows()
+        .unwrap()
+        .into_iter()
+        .filter_map(|row| match row.event {
+            DecodedRow::Ledger(LedgerEvent::Refused(r)) => Some(r.reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_root_is_refused_ledgered_and_leaves_the_users_edit() {
+    let cache = tempfile::tempdir().unwrap();
+    // SAFETY: set before any engine thread reads it; tests in this binary agree on it.
+    unsafe { std::env::set_var("TRELLIS_CACHE_DIR", cache.path()) };
+    let ws = fixture_copy("missing-mut");
+    let engine = Engine::open(ws.path(), None).unwrap();
+    let outcome = engine
+        .repair(&View::default(), &RepairOptions::default(), &NoProgress, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RepairStatus::HardPass);
+
+    let lib = ws.path().join("src/lib.rs");
+    let users_edit = std::fs::read_to_string(&lib).unwrap().replace("Sums the values.", "Sums them.");
+    std::fs::write(&lib, &users_edit).unwrap();
+
+    let err = engine.promote_to_disk(&outcome).unwrap_err();
+    assert!(matches!(err, EngineError::StaleRoot { .. }), "{err}");
+    assert_eq!(std::fs::read_to_string(&lib).unwrap(), users_edit, "the user's edit must survive");
+    assert!(refusals(&engine).iter().any(|r| matches!(r, RefusalReason::StaleRoot { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_a_hard_pass_is_promotable() {
+    let cache = tempfile::tempdir().unwrap();
+    // SAFETY: as above.
+    unsafe { std::env::set_var("TRELLIS_CACHE_DIR", cache.path()) };
+    let ws = fixture_copy("trap");
+    let before = std::fs::read(ws.path().join("src/lib.rs")).unwrap();
+    let engine = Engine::open(ws.path(), None).unwrap();
+    let outcome = engine
+        .repair(&View::default(), &RepairOptions::default(), &NoProgress, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_ne!(outcome.status, RepairStatus::HardPass);
+    assert!(matches!(engine.promote_to_disk(&outcome), Err(EngineError::NotPromotable(_))));
+    assert_eq!(std::fs::read(ws.path().join("src/lib.rs")).unwrap(), before);
+    assert!(refusals(&engine).iter().any(|r| matches!(r, RefusalReason::NotHardPass)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unsaved_buffers_are_part_of_the_view() {
+    let cache = tempfile::tempdir().unwrap();
+    // SAFETY: as above.
+    unsafe { std::env::set_var("TRELLIS_CACHE_DIR", cache.path()) };
+    let ws = fixture_copy("missing-mut");
+    let engine = Engine::open(ws.path(), None).unwrap();
+    let on_disk = std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap();
+    let fixed_in_buffer = on_disk.replace("let sum = 0;", "let mut sum = 0;");
+    let view = View { overlay: [("src/lib.rs".to_owned(), fixed_in_buffer)].into() };
+    let report = engine.check(&view, &NoProgress, CancellationToken::new()).await.unwrap();
+    assert!(report.hard_pass, "the buffer's fix must be what is measured: {:?}", report.clusters);
+    let disk = engine.check(&View::default(), &NoProgress, CancellationToken::new()).await.unwrap();
+    assert!(!disk.hard_pass);
+    assert_ne!(report.root, disk.root);
+}

@@ -1,0 +1,50 @@
+//! `trellis check`: sense the workspace and print its clusters.
+
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+use trellis_engine::api::View;
+
+use super::{EXIT_OK, EXIT_RESIDUALS, Spinner, fail, open, render, workspace};
+use crate::Format;
+
+pub async fn run(path: Option<PathBuf>, format: Format) -> u8 {
+    let root = workspace(path);
+    let engine = match open(&root) {
+        Ok(engine) => engine,
+        Err(code) => return code,
+    };
+    let spinner = Spinner::new(format == Format::Human);
+    let report = engine
+        .check(&View::default(), &spinner, CancellationToken::new())
+        .await;
+    spinner.finish();
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => return fail(e),
+    };
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({
+                "workspace": engine.root(),
+                "root": report.root,
+                "hard_pass": report.hard_pass,
+                "energy": report.energy,
+                "stages": report.stages,
+                "clusters": report.clusters,
+                "diagnostics": report.diagnostics,
+                "failures": report.failures,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).expect("serializable")
+            );
+        }
+        Format::Human => print!("{}", render::check_report(&report)),
+    }
+    if report.hard_pass {
+        EXIT_OK
+    } else {
+        EXIT_RESIDUALS
+    }
+}

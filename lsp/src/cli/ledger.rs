@@ -1,0 +1,109 @@
+//! `trellis ledger verify` and `trellis ledger replay`.
+
+use trellis_engine::ledger::{Ledger, fold_accepted};
+
+use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
+use crate::{Format, LedgerCommand};
+
+pub fn run(command: LedgerCommand) -> u8 {
+    match command {
+        LedgerCommand::Verify { path } => verify(&workspace(path)),
+        LedgerCommand::Replay { path, format } => replay(&workspace(path), format),
+    }
+}
+
+fn open(root: &std::path::Path) -> Result<Ledger, u8> {
+    let dir = root.join(".trellis");
+    if !dir.join("ledger.db").exists() {
+        return Err(fail(format!(
+            "{}: no ledger here (run `trellis check` or `trellis repair` first)",
+            dir.display()
+        )));
+    }
+    Ledger::open(&dir).map_err(fail)
+}
+
+fn verify(root: &std::path::Path) -> u8 {
+    let ledger = match open(root) {
+        Ok(ledger) => ledger,
+        Err(code) => return code,
+    };
+    match ledger.verify() {
+        Ok(report) => {
+            println!(
+                "ledger intact: {} events, head {}",
+                report.events,
+                report.head.short(16)
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!(
+                "error: {}: the hash chain is broken: {e}",
+                ledger.path().display()
+            );
+            EXIT_RESIDUALS
+        }
+    }
+}
+
+fn replay(root: &std::path::Path, format: Format) -> u8 {
+    let ledger = match open(root) {
+        Ok(ledger) => ledger,
+        Err(code) => return code,
+    };
+    if let Err(e) = ledger.verify() {
+        eprintln!(
+            "error: {}: refusing to replay a broken chain: {e}",
+            ledger.path().display()
+        );
+        return EXIT_RESIDUALS;
+    }
+    let fold = match ledger
+        .rows()
+        .map_err(|e| e.to_string())
+        .and_then(|rows| fold_accepted(&rows).map_err(|e| e.to_string()))
+    {
+        Ok(fold) => fold,
+        Err(e) => return fail(e),
+    };
+    let decisions: Vec<_> = fold.decisions().collect();
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({
+                "decisions": decisions,
+                "promotions": fold.promotions,
+                "refusals": fold.refusals,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).expect("serializable")
+            );
+        }
+        Format::Human => {
+            println!("{} decision(s):", decisions.len());
+            for d in &decisions {
+                println!(
+                    "  {:<22} {:<24} energy {:.2} (best before {:.2})  root {}",
+                    d.candidate_id,
+                    d.verdict.as_str(),
+                    d.observed_energy,
+                    d.best_before,
+                    d.root.short(12)
+                );
+            }
+            for p in &fold.promotions {
+                println!(
+                    "promoted {} via {:?}: {}",
+                    p.repair_id,
+                    p.via,
+                    p.files.join(", ")
+                );
+            }
+            for r in &fold.refusals {
+                println!("refused {}: {}", r.repair_id, r.detail);
+            }
+        }
+    }
+    EXIT_OK
+}

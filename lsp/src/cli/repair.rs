@@ -1,0 +1,123 @@
+//! `trellis repair`: search for a verified repair and optionally commit it.
+
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+use trellis_engine::api::{RepairOptions, RepairStatus, View};
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_RESIDUALS, Spinner, fail, open, render, workspace};
+use crate::Format;
+
+pub async fn run(
+    path: Option<PathBuf>,
+    commit: bool,
+    max_branches: usize,
+    cluster: Option<String>,
+    format: Format,
+) -> u8 {
+    let root = workspace(path);
+    let engine = match open(&root) {
+        Ok(engine) => engine,
+        Err(code) => return code,
+    };
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+    let spinner = Spinner::new(format == Format::Human);
+    let options = RepairOptions {
+        max_branches,
+        target_cluster: cluster,
+    };
+    let outcome = engine
+        .repair(&View::default(), &options, &spinner, cancel)
+        .await;
+    spinner.finish();
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => return fail(e),
+    };
+    let diff = render::unified_diff(engine.root(), &outcome.changes);
+    let promotion = if commit && outcome.status == RepairStatus::HardPass {
+        Some(engine.promote_to_disk(&outcome))
+    } else {
+        None
+    };
+
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({
+                "workspace": engine.root(),
+                "repair_id": outcome.repair_id,
+                "status": outcome.status,
+                "start_root": outcome.start_root,
+                "final_root": outcome.final_root,
+                "initial": outcome.initial,
+                "steps": outcome.steps,
+                "changes": outcome.changes,
+                "summary": outcome.summary,
+                "promotion": match &promotion {
+                    Some(Ok(p)) => serde_json::to_value(p).expect("serializable"),
+                    Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
+                    None => serde_json::Value::Null,
+                },
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).expect("serializable")
+            );
+        }
+        Format::Human => {
+            print!("{}", render::check_report(&outcome.initial));
+            print!("{}", render::repair_steps(&outcome));
+            if !diff.is_empty() {
+                println!(
+                    "{}",
+                    if outcome.status == RepairStatus::HardPass {
+                        "verified diff:"
+                    } else {
+                        "accepted so far (not promotable):"
+                    }
+                );
+                print!("{diff}");
+            }
+            let verdict = match outcome.status {
+                RepairStatus::AlreadyClean => {
+                    "nothing to repair: every required stage passes".to_owned()
+                }
+                RepairStatus::HardPass => format!("verified repair: {}", outcome.summary),
+                RepairStatus::ResidualsRemain => {
+                    format!("residuals remain: {}; nothing written", outcome.summary)
+                }
+                RepairStatus::NoEligibleCandidate => {
+                    "no eligible candidate; nothing written".to_owned()
+                }
+                RepairStatus::BoundReached => {
+                    "the decision bound was reached; nothing written".to_owned()
+                }
+                RepairStatus::Cancelled => "cancelled; nothing written".to_owned(),
+            };
+            println!("{verdict}");
+            match &promotion {
+                Some(Ok(p)) => println!("written: {}", p.files.join(", ")),
+                Some(Err(_)) => {}
+                None if outcome.status == RepairStatus::HardPass => {
+                    println!("not written: run with --commit to apply it")
+                }
+                None => {}
+            }
+        }
+    }
+    match (outcome.status, promotion) {
+        (_, Some(Err(e))) => {
+            let _ = fail(&e);
+            EXIT_ERROR
+        }
+        (RepairStatus::AlreadyClean | RepairStatus::HardPass, _) => EXIT_OK,
+        (RepairStatus::Cancelled, _) => EXIT_ERROR,
+        _ => EXIT_RESIDUALS,
+    }
+}

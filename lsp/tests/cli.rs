@@ -1,0 +1,322 @@
+//! End-to-end tests of the headless CLI: the built `trellis` binary on copies
+//! of the fixture crates in `tests/fixtures/`, with the real cargo.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+/// A private copy of a fixture plus a private branch cache.
+struct Workspace {
+    dir: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != "target" {
+                copy_tree(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+impl Workspace {
+    fn of(name: &str) -> Workspace {
+        let ws = Workspace {
+            dir: tempfile::tempdir().unwrap(),
+            cache: tempfile::tempdir().unwrap(),
+        };
+        copy_tree(&fixture(name), ws.path());
+        ws
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn trellis(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_trellis"))
+            .args(args)
+            .arg(self.path())
+            .env("TRELLIS_CACHE_DIR", self.cache.path())
+            .output()
+            .expect("the trellis binary runs")
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let out = self.trellis(&all);
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap(), doc)
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap()
+    }
+
+    /// Every file outside `.trellis/` and `target/`, with its bytes.
+    fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let entry = entry.unwrap();
+                let name = entry.file_name();
+                if name == ".trellis" || name == "target" {
+                    continue;
+                }
+                if entry.file_type().unwrap().is_dir() {
+                    walk(root, &entry.path(), out);
+                } else {
+                    out.insert(
+                        entry.path().strip_prefix(root).unwrap().into(),
+                        std::fs::read(entry.path()).unwrap(),
+                    );
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(self.path(), self.path(), &mut out);
+        out
+    }
+
+    /// `cargo test` in the workspace itself passes.
+    fn cargo_test_passes(&self) -> bool {
+        Command::new("cargo")
+            .args(["test", "--quiet"])
+            .current_dir(self.path())
+            .env("CARGO_TARGET_DIR", self.cache.path().join("verify-target"))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+}
+
+fn committed(ws: &Workspace) -> Value {
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "repair --commit should succeed: {doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    doc
+}
+
+#[test]
+fn repair_adds_a_missing_mut() {
+    let ws = Workspace::of("missing-mut");
+    committed(&ws);
+    assert!(ws.read("src/lib.rs").contains("let mut sum = 0;"));
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
+fn repair_adds_a_missing_std_import() {
+    let ws = Workspace::of("missing-import");
+    let doc = committed(&ws);
+    assert!(
+        ws.read("src/lib.rs")
+            .starts_with("use std::collections::HashMap;")
+    );
+    assert_eq!(doc["promotion"]["files"], serde_json::json!(["src/lib.rs"]));
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
+fn an_ambiguous_import_is_decided_by_the_crates_own_test() {
+    let ws = Workspace::of("ambiguous-import");
+    let doc = committed(&ws);
+    let source = ws.read("src/lib.rs");
+    assert!(source.contains("use crate::exact::scale;"), "{source}");
+    assert!(!source.contains("use crate::approx::scale;"));
+    let branches = doc["steps"][0]["branches"].as_array().unwrap();
+    assert_eq!(branches.len(), 2, "one branch per alternative: {doc:#}");
+    let approx = branches
+        .iter()
+        .find(|b| b["label"].as_str().unwrap().contains("approx"))
+        .unwrap();
+    assert_eq!(approx["hard_pass"], false);
+    assert_ne!(approx["outcome"], "selected");
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
+fn a_candidate_that_compiles_but_fails_a_test_is_never_promoted() {
+    let ws = Workspace::of("trap");
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_ne!(doc["status"], "hard_pass");
+    assert!(doc["promotion"].is_null());
+    assert_eq!(
+        ws.tree(),
+        before,
+        "the user's tree must stay byte-identical"
+    );
+}
+
+#[test]
+fn a_cascade_of_hundreds_of_errors_is_one_cluster() {
+    let ws = Workspace::of("cascade");
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 1);
+    let clusters = doc["clusters"].as_array().unwrap();
+    let errors: Vec<&Value> = clusters
+        .iter()
+        .filter(|c| c["class"] != "warning")
+        .collect();
+    assert_eq!(errors.len(), 1, "{clusters:#?}");
+    let sites = errors[0]["sites"].as_array().unwrap().len();
+    assert!(sites >= 100, "expected a cascade, got {sites} sites");
+    assert_eq!(
+        errors[0]["title"],
+        format!("`Point` is not imported ({sites} sites)")
+    );
+    committed(&ws);
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
+fn a_repair_can_take_two_accepted_steps() {
+    let ws = Workspace::of("two-steps");
+    let doc = committed(&ws);
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{doc:#}");
+    assert_eq!(steps[0]["decision"]["verdict"], "accepted_descent");
+    assert_eq!(steps[1]["decision"]["verdict"], "accepted_hard_pass");
+    let source = ws.read("src/lib.rs");
+    assert!(source.contains("use std::collections::HashMap;") && source.contains("let mut counts"));
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
+fn a_two_member_workspace_is_repaired_in_the_right_member() {
+    let ws = Workspace::of("two-members");
+    let doc = committed(&ws);
+    assert_eq!(
+        doc["promotion"]["files"],
+        serde_json::json!(["app/src/lib.rs"])
+    );
+    assert!(ws.read("app/src/lib.rs").contains("let mut acc = 0;"));
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
+fn warnings_alone_are_nothing_to_repair() {
+    let ws = Workspace::of("warnings-only");
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["hard_pass"], true);
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["status"], "already_clean");
+}
+
+#[test]
+fn without_commit_nothing_is_written() {
+    let ws = Workspace::of("missing-mut");
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["status"], "hard_pass");
+    assert_eq!(doc["changes"].as_array().unwrap().len(), 1);
+    assert_eq!(ws.tree(), before);
+}
+
+#[test]
+fn human_output_shows_clusters_branches_and_the_diff() {
+    let ws = Workspace::of("missing-mut");
+    let out = ws.trellis(&["repair"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("cannot borrow `sum` as mutable"), "{text}");
+    assert!(text.contains("b1"), "{text}");
+    assert!(text.contains("+    let mut sum = 0;"), "{text}");
+    assert!(text.contains("not written: run with --commit"), "{text}");
+}
+
+#[test]
+fn an_invalid_configuration_names_the_file_and_key() {
+    let ws = Workspace::of("missing-mut");
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        "[exploration]\nmax_branches = 9\n",
+    )
+    .unwrap();
+    let out = ws.trellis(&["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("trellis.toml") && err.contains("exploration.max_branches"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ledger_verify_accepts_an_intact_chain_and_names_a_tampered_event() {
+    let ws = Workspace::of("missing-mut");
+    committed(&ws);
+    let out = ws.trellis(&["ledger", "verify"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let db = rusqlite::Connection::open(ws.path().join(".trellis/ledger.db")).unwrap();
+    let seq: i64 = db
+        .query_row(
+            "SELECT seq FROM events WHERE kind = 'gate_decision_recorded' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    // A tamperer with the file can drop the append-only trigger; the chain still tells.
+    db.execute_batch("DROP TRIGGER events_are_never_updated")
+        .unwrap();
+    db.execute(
+        "UPDATE events SET payload = replace(payload, 'accepted', 'rejected') WHERE seq = ?1",
+        [seq],
+    )
+    .unwrap();
+    drop(db);
+    let out = ws.trellis(&["ledger", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains(&format!("event {seq}")), "{err}");
+}
+
+#[test]
+fn ledger_replay_folds_the_accepted_trajectory_without_running_anything() {
+    let ws = Workspace::of("two-steps");
+    committed(&ws);
+    let (code, doc) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let decisions = doc["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 2, "{doc:#}");
+    assert!(
+        decisions[0]["candidate_id"]
+            .as_str()
+            .unwrap()
+            .ends_with("/0/c1")
+    );
+    assert_eq!(doc["promotions"].as_array().unwrap().len(), 1);
+}

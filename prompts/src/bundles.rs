@@ -1,0 +1,234 @@
+//! External replacement bundles (`[prompts] bundles = [...]`).
+//!
+//! A running program cannot gain new Rust types, so a bundle may only replace
+//! a known section id with a body that has exactly that section's compiled
+//! schema, role and stage. Bundles are validated when a session starts, copied
+//! into the content-addressed store, and never reread: the session keeps the
+//! validated bodies in memory. Bundle sections are experimental (they carry no
+//! Gate AE evidence), and replacing a platform section additionally needs
+//! `--allow-core-prompt-override`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use trellis_prompt_codegen::section::{display_type, parse_section, schema_signature};
+
+use crate::route::ResolutionPolicy;
+use crate::schema::SectionSchema;
+
+/// A validated replacement, pinned by content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedReplacement {
+    pub schema: &'static SectionSchema,
+    pub version: u32,
+    pub content_hash: String,
+    pub body: String,
+    /// Where the bundle file was read from (for messages only).
+    pub source: PathBuf,
+    /// The content-addressed copy in the store.
+    pub stored: PathBuf,
+}
+
+/// A bundle file that was refused, with its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub reason: String,
+}
+
+impl std::fmt::Display for BundleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file.display(), self.line, self.reason)
+    }
+}
+
+/// The signature of a compiled schema, comparable with a parsed section's.
+pub fn compiled_signature(schema: &SectionSchema) -> String {
+    schema_signature(
+        schema.role,
+        schema.required,
+        schema.priority,
+        schema
+            .vars
+            .iter()
+            .map(|v| (v.name, display_type(v.optional, &v.kind))),
+    )
+}
+
+/// Validates every `.md` file under `dir` against the compiled library
+/// (`trellis prompts lint PATH` and session start use this).
+pub fn lint_bundle(
+    dir: &Path,
+) -> Result<
+    Vec<(
+        PathBuf,
+        &'static SectionSchema,
+        trellis_prompt_codegen::SectionSpec,
+    )>,
+    Vec<BundleError>,
+> {
+    let mut files = Vec::new();
+    collect_markdown(dir, &mut files).map_err(|e| {
+        vec![BundleError {
+            file: dir.to_path_buf(),
+            line: 0,
+            reason: format!("cannot read bundle: {e}"),
+        }]
+    })?;
+    files.sort();
+    let mut errors = Vec::new();
+    let mut accepted = Vec::new();
+    for file in files {
+        let text = match fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) => {
+                errors.push(BundleError {
+                    file,
+                    line: 0,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let spec = match parse_section(&file, &text) {
+            Ok(spec) => spec,
+            Err(parse_errors) => {
+                errors.extend(parse_errors.0.into_iter().map(|e| BundleError {
+                    file: e.file,
+                    line: e.line,
+                    reason: e.message,
+                }));
+                continue;
+            }
+        };
+        let Some(schema) = crate::sections::ALL_SECTIONS
+            .iter()
+            .find(|s| s.id == spec.id)
+        else {
+            errors.push(BundleError {
+                file,
+                line: spec.id_line,
+                reason: format!(
+                    "replaces unknown section `{}`; a bundle can only replace compiled sections \
+                     (a new stage or section needs a compiled domain package)",
+                    spec.id
+                ),
+            });
+            continue;
+        };
+        let expected = compiled_signature(schema);
+        if spec.schema_signature() != expected {
+            errors.push(BundleError {
+                file,
+                line: spec.id_line,
+                reason: format!(
+                    "must keep the compiled schema of `{}`: expected `{expected}`, found `{}`",
+                    spec.id,
+                    spec.schema_signature()
+                ),
+            });
+            continue;
+        }
+        if accepted
+            .iter()
+            .any(|(_, s, _): &(PathBuf, &SectionSchema, _)| s.id == schema.id)
+        {
+            errors.push(BundleError {
+                file,
+                line: spec.id_line,
+                reason: format!("section `{}` is replaced twice", spec.id),
+            });
+            continue;
+        }
+        accepted.push((file, *schema, spec));
+    }
+    if errors.is_empty() {
+        Ok(accepted)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Validates and pins every configured bundle at session start. Any invalid
+/// file refuses start-up; nothing is partially loaded.
+pub fn load_bundles(
+    bundles: &[PathBuf],
+    workspace: &Path,
+    store: &Path,
+    policy: ResolutionPolicy,
+) -> Result<Vec<PinnedReplacement>, Vec<BundleError>> {
+    let mut pinned: Vec<PinnedReplacement> = Vec::new();
+    let mut errors = Vec::new();
+    for bundle in bundles {
+        let dir = workspace.join(bundle);
+        match lint_bundle(&dir) {
+            Err(mut e) => errors.append(&mut e),
+            Ok(accepted) => {
+                for (file, schema, spec) in accepted {
+                    let refuse = |reason: String| BundleError {
+                        file: file.clone(),
+                        line: spec.id_line,
+                        reason,
+                    };
+                    if !policy.allow_experimental {
+                        errors.push(refuse(format!(
+                            "replacement of `{}` is experimental and needs --allow-experimental-prompts",
+                            schema.id
+                        )));
+                        continue;
+                    }
+                    if schema.library == "platform" && !policy.allow_core_override {
+                        errors.push(refuse(format!(
+                            "replacing platform section `{}` also needs --allow-core-prompt-override",
+                            schema.id
+                        )));
+                        continue;
+                    }
+                    if pinned.iter().any(|p| p.schema.id == schema.id) {
+                        errors.push(refuse(format!(
+                            "section `{}` is replaced by two bundles",
+                            schema.id
+                        )));
+                        continue;
+                    }
+                    let stored = store.join("prompt-bundles").join(format!(
+                        "{}.md",
+                        spec.content_hash.trim_start_matches("sha256:")
+                    ));
+                    let copied = fs::create_dir_all(stored.parent().expect("has a parent"))
+                        .and_then(|()| fs::copy(&file, &stored));
+                    if let Err(e) = copied {
+                        errors.push(refuse(format!("cannot store in {}: {e}", stored.display())));
+                        continue;
+                    }
+                    pinned.push(PinnedReplacement {
+                        schema,
+                        version: spec.version,
+                        content_hash: spec.content_hash.clone(),
+                        body: spec.body.clone(),
+                        source: file,
+                        stored,
+                    });
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(pinned)
+    } else {
+        Err(errors)
+    }
+}
+
+fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_markdown(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test of the project: installs what the tests need, checks
+# formatting and lints, runs the Rust suites (unit, property, integration and
+# LSP end-to-end against the built binary), then the editor suites (Neovim
+# headless, pytest-lsp client replays, the VS Code extension).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing test dependencies"
+bash scripts/install-test-deps.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+# Branch slots of the tests live in a private cache, never the user's.
+export TRELLIS_CACHE_DIR="${TRELLIS_CACHE_DIR:-$(mktemp -d)}"
+cargo test --workspace --locked
+
+step "editor tests"
+cargo build --locked -p trellis-lsp
+TRELLIS_BIN="$PWD/target/debug/trellis" bash scripts/test-editors.sh
