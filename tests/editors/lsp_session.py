@@ -13,6 +13,7 @@ import asyncio
 import os
 import pathlib
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
@@ -204,12 +205,24 @@ class EditorSession:
             )
         )
 
+    def document_for(self, uri: str) -> OpenDocument | None:
+        """The open document a URI names; servers may percent-encode differently."""
+        path = pathlib.Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+        return next((d for d in self.documents.values() if d.path == path), None)
+
+    def published(self, document: OpenDocument) -> list[types.Diagnostic] | None:
+        """The diagnostics last published for the document; None before any."""
+        for uri, diagnostics in self.client.diagnostics.items():
+            if self.document_for(uri) is document:
+                return list(diagnostics)
+        return None
+
     def trellis_diagnostics(self, document: OpenDocument) -> list[types.Diagnostic]:
-        return [d for d in self.client.diagnostics.get(document.uri, []) if d.source == "trellis"]
+        return [d for d in self.published(document) or [] if d.source == "trellis"]
 
     async def wait_for_diagnostics(self, document: OpenDocument, what: str, predicate) -> list[types.Diagnostic]:
         def check():
-            if document.uri not in self.client.diagnostics:
+            if self.published(document) is None:
                 return None
             found = self.trellis_diagnostics(document)
             return (found or True) if predicate(found) else None
@@ -228,7 +241,7 @@ class EditorSession:
             for change in edit.document_changes:
                 if not isinstance(change, types.TextDocumentEdit):
                     return False, f"unsupported resource operation {type(change).__name__}"
-                document = self.documents.get(change.text_document.uri)
+                document = self.document_for(change.text_document.uri)
                 if document is None:
                     return False, f"{change.text_document.uri} is not open"
                 version = change.text_document.version
@@ -240,10 +253,12 @@ class EditorSession:
                     return False, "annotated text edits offered to a client without change-annotation support"
                 planned[document.uri] = apply_text_edits(base, edits, self.encoding)
         for uri, edits in (edit.changes or {}).items():
-            document = self.documents.get(uri)
+            document = self.document_for(uri)
             if document is None:
                 return False, f"{uri} is not open"
-            planned[uri] = apply_text_edits(planned.get(uri, document.text), list(edits), self.encoding)
+            planned[document.uri] = apply_text_edits(
+                planned.get(document.uri, document.text), list(edits), self.encoding
+            )
         for uri, text in planned.items():
             self.change(self.documents[uri], text)
         return True, None

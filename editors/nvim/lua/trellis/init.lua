@@ -43,7 +43,7 @@ M.config = vim.deepcopy(M.defaults)
 
 --- What the server told us; read by the commands and by tests.
 M.state = {
-  -- Raw LSP diagnostics by document URI, as published (server's encoding).
+  -- Raw LSP diagnostics by buffer number, as published (server's encoding).
   diagnostics = {},
   -- Every trellis/searchStatus payload, oldest first, and the latest one.
   statuses = {},
@@ -117,7 +117,8 @@ end
 
 local function record_diagnostics(err, result, ctx, config)
   if result and result.uri then
-    M.state.diagnostics[result.uri] = result.diagnostics or {}
+    -- Keyed by buffer: the server may spell a URI differently from Neovim.
+    M.state.diagnostics[vim.uri_to_bufnr(result.uri)] = result.diagnostics or {}
   end
   return vim.lsp.handlers["textDocument/publishDiagnostics"](err, result, ctx, config)
 end
@@ -159,9 +160,8 @@ end
 -- Code actions
 
 local function trellis_diagnostics(bufnr, line)
-  local uri = vim.uri_from_bufnr(bufnr)
   local found = {}
-  for _, diagnostic in ipairs(M.state.diagnostics[uri] or {}) do
+  for _, diagnostic in ipairs(M.state.diagnostics[bufnr] or {}) do
     local range = diagnostic.range
     if line == nil or (range.start.line <= line and line <= range["end"].line) then
       table.insert(found, diagnostic)
@@ -242,9 +242,8 @@ end
 
 -- The document version an edit was computed against, if it names one for bufnr.
 local function edit_version(edit, bufnr)
-  local uri = vim.uri_from_bufnr(bufnr)
   for _, change in ipairs(edit.documentChanges or {}) do
-    if change.textDocument and change.textDocument.uri == uri then
+    if change.textDocument and vim.uri_to_bufnr(change.textDocument.uri) == bufnr then
       return change.textDocument.version
     end
   end
