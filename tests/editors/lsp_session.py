@@ -69,7 +69,7 @@ def position_to_index(text: str, position: types.Position, encoding: str) -> int
     return index
 
 
-def apply_text_edits(text: str, edits: list[types.TextEdit], encoding: str) -> str:
+def apply_text_edits(text: str, edits: list[types.TextEdit | types.AnnotatedTextEdit], encoding: str) -> str:
     """Applies non-overlapping edits, all relative to the original text."""
     spans = sorted(
         (
@@ -248,10 +248,15 @@ class EditorSession:
                 if version is not None and version != document.version:
                     return False, f"{document.uri}: edit for version {version}, document is at {document.version}"
                 base = planned.get(document.uri, document.text)
-                edits = [e for e in change.edits if isinstance(e, types.TextEdit)]
-                if len(edits) != len(change.edits):
-                    return False, "annotated text edits offered to a client without change-annotation support"
-                planned[document.uri] = apply_text_edits(base, edits, self.encoding)
+                annotated = [e for e in change.edits if isinstance(e, types.AnnotatedTextEdit)]
+                if annotated and not self.supports_change_annotations():
+                    return False, "annotated text edits sent to a client without change-annotation support"
+                unknown = [e.annotation_id for e in annotated if e.annotation_id not in (edit.change_annotations or {})]
+                if unknown:
+                    return False, f"text edits name undeclared change annotations {unknown}"
+                # A client with annotation support shows them (VS Code: a
+                # refactor preview); the person here accepts every change.
+                planned[document.uri] = apply_text_edits(base, list(change.edits), self.encoding)
         for uri, edits in (edit.changes or {}).items():
             document = self.document_for(uri)
             if document is None:
@@ -262,6 +267,11 @@ class EditorSession:
         for uri, text in planned.items():
             self.change(self.documents[uri], text)
         return True, None
+
+    def supports_change_annotations(self) -> bool:
+        workspace = self.capabilities.workspace
+        edits = workspace.workspace_edit if workspace else None
+        return bool(edits and edits.change_annotation_support)
 
     def _on_apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         applied, reason = self.apply_workspace_edit(params.edit)

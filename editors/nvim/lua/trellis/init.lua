@@ -471,7 +471,10 @@ local function show_progress()
       if value.percentage then
         text = ("%s (%d%%)"):format(text, value.percentage)
       end
-      vim.api.nvim_echo({ { "Trellis: " .. text } }, false, {})
+      if text:sub(1, #"Trellis") ~= "Trellis" then
+        text = "Trellis: " .. text
+      end
+      vim.api.nvim_echo({ { text } }, false, {})
     end,
   })
 end
