@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod cli;
+mod server;
 
 /// Repairs code in verified branches.
 ///
@@ -73,6 +74,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Serve the Language Server Protocol on stdin/stdout (for editors).
+    Lsp,
     /// Inspect the decision ledger in `.trellis/ledger.db`.
     Ledger {
         #[command(subcommand)]
@@ -127,6 +130,20 @@ fn main() -> ExitCode {
                 format,
             } => cli::repair::run(path, commit, max_branches.into(), cluster, format).await,
             Command::Ledger { command } => cli::ledger::run(command),
+            Command::Lsp => {
+                // stdout carries the protocol: logs go to stderr only.
+                tracing_subscriber::fmt()
+                    .with_writer(std::io::stderr)
+                    .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                    .init();
+                match server::serve_stdio().await {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        2
+                    }
+                }
+            }
             Command::Prompts { command } => cli::prompts::run(command),
         }
     });

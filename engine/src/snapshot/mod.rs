@@ -110,13 +110,13 @@ pub fn state_root(entries: &BTreeMap<RelPath, Entry>) -> Digest {
 /// an entry and the parent directory of another entry.
 pub(crate) fn check_shape(entries: &BTreeMap<RelPath, Entry>) -> Result<(), SnapshotError> {
     for path in entries.keys() {
-        let as_dir = format!("{path}/");
-        let first_below = entries.range(as_dir.clone()..).next();
-        if let Some((child, _)) = first_below.filter(|(child, _)| child.starts_with(&as_dir)) {
-            return Err(SnapshotError::InvalidPath {
-                path: child.clone(),
-                reason: "its parent is itself a file or symlink in the snapshot",
-            });
+        for (slash, _) in path.match_indices('/') {
+            if entries.contains_key(&path[..slash]) {
+                return Err(SnapshotError::InvalidPath {
+                    path: path.clone(),
+                    reason: "its parent is itself a file or symlink in the snapshot",
+                });
+            }
         }
     }
     Ok(())

@@ -20,11 +20,10 @@ use std::io::ErrorKind;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::{DirEntry, WalkBuilder, WalkState};
 
 use super::fsutil::check_rel_path;
 use super::{Entry, EntryKind, Overlay, Snapshot, SnapshotError};
@@ -128,26 +127,26 @@ impl Snapshotter {
         let scan = walk(&self.root, &previous)?;
         let changed = scan.hashed > 0 || scan.files.len() != previous.entries.len();
 
-        let mut entries: BTreeMap<RelPath, Entry> = BTreeMap::new();
-        let mut cache = StatCache {
-            taken_at_ns,
-            entries: HashMap::with_capacity(scan.files.len()),
-        };
-        for (path, cached) in scan.files {
-            entries.insert(path.clone(), cached.entry);
-            cache.entries.insert(path, cached);
-        }
+        let mut entries: BTreeMap<RelPath, Entry> = scan
+            .files
+            .iter()
+            .map(|(path, cached)| (path.clone(), cached.entry))
+            .collect();
         apply_overlay(&self.root, &mut entries, overlay)?;
         super::check_shape(&entries)?;
 
-        if changed {
+        self.cache = Some(if changed {
+            let cache = StatCache {
+                taken_at_ns,
+                entries: scan.files.into_iter().collect(),
+            };
             self.save_cache(&cache)?;
-            self.cache = Some(cache);
+            cache
         } else {
             // Nothing was re-hashed, so every entry was trusted under the old
             // timestamp; keeping it avoids rewriting an identical index.
-            self.cache = Some(previous);
-        }
+            previous
+        });
         Ok(Snapshot::from_entries(entries))
     }
 
@@ -200,112 +199,269 @@ fn always_excluded(depth: usize, name: &[u8]) -> bool {
     name == b".git" || (depth == 1 && (name == b"target" || name == b".trellis"))
 }
 
-/// Walks `root` in parallel, hashing what the cache cannot vouch for.
-fn walk(root: &Path, cache: &StatCache) -> Result<Scan, SnapshotError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let walker = WalkBuilder::new(root)
-        .hidden(false)
-        .parents(false)
-        .git_global(false)
-        .git_exclude(false)
-        .require_git(false)
-        .follow_links(false)
-        .threads(threads)
-        .filter_entry(|entry| !always_excluded(entry.depth(), entry.file_name().as_bytes()))
-        .build_parallel();
-
-    let files = Mutex::new(Vec::new());
-    let hashed = Mutex::new(0usize);
-    let failure: Mutex<Option<SnapshotError>> = Mutex::new(None);
-    walker.run(|| {
-        Box::new(|result| {
-            let outcome = result
-                .map_err(|err| walk_error(root, &err))
-                .and_then(|entry| visit(root, entry, cache));
-            match outcome {
-                Ok(None) => WalkState::Continue,
-                Ok(Some((path, cached, was_hashed))) => {
-                    if was_hashed {
-                        *hashed.lock().unwrap() += 1;
-                    }
-                    files.lock().unwrap().push((path, cached));
-                    WalkState::Continue
-                }
-                Err(err) => {
-                    failure.lock().unwrap().get_or_insert(err);
-                    WalkState::Quit
-                }
-            }
-        })
-    });
-    if let Some(err) = failure.into_inner().unwrap() {
-        return Err(err);
-    }
-    Ok(Scan {
-        files: files.into_inner().unwrap(),
-        hashed: hashed.into_inner().unwrap(),
-    })
+/// A file or symlink the walk found, before its content is known.
+struct Found {
+    rel: RelPath,
+    path: PathBuf,
+    stat: FileStat,
+    is_symlink: bool,
 }
 
-fn walk_error(root: &Path, err: &ignore::Error) -> SnapshotError {
+/// The ignore rules in force in a directory, as a chain from the newest
+/// (deepest directory; `.ignore` before `.gitignore`) to the oldest, shared
+/// by every directory below.
+struct Rules {
+    matcher: Gitignore,
+    parent: RuleChain,
+}
+
+type RuleChain = Option<Arc<Rules>>;
+
+/// A directory waiting to be listed.
+struct DirJob {
+    path: PathBuf,
+    rel: RelPath,
+    depth: usize,
+    rules: RuleChain,
+}
+
+/// Directories still to list, shared by the walking threads.
+struct WorkQueue {
+    state: Mutex<QueueState>,
+    changed: Condvar,
+}
+
+struct QueueState {
+    jobs: Vec<DirJob>,
+    /// Threads currently listing a directory (and so maybe adding jobs).
+    busy: usize,
+    failure: Option<SnapshotError>,
+}
+
+impl WorkQueue {
+    /// The next directory to list, or `None` once every directory is done
+    /// (or the walk failed).
+    fn next(&self) -> Option<DirJob> {
+        let mut state = self.state.lock().unwrap();
+        loop {
+            if state.failure.is_some() {
+                return None;
+            }
+            if let Some(job) = state.jobs.pop() {
+                state.busy += 1;
+                return Some(job);
+            }
+            if state.busy == 0 {
+                return None;
+            }
+            state = self.changed.wait(state).unwrap();
+        }
+    }
+
+    fn finish(&self, result: Result<Vec<DirJob>, SnapshotError>) {
+        let mut state = self.state.lock().unwrap();
+        state.busy -= 1;
+        match result {
+            Ok(subdirs) => state.jobs.extend(subdirs),
+            Err(err) => {
+                state.failure.get_or_insert(err);
+            }
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// Walks `root` on several threads, hashing what the cache cannot vouch for
+/// as it goes.
+///
+/// Directories are listed with `std::fs`: `DirEntry::metadata` stats
+/// relative to the open directory, which is markedly cheaper than stat-ing
+/// full paths, and a warm re-root is little else.
+fn walk(root: &Path, cache: &StatCache) -> Result<Scan, SnapshotError> {
+    let queue = WorkQueue {
+        state: Mutex::new(QueueState {
+            jobs: vec![DirJob {
+                path: root.to_path_buf(),
+                rel: RelPath::new(),
+                depth: 0,
+                rules: None,
+            }],
+            busy: 0,
+            failure: None,
+        }),
+        changed: Condvar::new(),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let per_thread: Vec<Scan> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| scope.spawn(|| walk_worker(&queue, cache)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join().expect("walk threads do not panic"))
+            .collect()
+    });
+    if let Some(err) = queue.state.into_inner().unwrap().failure {
+        return Err(err);
+    }
+    let mut scan = Scan {
+        files: Vec::new(),
+        hashed: 0,
+    };
+    for part in per_thread {
+        scan.files.extend(part.files);
+        scan.hashed += part.hashed;
+    }
+    Ok(scan)
+}
+
+fn walk_worker(queue: &WorkQueue, cache: &StatCache) -> Scan {
+    let mut scan = Scan {
+        files: Vec::new(),
+        hashed: 0,
+    };
+    let mut found = Vec::new();
+    while let Some(job) = queue.next() {
+        let listed = list_dir(&job, &mut found).and_then(|subdirs| {
+            for item in found.drain(..) {
+                let entry = match cache.trusted(&item.rel, &item.stat) {
+                    Some(entry) => entry,
+                    None => {
+                        scan.hashed += 1;
+                        hash_one(&item)?
+                    }
+                };
+                let stat = item.stat;
+                scan.files.push((item.rel, CachedEntry { stat, entry }));
+            }
+            Ok(subdirs)
+        });
+        queue.finish(listed);
+    }
+    scan
+}
+
+/// Lists one directory: its kept files and symlinks go to `found`, its kept
+/// subdirectories are returned as further jobs.
+fn list_dir(job: &DirJob, found: &mut Vec<Found>) -> Result<Vec<DirJob>, SnapshotError> {
+    let rules = push_ignore_files(&job.path, job.rules.clone())?;
+    let listing = fs::read_dir(&job.path).map_err(SnapshotError::io(&job.path))?;
+    let mut subdirs = Vec::new();
+    for dir_entry in listing {
+        let dir_entry = dir_entry.map_err(SnapshotError::io(&job.path))?;
+        let name = dir_entry.file_name();
+        if always_excluded(job.depth + 1, name.as_bytes()) {
+            continue;
+        }
+        let path = dir_entry.path();
+        // Not following symlinks: this is the entry itself.
+        let meta = match dir_entry.metadata() {
+            Ok(meta) => meta,
+            // Deleted since it was listed: it is not in the tree any more.
+            Err(err) if err.kind() == ErrorKind::NotFound => continue,
+            Err(err) => return Err(SnapshotError::io(path)(err)),
+        };
+        let file_type = meta.file_type();
+        let is_dir = file_type.is_dir();
+        if !(is_dir || file_type.is_file() || file_type.is_symlink()) {
+            continue; // sockets, FIFOs, devices: not content
+        }
+        if is_ignored(&rules, &path, is_dir) {
+            continue;
+        }
+        let Some(name) = name.to_str() else {
+            // A name we cannot spell would be lost or mangled: fail closed.
+            return Err(SnapshotError::NonUtf8Path { path });
+        };
+        let rel = if job.rel.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}/{name}", job.rel)
+        };
+        if is_dir {
+            subdirs.push(DirJob {
+                path,
+                rel,
+                depth: job.depth + 1,
+                rules: rules.clone(),
+            });
+        } else {
+            found.push(Found {
+                rel,
+                path,
+                stat: FileStat::of(&meta),
+                is_symlink: file_type.is_symlink(),
+            });
+        }
+    }
+    Ok(subdirs)
+}
+
+/// `rules` extended with `dir`'s ignore files. `.ignore` goes on after
+/// `.gitignore`, so it is consulted first, as in ripgrep's `ignore` crate.
+fn push_ignore_files(dir: &Path, mut rules: RuleChain) -> Result<RuleChain, SnapshotError> {
+    for name in [".gitignore", ".ignore"] {
+        let path = dir.join(name);
+        match fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                continue;
+            }
+            Err(err) => return Err(SnapshotError::io(path)(err)),
+        }
+        let mut builder = GitignoreBuilder::new(dir);
+        // A broken ignore file would silently change what is in the view.
+        if let Some(err) = builder.add(&path) {
+            return Err(ignore_error(&path, &err));
+        }
+        let matcher = builder.build().map_err(|err| ignore_error(&path, &err))?;
+        rules = Some(Arc::new(Rules {
+            matcher,
+            parent: rules,
+        }));
+    }
+    Ok(rules)
+}
+
+fn ignore_error(path: &Path, err: &ignore::Error) -> SnapshotError {
     SnapshotError::Walk {
-        path: root.to_path_buf(),
+        path: path.to_path_buf(),
         message: err.to_string(),
     }
 }
 
-/// One walked entry: `None` for directories and special files, otherwise
-/// its path, stat and entry, and whether it had to be read.
-fn visit(
-    root: &Path,
-    entry: DirEntry,
-    cache: &StatCache,
-) -> Result<Option<(RelPath, CachedEntry, bool)>, SnapshotError> {
-    if let Some(err) = entry.error() {
-        // A broken ignore file would silently change what is in the view.
-        return Err(walk_error(root, err));
+/// Git's precedence: the deepest directory's rules decide first, and the
+/// first rule that matches (ignore or `!` whitelist) settles it.
+fn is_ignored(rules: &RuleChain, path: &Path, is_dir: bool) -> bool {
+    let mut next = rules.as_deref();
+    while let Some(rules) = next {
+        let matched = rules.matcher.matched(path, is_dir);
+        if matched.is_ignore() {
+            return true;
+        }
+        if matched.is_whitelist() {
+            return false;
+        }
+        next = rules.parent.as_deref();
     }
-    let Some(file_type) = entry.file_type() else {
-        return Ok(None);
-    };
-    let is_symlink = file_type.is_symlink();
-    if !(is_symlink || file_type.is_file()) {
-        return Ok(None);
-    }
-    let path = entry.path();
-    let rel = relative_path(root, path)?;
-    let meta = fs::symlink_metadata(path).map_err(SnapshotError::io(path))?;
-    let stat = FileStat::of(&meta);
-    if let Some(entry) = cache.trusted(&rel, &stat) {
-        return Ok(Some((rel, CachedEntry { stat, entry }, false)));
-    }
-    let (kind, content) = if is_symlink {
+    false
+}
+
+fn hash_one(item: &Found) -> Result<Entry, SnapshotError> {
+    let path = &item.path;
+    let (kind, content) = if item.is_symlink {
         let target = fs::read_link(path).map_err(SnapshotError::io(path))?;
         (EntryKind::Symlink, target.into_os_string().into_vec())
     } else {
-        let executable = stat.mode & 0o100 != 0;
+        let executable = item.stat.mode & 0o100 != 0;
         let bytes = fs::read(path).map_err(SnapshotError::io(path))?;
         (EntryKind::File { executable }, bytes)
     };
-    let entry = Entry {
+    Ok(Entry {
         kind,
         blob: blob_digest(&content),
         size: content.len() as u64,
-    };
-    Ok(Some((rel, CachedEntry { stat, entry }, true)))
-}
-
-/// `path` relative to `root` as a `/`-separated UTF-8 string, or an error
-/// naming the path (a name we cannot spell would be lost or mangled).
-fn relative_path(root: &Path, path: &Path) -> Result<RelPath, SnapshotError> {
-    let rel = path.strip_prefix(root).map_err(|_| SnapshotError::Walk {
-        path: path.to_path_buf(),
-        message: format!("walked outside the root {}", root.display()),
-    })?;
-    let rel = rel.to_str().ok_or_else(|| SnapshotError::NonUtf8Path {
-        path: path.to_path_buf(),
-    })?;
-    Ok(rel.to_owned())
+    })
 }
 
 /// Lays unsaved buffers over the disk entries.
@@ -342,56 +498,26 @@ fn apply_overlay(
     Ok(())
 }
 
-/// Whether the walk would include a file at `rel`: the same exclusions and
-/// the same `.ignore`/`.gitignore` precedence (deepest directory first,
-/// `.ignore` over `.gitignore`; an ignored directory hides everything in it).
+/// Whether the walk would include a file at `rel`, decided by the same
+/// exclusions and rules, component by component (an ignored directory hides
+/// everything in it).
 fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotError> {
     let components: Vec<&str> = rel.split('/').collect();
-    let mut rules: Vec<Gitignore> = Vec::new();
-    let mut dir = root.to_path_buf();
+    let mut rules = None;
+    let mut path = root.to_path_buf();
     for (depth, name) in components.iter().enumerate() {
         if always_excluded(depth + 1, name.as_bytes()) {
             return Ok(false);
         }
-        // `.ignore` is pushed after `.gitignore` so the reversed scan below
-        // consults it first.
-        for file in [".gitignore", ".ignore"] {
-            if let Some(matcher) = load_ignore_file(&dir, file)? {
-                rules.push(matcher);
-            }
+        if path.is_dir() {
+            rules = push_ignore_files(&path, rules)?;
         }
-        dir.push(name);
-        let is_dir = depth + 1 < components.len();
-        for matcher in rules.iter().rev() {
-            let matched = matcher.matched(&dir, is_dir);
-            if matched.is_ignore() {
-                return Ok(false);
-            }
-            if matched.is_whitelist() {
-                break;
-            }
+        path.push(name);
+        if is_ignored(&rules, &path, depth + 1 < components.len()) {
+            return Ok(false);
         }
     }
     Ok(true)
-}
-
-fn load_ignore_file(dir: &Path, name: &str) -> Result<Option<Gitignore>, SnapshotError> {
-    let path = dir.join(name);
-    match fs::symlink_metadata(&path) {
-        Ok(_) => {}
-        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(None);
-        }
-        Err(err) => return Err(SnapshotError::io(path)(err)),
-    }
-    let mut builder = GitignoreBuilder::new(dir);
-    if let Some(err) = builder.add(&path) {
-        return Err(walk_error(dir, &err));
-    }
-    builder
-        .build()
-        .map(Some)
-        .map_err(|err| walk_error(dir, &err))
 }
 
 /// Serializes the cache: magic, timestamp, count, entries, then a digest of
@@ -623,6 +749,40 @@ mod tests {
         assert!(visible_to_walk(dir.path(), "docs/keep.txt").unwrap());
         assert!(!visible_to_walk(dir.path(), "docs/other.txt").unwrap());
         assert!(visible_to_walk(dir.path(), "new/dir/file.rs").unwrap());
+    }
+
+    #[test]
+    fn walk_and_overlay_visibility_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let files = [
+            ".gitignore",
+            "docs/.gitignore",
+            "docs/keep.txt",
+            "docs/other.txt",
+            "gen/a.rs",
+            "notes.txt",
+            "src/a.rs",
+        ];
+        for rel in files {
+            write(root, rel, b"x");
+        }
+        write(root, ".gitignore", b"gen/\n*.txt\n");
+        write(root, "docs/.gitignore", b"!keep.txt\n");
+        let snapshot = Snapshotter::new(root, None)
+            .snapshot(&Overlay::default())
+            .unwrap();
+        assert_eq!(
+            paths(&snapshot),
+            [".gitignore", "docs/.gitignore", "docs/keep.txt", "src/a.rs"]
+        );
+        for rel in files {
+            assert_eq!(
+                visible_to_walk(root, rel).unwrap(),
+                snapshot.entries.contains_key(rel),
+                "{rel}"
+            );
+        }
     }
 
     #[test]

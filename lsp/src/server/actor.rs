@@ -1,0 +1,872 @@
+//! The one task that owns all document state.
+//!
+//! Handlers turn each LSP message into a [`Msg`] and return; background
+//! tasks report back the same way. Because a single task applies every
+//! message in arrival order, `didChange`s can never interleave, a code
+//! action always sees the text the client last sent, and nothing needs a
+//! lock. The actor itself never waits on I/O: notifications go through the
+//! [`Outbox`], slow work into tasks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tower_lsp_server::jsonrpc;
+use tower_lsp_server::ls_types::{
+    CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, MessageActionItem,
+    MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri,
+};
+use trellis_engine::api::{RepairOutcome, RepairStatus, View};
+use trellis_engine::diagnostic::RelPath;
+use trellis_engine::digest::Digest;
+
+use super::diagnostics::SOURCE;
+use super::document::Document;
+use super::preview::repaired_file;
+use super::protocol::{
+    BranchFileParams, BranchFileResult, Commands, RepairRef, SearchStatus, SearchStatusParams,
+    ServerCommand,
+};
+use super::sensing::{Debouncer, SENSING_DEBOUNCE};
+use super::tasks::{self, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status};
+
+pub type Reply<T> = oneshot::Sender<T>;
+
+/// Everything the actor hears, from handlers and from its own tasks.
+pub enum Msg {
+    Open {
+        uri: Uri,
+        version: i32,
+        text: String,
+    },
+    Change {
+        uri: Uri,
+        version: i32,
+        changes: Vec<TextDocumentContentChangeEvent>,
+    },
+    Save {
+        uri: Uri,
+    },
+    Close {
+        uri: Uri,
+    },
+    CodeActions {
+        params: Box<CodeActionParams>,
+        reply: Reply<CodeActionAnswer>,
+    },
+    PrepareApply {
+        repair_id: String,
+        reply: Reply<Result<ApplyRequest, String>>,
+    },
+    Command(ServerCommand),
+    CancelProgress(ProgressToken),
+    BranchFile {
+        params: BranchFileParams,
+        reply: Reply<jsonrpc::Result<BranchText>>,
+    },
+    Shutdown {
+        reply: Reply<()>,
+    },
+    // From the actor's own tasks.
+    Sensed {
+        generation: u64,
+        outcome: Result<Sensed, String>,
+    },
+    RepairDone {
+        job: String,
+        outcome: Result<Box<RepairOutcome>, String>,
+    },
+    RootComputed {
+        revision: u64,
+        root: Result<Digest, String>,
+    },
+    /// The client answered a `workspace/applyEdit`; look at the view again
+    /// even if no document notification follows (files it wrote directly).
+    ViewMayHaveChanged,
+}
+
+/// Code actions the actor can answer from its state, plus Apply offers the
+/// handler finishes (their edit or freshness check needs I/O).
+pub struct CodeActionAnswer {
+    pub actions: Vec<CodeActionOrCommand>,
+    pub applies: Vec<ApplyOffer>,
+}
+
+pub struct ApplyOffer {
+    pub request: ApplyRequest,
+    /// Whether the view still has the repair's start root, when the actor
+    /// knows it for the current documents.
+    pub fresh: Option<bool>,
+}
+
+/// A branch file's text, or where to read it (the repair left it alone).
+pub enum BranchText {
+    Known(BranchFileResult),
+    Unchanged(std::path::PathBuf),
+}
+
+/// A finished repair search.
+struct FinishedRepair {
+    outcome: Arc<RepairOutcome>,
+    cluster: String,
+    title: String,
+    start_view: View,
+    /// The editor's view reached the repair's final root (ledgered).
+    promoted: bool,
+}
+
+impl FinishedRepair {
+    fn awaiting_apply(&self) -> bool {
+        self.outcome.status == RepairStatus::HardPass && !self.promoted
+    }
+}
+
+/// Keep this many finished repairs for Preview, Apply and branch files.
+const KEPT_REPAIRS: usize = 16;
+
+/// The root of the view at one document revision.
+#[derive(Default)]
+struct RootTracker {
+    known: Option<(u64, Result<Digest, String>)>,
+    in_flight: bool,
+}
+
+pub struct Actor {
+    shared: Arc<Shared>,
+    tx: UnboundedSender<Msg>,
+    outbox: Outbox,
+    docs: BTreeMap<RelPath, Document>,
+    /// Bumped whenever the view may have changed.
+    revision: u64,
+    sensing: Debouncer,
+    /// Cluster id → title, from the newest sensing run.
+    clusters: HashMap<String, String>,
+    /// Files with published diagnostics, and each diagnostic's range and cluster.
+    published: BTreeMap<Uri, Vec<(Range, Option<String>)>>,
+    last_sensing_error: Option<String>,
+    jobs: Vec<RepairJob>,
+    next_job: u64,
+    repairs: Vec<FinishedRepair>,
+    root: RootTracker,
+}
+
+impl Actor {
+    pub fn new(shared: Arc<Shared>, tx: UnboundedSender<Msg>) -> Actor {
+        Actor {
+            shared,
+            tx,
+            outbox: Outbox::start(),
+            docs: BTreeMap::new(),
+            revision: 0,
+            sensing: Debouncer::new(SENSING_DEBOUNCE),
+            clusters: HashMap::new(),
+            published: BTreeMap::new(),
+            last_sensing_error: None,
+            jobs: Vec::new(),
+            next_job: 1,
+            repairs: Vec::new(),
+            root: RootTracker::default(),
+        }
+    }
+
+    /// Runs until every sender is gone (the server has exited).
+    pub async fn run(mut self, mut rx: UnboundedReceiver<Msg>) {
+        loop {
+            let deadline = self.sensing.deadline();
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(msg) => self.handle(msg),
+                    None => break,
+                },
+                () = sleep_until(deadline) => self.start_sensing_if_due(),
+            }
+        }
+        self.stop_everything();
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Open { uri, version, text } => {
+                let Some(rel) = self.shared.paths.rel_of_uri(&uri) else {
+                    return;
+                };
+                self.docs.insert(rel, Document::new(uri, version, &text));
+                self.view_changed();
+                self.sensing.trigger(Instant::now());
+            }
+            Msg::Change {
+                uri,
+                version,
+                changes,
+            } => self.change(&uri, version, &changes),
+            Msg::Save { uri } => {
+                if self.shared.paths.rel_of_uri(&uri).is_some() {
+                    self.view_changed();
+                    self.sensing.trigger(Instant::now());
+                }
+            }
+            Msg::Close { uri } => {
+                if let Some(rel) = self.shared.paths.rel_of_uri(&uri) {
+                    self.docs.remove(&rel);
+                    self.view_changed();
+                }
+            }
+            Msg::CodeActions { params, reply } => {
+                let _ = reply.send(self.code_actions(&params));
+            }
+            Msg::PrepareApply { repair_id, reply } => {
+                let _ = reply.send(self.apply_request(&RepairRef::Id(repair_id)));
+            }
+            Msg::Command(command) => self.command(command),
+            Msg::CancelProgress(token) => {
+                for job in &self.jobs {
+                    if token == ProgressToken::String(job.id.clone()) {
+                        job.cancel.cancel();
+                    }
+                }
+            }
+            Msg::BranchFile { params, reply } => {
+                let _ = reply.send(self.branch_file(&params));
+            }
+            Msg::Shutdown { reply } => {
+                self.stop_everything();
+                let _ = reply.send(());
+            }
+            Msg::Sensed {
+                generation,
+                outcome,
+            } => {
+                if self.sensing.finish(generation) {
+                    self.sensed(outcome);
+                }
+            }
+            Msg::RepairDone { job, outcome } => self.repair_done(&job, outcome),
+            Msg::RootComputed { revision, root } => {
+                self.root.in_flight = false;
+                if revision == self.revision
+                    && let Ok(root) = &root
+                {
+                    self.confirm_promotions(*root);
+                }
+                self.root.known = Some((revision, root));
+                self.track_root();
+            }
+            Msg::ViewMayHaveChanged => self.view_changed(),
+        }
+    }
+
+    fn change(&mut self, uri: &Uri, version: i32, changes: &[TextDocumentContentChangeEvent]) {
+        let Some(rel) = self.shared.paths.rel_of_uri(uri) else {
+            return;
+        };
+        let Some(doc) = self.docs.get_mut(&rel) else {
+            tracing::warn!("didChange for {} which is not open", uri.as_str());
+            return;
+        };
+        if let Err(e) = doc.apply_changes(version, changes, self.shared.facts.encoding) {
+            self.log(MessageType::ERROR, format!("ignored a change: {}", e.0));
+        }
+        self.view_changed();
+    }
+
+    /// The user's view: files on disk overlaid with the open documents.
+    fn view(&self) -> View {
+        View {
+            overlay: self
+                .docs
+                .iter()
+                .map(|(rel, doc)| (rel.clone(), doc.text.to_string()))
+                .collect(),
+        }
+    }
+
+    fn view_changed(&mut self) {
+        self.revision += 1;
+        self.track_root();
+    }
+
+    /// Keeps the view's root known while a verified repair waits to be
+    /// applied: it decides whether Apply is offered and confirms an apply
+    /// once the editor's documents reach the repair's final root. One
+    /// computation at a time; a burst of edits costs one more at most.
+    fn track_root(&mut self) {
+        let current = matches!(&self.root.known, Some((r, _)) if *r == self.revision);
+        if self.root.in_flight
+            || current
+            || !self.repairs.iter().any(FinishedRepair::awaiting_apply)
+        {
+            return;
+        }
+        self.root.in_flight = true;
+        let (engine, view, revision, tx) = (
+            self.shared.engine.clone(),
+            self.view(),
+            self.revision,
+            self.tx.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let root = engine.view_root(&view).map_err(|e| e.to_string());
+            let _ = tx.send(Msg::RootComputed { revision, root });
+        });
+    }
+
+    /// Whether the current view has the root of `outcome`'s start, if known.
+    fn fresh(&self, outcome: &RepairOutcome) -> Option<bool> {
+        match &self.root.known {
+            Some((revision, Ok(root))) if *revision == self.revision => {
+                Some(*root == outcome.start_root)
+            }
+            _ => None,
+        }
+    }
+
+    /// The editor's documents now have a verified repair's final root: the
+    /// repair landed. The client's `applied` reply is not trusted for this.
+    fn confirm_promotions(&mut self, root: Digest) {
+        let mut statuses = Vec::new();
+        for repair in &mut self.repairs {
+            if !repair.awaiting_apply() || repair.outcome.final_root != root {
+                continue;
+            }
+            repair.promoted = true;
+            let (engine, outcome) = (self.shared.engine.clone(), repair.outcome.clone());
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                let recorded = {
+                    let outcome = outcome.clone();
+                    tokio::task::spawn_blocking(move || {
+                        engine.record_editor_promotion(&outcome, root)
+                    })
+                    .await
+                };
+                let message = match recorded {
+                    Ok(Ok(())) => format!(
+                        "verified repair {} is in the editor's view; promotion ledgered",
+                        outcome.repair_id
+                    ),
+                    Ok(Err(e)) => {
+                        format!("ledgering promotion of {} failed: {e}", outcome.repair_id)
+                    }
+                    Err(e) => format!("ledgering promotion of {} failed: {e}", outcome.repair_id),
+                };
+                shared.client.log_message(MessageType::INFO, message).await;
+            });
+            statuses.push(status_params(
+                None,
+                &repair.cluster,
+                &repair.title,
+                "applied",
+                Some(&repair.outcome),
+            ));
+        }
+        for status in statuses {
+            self.notify_status(status);
+        }
+    }
+
+    fn start_sensing_if_due(&mut self) {
+        let Some(run) = self.sensing.start_if_due(Instant::now()) else {
+            return;
+        };
+        tokio::spawn(tasks::sense(
+            self.shared.clone(),
+            self.view(),
+            run.generation,
+            run.cancel,
+            self.tx.clone(),
+        ));
+    }
+
+    fn sensed(&mut self, outcome: Result<Sensed, String>) {
+        let sensed = match outcome {
+            Ok(sensed) => sensed,
+            Err(e) => {
+                if self.last_sensing_error.as_ref() != Some(&e) {
+                    self.show(
+                        MessageType::WARNING,
+                        format!("Trellis could not sense the workspace: {e}"),
+                    );
+                    self.last_sensing_error = Some(e);
+                }
+                return;
+            }
+        };
+        self.last_sensing_error = None;
+        self.clusters = sensed.clusters.into_iter().collect();
+
+        let mut published = BTreeMap::new();
+        for (uri, diagnostics) in sensed.files.files {
+            let index = diagnostics
+                .iter()
+                .map(|d| (d.range, cluster_of(d)))
+                .collect();
+            published.insert(uri.clone(), index);
+            self.publish(uri, diagnostics);
+        }
+        // Files whose diagnostics are gone get an empty list, or the editor
+        // would keep showing the old ones.
+        let cleared: Vec<Uri> = self
+            .published
+            .keys()
+            .filter(|uri| !published.contains_key(*uri))
+            .cloned()
+            .collect();
+        for uri in cleared {
+            self.publish(uri, Vec::new());
+        }
+        self.published = published;
+    }
+
+    fn publish(&self, uri: Uri, diagnostics: Vec<tower_lsp_server::ls_types::Diagnostic>) {
+        let client = self.shared.client.clone();
+        self.outbox
+            .send(async move { client.publish_diagnostics(uri, diagnostics, None).await });
+    }
+
+    fn code_actions(&self, params: &CodeActionParams) -> CodeActionAnswer {
+        let uri = &params.text_document.uri;
+        let rel = self.shared.paths.rel_of_uri(uri);
+        let clusters = self.clusters_in_request(params);
+        let literals = self.shared.facts.code_action_literals;
+        let mut actions = Vec::new();
+
+        let mut applies = Vec::new();
+        for repair in self.repairs.iter().rev() {
+            let relevant = clusters.contains(&repair.cluster)
+                || rel
+                    .as_ref()
+                    .is_some_and(|rel| repair.outcome.changes.iter().any(|c| c.path() == rel));
+            if !relevant || !repair.awaiting_apply() {
+                continue;
+            }
+            let fresh = self.fresh(&repair.outcome);
+            if fresh != Some(false)
+                && let Ok(request) =
+                    self.apply_request(&RepairRef::Id(repair.outcome.repair_id.clone()))
+            {
+                applies.push(ApplyOffer { request, fresh });
+            }
+            actions.push(action(
+                literals,
+                format!("Preview verified repair: {}", repair.outcome.summary),
+                Command {
+                    title: "Preview verified repair".into(),
+                    command: Commands::PREVIEW.into(),
+                    arguments: Some(vec![json!({ "repair_id": repair.outcome.repair_id })]),
+                },
+                None,
+            ));
+        }
+
+        for cluster in &clusters {
+            let title = self
+                .clusters
+                .get(cluster)
+                .cloned()
+                .unwrap_or_else(|| format!("cluster {cluster}"));
+            let matching: Vec<_> = params
+                .context
+                .diagnostics
+                .iter()
+                .filter(|d| cluster_of(d).as_ref() == Some(cluster))
+                .cloned()
+                .collect();
+            let diagnostics = (!matching.is_empty()).then_some(matching);
+            if self.jobs.iter().any(|job| &job.cluster == cluster) {
+                actions.push(action(
+                    literals,
+                    format!("Cancel repair: {title}"),
+                    Command {
+                        title: "Cancel repair".into(),
+                        command: Commands::CANCEL.into(),
+                        arguments: Some(vec![json!({ "cluster": cluster })]),
+                    },
+                    None,
+                ));
+            } else {
+                actions.push(action(
+                    literals,
+                    format!("Repair: {title}"),
+                    Command {
+                        title: "Repair".into(),
+                        command: Commands::START.into(),
+                        arguments: Some(vec![json!({ "cluster": cluster })]),
+                    },
+                    diagnostics,
+                ));
+            }
+        }
+        CodeActionAnswer { actions, applies }
+    }
+
+    /// The clusters a code-action request is about: those named in the
+    /// `data` of our diagnostics in its context, or, for clients that drop
+    /// `data`, those of our published diagnostics overlapping its range.
+    fn clusters_in_request(&self, params: &CodeActionParams) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let named = params
+            .context
+            .diagnostics
+            .iter()
+            .filter(|d| d.source.as_deref() == Some(SOURCE))
+            .filter_map(cluster_of);
+        for id in named {
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        if out.is_empty()
+            && let Some(index) = self.published.get(&params.text_document.uri)
+        {
+            for (range, cluster) in index {
+                if let Some(id) = cluster
+                    && overlaps(range, &params.range)
+                    && !out.contains(id)
+                {
+                    out.push(id.clone());
+                }
+            }
+        }
+        out
+    }
+
+    fn find_repair(&self, which: &RepairRef) -> Option<&FinishedRepair> {
+        match which {
+            RepairRef::Id(id) => self.repairs.iter().find(|r| &r.outcome.repair_id == id),
+            RepairRef::Latest => self
+                .repairs
+                .iter()
+                .rev()
+                .find(|r| r.outcome.status == RepairStatus::HardPass),
+        }
+    }
+
+    fn apply_request(&self, which: &RepairRef) -> Result<ApplyRequest, String> {
+        let repair = self.find_repair(which).ok_or_else(|| match which {
+            RepairRef::Id(id) => format!("there is no repair `{id}`"),
+            RepairRef::Latest => "no repair has reached a verified result yet".to_owned(),
+        })?;
+        if repair.outcome.status != RepairStatus::HardPass {
+            return Err(format!(
+                "repair {} did not reach a verified result ({})",
+                repair.outcome.repair_id,
+                describe_status(repair.outcome.status)
+            ));
+        }
+        if repair.promoted {
+            return Err(format!(
+                "verified repair {} is already applied",
+                repair.outcome.repair_id
+            ));
+        }
+        let changed: BTreeSet<&str> = repair.outcome.changes.iter().map(|c| c.path()).collect();
+        Ok(ApplyRequest {
+            outcome: repair.outcome.clone(),
+            view: self.view(),
+            open: self
+                .docs
+                .iter()
+                .filter(|(rel, _)| changed.contains(rel.as_str()))
+                .map(|(rel, doc)| (rel.clone(), doc.clone()))
+                .collect(),
+        })
+    }
+
+    fn command(&mut self, command: ServerCommand) {
+        match command {
+            ServerCommand::Start { cluster } => self.start_repair(cluster),
+            ServerCommand::Cancel { cluster } => {
+                let mut cancelled = 0;
+                for job in &self.jobs {
+                    if cluster.as_ref().is_none_or(|c| c == &job.cluster) {
+                        job.cancel.cancel();
+                        cancelled += 1;
+                    }
+                }
+                if cancelled == 0 {
+                    self.show(MessageType::INFO, "Trellis: no repair is running.".into());
+                }
+            }
+            ServerCommand::Preview(which) => match self.find_repair(&which) {
+                Some(repair) => {
+                    tokio::spawn(tasks::preview(
+                        self.shared.clone(),
+                        repair.outcome.clone(),
+                        repair.start_view.clone(),
+                    ));
+                }
+                None => self.show(
+                    MessageType::ERROR,
+                    "Trellis: there is no such repair to preview.".into(),
+                ),
+            },
+            ServerCommand::Apply(which) => match self.apply_request(&which) {
+                Ok(request) => {
+                    tokio::spawn(tasks::apply(self.shared.clone(), request, self.tx.clone()));
+                }
+                Err(e) => self.show(MessageType::ERROR, format!("Trellis cannot apply: {e}.")),
+            },
+        }
+    }
+
+    fn start_repair(&mut self, cluster: String) {
+        let title = self
+            .clusters
+            .get(&cluster)
+            .cloned()
+            .unwrap_or_else(|| format!("cluster {cluster}"));
+        if self.jobs.iter().any(|job| job.cluster == cluster) {
+            self.show(
+                MessageType::INFO,
+                format!("Trellis is already repairing {title}."),
+            );
+            return;
+        }
+        let job = RepairJob {
+            id: format!("trellis-repair-{}", self.next_job),
+            cluster,
+            title,
+            cancel: CancellationToken::new(),
+            view: self.view(),
+        };
+        self.next_job += 1;
+        let status = status_params(Some(&job.id), &job.cluster, &job.title, "running", None);
+        self.notify_status(status);
+        self.jobs.push(job.clone());
+        tokio::spawn(tasks::repair(self.shared.clone(), job, self.tx.clone()));
+    }
+
+    fn repair_done(&mut self, job_id: &str, outcome: Result<Box<RepairOutcome>, String>) {
+        let Some(position) = self.jobs.iter().position(|j| j.id == job_id) else {
+            return;
+        };
+        let job = self.jobs.remove(position);
+        let outcome = match outcome {
+            Ok(outcome) => Arc::new(*outcome),
+            Err(e) => {
+                let status = status_params(Some(&job.id), &job.cluster, &job.title, "failed", None);
+                self.notify_status(status);
+                self.show(
+                    MessageType::ERROR,
+                    format!("Trellis: the repair of {} failed: {e}", job.title),
+                );
+                return;
+            }
+        };
+        let status_name = serde_json::to_value(outcome.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let status = status_params(
+            Some(&job.id),
+            &job.cluster,
+            &job.title,
+            &status_name,
+            Some(&outcome),
+        );
+        self.notify_status(status);
+        self.announce(&job.title, &outcome);
+
+        // A newer verified repair of the same cluster supersedes an older
+        // one that was not applied: the menu offers one Apply per cluster.
+        // (A cancelled or failed rerun leaves the older result in place.)
+        if outcome.status == RepairStatus::HardPass {
+            self.repairs
+                .retain(|r| r.promoted || r.cluster != job.cluster);
+        }
+        self.repairs.push(FinishedRepair {
+            outcome,
+            cluster: job.cluster,
+            title: job.title,
+            start_view: job.view,
+            promoted: false,
+        });
+        if self.repairs.len() > KEPT_REPAIRS {
+            self.repairs.remove(0);
+        }
+        self.track_root();
+    }
+
+    /// Tells the user how a repair ended. A verified one is also offered as
+    /// Preview/Apply buttons where the client shows them; the reply is
+    /// awaited in a task, since the user may take minutes to click.
+    fn announce(&self, title: &str, outcome: &Arc<RepairOutcome>) {
+        let text = match outcome.status {
+            RepairStatus::HardPass => format!(
+                "Trellis: verified repair {} ready for {title}: {}. Use “Apply verified repair” to apply it.",
+                outcome.repair_id, outcome.summary
+            ),
+            RepairStatus::AlreadyClean => {
+                "Trellis: nothing to repair; the workspace already passes.".to_owned()
+            }
+            RepairStatus::Cancelled => format!("Trellis: the repair of {title} was cancelled."),
+            status => format!(
+                "Trellis: no verified repair for {title}: {}. Nothing will be applied.{}",
+                describe_status(status),
+                if outcome.summary.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", outcome.summary)
+                }
+            ),
+        };
+        let typ = match outcome.status {
+            RepairStatus::HardPass | RepairStatus::AlreadyClean | RepairStatus::Cancelled => {
+                MessageType::INFO
+            }
+            _ => MessageType::WARNING,
+        };
+        self.show(typ, text);
+        if outcome.status != RepairStatus::HardPass || !self.shared.facts.message_actions {
+            return;
+        }
+        let question = format!(
+            "Apply verified repair {} ({})?",
+            outcome.repair_id, outcome.summary
+        );
+        let (client, tx, repair_id) = (
+            self.shared.client.clone(),
+            self.tx.clone(),
+            outcome.repair_id.clone(),
+        );
+        tokio::spawn(async move {
+            let choices = vec![
+                MessageActionItem {
+                    title: "Preview".into(),
+                    properties: HashMap::new(),
+                },
+                MessageActionItem {
+                    title: "Apply".into(),
+                    properties: HashMap::new(),
+                },
+            ];
+            let picked = client
+                .show_message_request(MessageType::INFO, question, Some(choices))
+                .await;
+            let which = RepairRef::Id(repair_id);
+            let command = match picked {
+                Ok(Some(item)) if item.title == "Preview" => ServerCommand::Preview(which),
+                Ok(Some(item)) if item.title == "Apply" => ServerCommand::Apply(which),
+                _ => return,
+            };
+            let _ = tx.send(Msg::Command(command));
+        });
+    }
+
+    fn branch_file(&self, params: &BranchFileParams) -> jsonrpc::Result<BranchText> {
+        let invalid = |message: String| jsonrpc::Error {
+            code: jsonrpc::ErrorCode::InvalidParams,
+            message: message.into(),
+            data: None,
+        };
+        let repair = self
+            .find_repair(&RepairRef::Id(params.repair_id.clone()))
+            .ok_or_else(|| invalid(format!("there is no repair `{}`", params.repair_id)))?;
+        let rel =
+            self.shared.paths.rel_of_any(&params.path).ok_or_else(|| {
+                invalid(format!("`{}` is not a file in the workspace", params.path))
+            })?;
+        if let Some(result) = repaired_file(&repair.outcome.changes, &rel) {
+            return Ok(BranchText::Known(result));
+        }
+        Ok(match repair.start_view.overlay.get(&rel) {
+            Some(text) => BranchText::Known(BranchFileResult {
+                text: text.clone(),
+                change: "unchanged".into(),
+            }),
+            None => BranchText::Unchanged(self.shared.paths.absolute(&rel)),
+        })
+    }
+
+    fn notify_status(&self, params: SearchStatusParams) {
+        let client = self.shared.client.clone();
+        self.outbox
+            .send(async move { client.send_notification::<SearchStatus>(params).await });
+    }
+
+    fn show(&self, typ: MessageType, message: String) {
+        let client = self.shared.client.clone();
+        self.outbox
+            .send(async move { client.show_message(typ, message).await });
+    }
+
+    fn log(&self, typ: MessageType, message: String) {
+        let client = self.shared.client.clone();
+        self.outbox
+            .send(async move { client.log_message(typ, message).await });
+    }
+
+    fn stop_everything(&mut self) {
+        self.sensing.stop();
+        for job in &self.jobs {
+            job.cancel.cancel();
+        }
+    }
+}
+
+fn action(
+    literals: bool,
+    title: String,
+    command: Command,
+    diagnostics: Option<Vec<tower_lsp_server::ls_types::Diagnostic>>,
+) -> CodeActionOrCommand {
+    if !literals {
+        return CodeActionOrCommand::Command(Command { title, ..command });
+    }
+    CodeActionOrCommand::CodeAction(CodeAction {
+        title,
+        kind: Some(CodeActionKind::QUICKFIX),
+        diagnostics,
+        command: Some(command),
+        ..CodeAction::default()
+    })
+}
+
+/// The cluster id in one of our diagnostics' `data`.
+fn cluster_of(diagnostic: &tower_lsp_server::ls_types::Diagnostic) -> Option<String> {
+    diagnostic
+        .data
+        .as_ref()?
+        .get("cluster")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Ranges overlap or touch (a cursor at a diagnostic's edge counts).
+fn overlaps(a: &Range, b: &Range) -> bool {
+    a.start <= b.end && b.start <= a.end
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The `trellis/searchStatus` payload for a job or a finished repair.
+fn status_params(
+    job: Option<&str>,
+    cluster: &str,
+    title: &str,
+    status: &str,
+    outcome: Option<&Arc<RepairOutcome>>,
+) -> SearchStatusParams {
+    SearchStatusParams {
+        repair_id: outcome.map(|o| o.repair_id.clone()),
+        job: job.map(str::to_owned),
+        cluster: cluster.to_owned(),
+        cluster_title: title.to_owned(),
+        status: status.to_owned(),
+        steps: outcome.map_or(0, |o| o.steps.len()),
+        branches: outcome.map_or(0, |o| tasks::branch_count(o)),
+        summary: outcome.map(|o| o.summary.clone()).unwrap_or_default(),
+        forest: outcome
+            .and_then(|o| serde_json::to_value(&o.steps).ok())
+            .unwrap_or_default(),
+    }
+}

@@ -1,0 +1,356 @@
+//! The LSP handlers: each translates one message for the actor and returns.
+//!
+//! Requests that need an answer ask the actor (which answers from memory at
+//! once) and, at most, do a bounded piece of I/O themselves (the view's root
+//! for an Apply offer). Nothing here waits on a sensor or a search.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio::sync::oneshot;
+use tower_lsp_server::jsonrpc::{self, ErrorCode};
+use tower_lsp_server::ls_types::{
+    CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, CodeActionResponse, Command,
+    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+    DidSaveTextDocumentParams, ExecuteCommandParams, InitializeParams, InitializeResult,
+    InitializedParams, LSPAny, MessageType, ServerInfo, WorkDoneProgressCancelParams,
+};
+use tower_lsp_server::{Client, LanguageServer};
+use trellis_engine::api::Engine;
+
+use super::actor::{Actor, ApplyOffer, BranchText, Msg};
+use super::capabilities::{ClientFacts, server_capabilities};
+use super::paths::WorkspacePaths;
+use super::protocol::{
+    ApplyActionData, BranchFileParams, BranchFileResult, Commands, ServerCommand,
+};
+use super::tasks::{self, Refusal, Shared, prepare_apply, refuse_stale};
+
+pub struct Backend {
+    client: Client,
+    running: OnceLock<Running>,
+}
+
+/// What exists once `initialize` succeeded.
+struct Running {
+    shared: Arc<Shared>,
+    tx: UnboundedSender<Msg>,
+}
+
+impl Backend {
+    pub fn new(client: Client) -> Backend {
+        Backend {
+            client,
+            running: OnceLock::new(),
+        }
+    }
+
+    fn running(&self) -> jsonrpc::Result<&Running> {
+        self.running.get().ok_or_else(|| jsonrpc::Error {
+            code: ErrorCode::ServerError(-32002),
+            message: "the server is not initialized".into(),
+            data: None,
+        })
+    }
+
+    /// Hands a notification's content to the actor.
+    fn tell(&self, msg: Msg) {
+        if let Some(running) = self.running.get() {
+            let _ = running.tx.send(msg);
+        }
+    }
+
+    /// Asks the actor and waits for its (immediate) answer.
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Msg) -> jsonrpc::Result<T> {
+        let running = self.running()?;
+        let (reply, answer) = oneshot::channel();
+        running
+            .tx
+            .send(make(reply))
+            .map_err(|_| internal("the document state task has stopped"))?;
+        answer
+            .await
+            .map_err(|_| internal("the document state task has stopped"))
+    }
+
+    /// `window/showMessage` while `initialize` runs: the client library
+    /// drops notifications before the handshake completes, but the user must
+    /// see why the server refused to start.
+    async fn show_message_during_initialize(&self, message: &str) {
+        use tower_service::Service as _;
+        let notification = jsonrpc::Request::build("window/showMessage")
+            .params(json!({ "type": 1, "message": message }))
+            .finish();
+        let _ = self.client.clone().call(notification).await;
+    }
+
+    /// `trellis/branchFile`: a file's text as the repair left it.
+    pub async fn branch_file(&self, params: BranchFileParams) -> jsonrpc::Result<BranchFileResult> {
+        match self
+            .ask(|reply| Msg::BranchFile { params, reply })
+            .await??
+        {
+            BranchText::Known(result) => Ok(result),
+            BranchText::Unchanged(path) => {
+                let text = tokio::fs::read_to_string(&path)
+                    .await
+                    .map_err(|e| internal(&format!("{}: {e}", path.display())))?;
+                Ok(BranchFileResult {
+                    text,
+                    change: "unchanged".into(),
+                })
+            }
+        }
+    }
+
+    /// `window/workDoneProgress/cancel` (the trait has no slot for it).
+    pub async fn work_done_progress_cancel(&self, params: WorkDoneProgressCancelParams) {
+        self.tell(Msg::CancelProgress(params.token));
+    }
+
+    /// Turns an Apply offer into a code action, or drops it when the view
+    /// moved on (checked here unless the actor already knew).
+    async fn apply_action(
+        &self,
+        shared: &Arc<Shared>,
+        offer: ApplyOffer,
+    ) -> Option<CodeActionOrCommand> {
+        let outcome = offer.request.outcome.clone();
+        let title = format!("Apply verified repair: {}", outcome.summary);
+        let arguments = vec![json!({ "repair_id": outcome.repair_id })];
+        let facts = &shared.facts;
+        if !facts.code_action_literals || facts.resolve_edit {
+            let fresh = match offer.fresh {
+                Some(fresh) => fresh,
+                None => tasks::view_root(&shared.engine, offer.request.view)
+                    .await
+                    .is_ok_and(|root| root == outcome.start_root),
+            };
+            if !fresh {
+                return None;
+            }
+            if !facts.code_action_literals {
+                return Some(CodeActionOrCommand::Command(Command {
+                    title,
+                    command: Commands::APPLY.into(),
+                    arguments: Some(arguments),
+                }));
+            }
+            let data = ApplyActionData {
+                trellis_apply: outcome.repair_id.clone(),
+            };
+            return Some(CodeActionOrCommand::CodeAction(CodeAction {
+                title,
+                kind: Some(CodeActionKind::QUICKFIX),
+                data: serde_json::to_value(data).ok(),
+                ..CodeAction::default()
+            }));
+        }
+        // The client applies the edit without coming back: check and build now.
+        let edit = prepare_apply(shared, offer.request).await.ok()?;
+        Some(CodeActionOrCommand::CodeAction(CodeAction {
+            title,
+            kind: Some(CodeActionKind::QUICKFIX),
+            edit: Some(edit),
+            ..CodeAction::default()
+        }))
+    }
+}
+
+fn internal(message: &str) -> jsonrpc::Error {
+    jsonrpc::Error {
+        code: ErrorCode::InternalError,
+        message: message.to_owned().into(),
+        data: None,
+    }
+}
+
+fn invalid_params(message: String) -> jsonrpc::Error {
+    jsonrpc::Error {
+        code: ErrorCode::InvalidParams,
+        message: message.into(),
+        data: None,
+    }
+}
+
+/// The workspace root: the first workspace folder, else the root URI.
+fn workspace_root(params: &InitializeParams) -> Result<PathBuf, String> {
+    let folder = params
+        .workspace_folders
+        .as_ref()
+        .and_then(|folders| folders.first())
+        .map(|folder| &folder.uri);
+    #[allow(deprecated)] // Older clients (Neovim 0.7) send only `rootUri`.
+    let uri = folder.or(params.root_uri.as_ref()).ok_or_else(|| {
+        "trellis needs a workspace: the client sent neither `workspaceFolders` nor `rootUri`"
+            .to_owned()
+    })?;
+    uri.to_file_path()
+        .map(|p| p.into_owned())
+        .ok_or_else(|| format!("the workspace `{}` is not a local folder", uri.as_str()))
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> jsonrpc::Result<InitializeResult> {
+        let root = workspace_root(&params).map_err(invalid_params)?;
+        let facts = ClientFacts::from_capabilities(&params.capabilities);
+        let options = params.initialization_options.clone();
+        let opened = {
+            let root = root.clone();
+            tokio::task::spawn_blocking(move || Engine::open(&root, options)).await
+        };
+        let engine = match opened {
+            Ok(Ok(engine)) => Arc::new(engine),
+            Ok(Err(e)) => {
+                let message = format!("Trellis cannot start: {e}");
+                self.show_message_during_initialize(&message).await;
+                return Err(jsonrpc::Error {
+                    code: ErrorCode::InvalidParams,
+                    message: message.into(),
+                    data: Some(json!({ "retry": false })),
+                });
+            }
+            Err(e) => return Err(internal(&format!("opening the engine failed: {e}"))),
+        };
+        tracing::info!("workspace {} with {facts:?}", root.display());
+
+        let shared = Arc::new(Shared {
+            engine,
+            client: self.client.clone(),
+            facts: facts.clone(),
+            paths: WorkspacePaths::new(root),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(Actor::new(shared.clone(), tx.clone()).run(rx));
+        if self.running.set(Running { shared, tx }).is_err() {
+            return Err(jsonrpc::Error::invalid_request());
+        }
+        Ok(InitializeResult {
+            capabilities: server_capabilities(facts.encoding),
+            server_info: Some(ServerInfo {
+                name: "trellis".into(),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+            }),
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        self.client
+            .log_message(MessageType::INFO, "trellis language server ready")
+            .await;
+    }
+
+    async fn shutdown(&self) -> jsonrpc::Result<()> {
+        if self.running.get().is_some() {
+            self.ask(|reply| Msg::Shutdown { reply }).await?;
+        }
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let doc = params.text_document;
+        self.tell(Msg::Open {
+            uri: doc.uri,
+            version: doc.version,
+            text: doc.text,
+        });
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        self.tell(Msg::Change {
+            uri: params.text_document.uri,
+            version: params.text_document.version,
+            changes: params.content_changes,
+        });
+    }
+
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        self.tell(Msg::Save {
+            uri: params.text_document.uri,
+        });
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        self.tell(Msg::Close {
+            uri: params.text_document.uri,
+        });
+    }
+
+    async fn code_action(
+        &self,
+        params: CodeActionParams,
+    ) -> jsonrpc::Result<Option<CodeActionResponse>> {
+        let shared = self.running()?.shared.clone();
+        let answer = self
+            .ask(|reply| Msg::CodeActions {
+                params: Box::new(params),
+                reply,
+            })
+            .await?;
+        let mut actions = Vec::new();
+        for offer in answer.applies {
+            if let Some(action) = self.apply_action(&shared, offer).await {
+                actions.push(action);
+            }
+        }
+        actions.extend(answer.actions);
+        Ok((!actions.is_empty()).then_some(actions))
+    }
+
+    async fn code_action_resolve(&self, mut action: CodeAction) -> jsonrpc::Result<CodeAction> {
+        let Some(data) = action
+            .data
+            .clone()
+            .and_then(|d| serde_json::from_value::<ApplyActionData>(d).ok())
+        else {
+            return Ok(action);
+        };
+        let shared = self.running()?.shared.clone();
+        let request = match self
+            .ask(|reply| Msg::PrepareApply {
+                repair_id: data.trellis_apply,
+                reply,
+            })
+            .await?
+        {
+            Ok(request) => request,
+            Err(e) => {
+                self.client
+                    .show_message(MessageType::ERROR, format!("Trellis cannot apply: {e}."))
+                    .await;
+                return Ok(action);
+            }
+        };
+        let outcome = request.outcome.clone();
+        match prepare_apply(&shared, request).await {
+            Ok(edit) => action.edit = Some(edit),
+            Err(Refusal::Stale { found }) => refuse_stale(&shared, outcome, found).await,
+            Err(Refusal::Failed(message)) => {
+                self.client
+                    .show_message(
+                        MessageType::ERROR,
+                        format!(
+                            "Trellis could not apply verified repair {}: {message}",
+                            outcome.repair_id
+                        ),
+                    )
+                    .await;
+            }
+        }
+        Ok(action)
+    }
+
+    async fn execute_command(
+        &self,
+        params: ExecuteCommandParams,
+    ) -> jsonrpc::Result<Option<LSPAny>> {
+        self.running()?;
+        let command =
+            ServerCommand::parse(&params.command, &params.arguments).map_err(invalid_params)?;
+        self.tell(Msg::Command(command));
+        Ok(None::<Value>)
+    }
+}

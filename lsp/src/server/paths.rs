@@ -1,0 +1,110 @@
+//! Document URIs ↔ the engine's workspace-relative paths.
+
+use std::path::{Component, Path, PathBuf};
+
+use tower_lsp_server::ls_types::Uri;
+use trellis_engine::diagnostic::RelPath;
+
+/// The workspace root and the conversions anchored at it.
+#[derive(Clone, Debug)]
+pub struct WorkspacePaths {
+    root: PathBuf,
+}
+
+impl WorkspacePaths {
+    pub fn new(root: PathBuf) -> WorkspacePaths {
+        WorkspacePaths { root }
+    }
+
+    /// The workspace-relative path of a `file:` URI inside the root, with
+    /// `/` separators; `None` for other schemes and for files outside.
+    pub fn rel_of_uri(&self, uri: &Uri) -> Option<RelPath> {
+        if !uri.scheme().as_str().eq_ignore_ascii_case("file") {
+            return None;
+        }
+        self.rel_of_path(&uri.to_file_path()?)
+    }
+
+    /// The workspace-relative form of an absolute path inside the root.
+    pub fn rel_of_path(&self, path: &Path) -> Option<RelPath> {
+        let rest = path.strip_prefix(&self.root).ok()?;
+        let mut parts = Vec::new();
+        for component in rest.components() {
+            match component {
+                Component::Normal(part) => parts.push(part.to_str()?),
+                Component::CurDir => {}
+                _ => return None,
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join("/"))
+    }
+
+    /// Accepts what a person or client may send for a file: a workspace-relative
+    /// path, an absolute path inside the root, or a `file:` URI.
+    pub fn rel_of_any(&self, given: &str) -> Option<RelPath> {
+        if given.starts_with("file:") {
+            return self.rel_of_uri(&given.parse().ok()?);
+        }
+        let path = Path::new(given);
+        if path.is_absolute() {
+            self.rel_of_path(path)
+        } else {
+            self.rel_of_path(&self.root.join(path))
+        }
+    }
+
+    pub fn absolute(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    pub fn uri_of(&self, rel: &str) -> Option<Uri> {
+        Uri::from_file_path(self.absolute(rel))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths() -> WorkspacePaths {
+        WorkspacePaths::new(PathBuf::from("/work/my crate"))
+    }
+
+    #[test]
+    fn uris_inside_the_root_become_slash_separated_relative_paths() {
+        let p = paths();
+        let uri = p.uri_of("src/héllo.rs").unwrap();
+        assert_eq!(uri.as_str(), "file:///work/my%20crate/src/h%C3%A9llo.rs");
+        assert_eq!(p.rel_of_uri(&uri).as_deref(), Some("src/héllo.rs"));
+    }
+
+    #[test]
+    fn uris_outside_the_root_or_not_files_have_no_relative_path() {
+        let p = paths();
+        let outside: Uri = "file:///work/other/src/lib.rs".parse().unwrap();
+        assert_eq!(p.rel_of_uri(&outside), None);
+        let escape: Uri = "file:///work/my%20crate/../other/x.rs".parse().unwrap();
+        assert_eq!(p.rel_of_uri(&escape), None);
+        let untitled: Uri = "untitled:Untitled-1".parse().unwrap();
+        assert_eq!(p.rel_of_uri(&untitled), None);
+        assert_eq!(p.rel_of_path(Path::new("/work/my crate")), None);
+    }
+
+    #[test]
+    fn any_spelling_of_a_workspace_file_resolves_to_the_same_path() {
+        let p = paths();
+        for given in [
+            "src/lib.rs",
+            "./src/lib.rs",
+            "/work/my crate/src/lib.rs",
+            "file:///work/my%20crate/src/lib.rs",
+        ] {
+            assert_eq!(
+                p.rel_of_any(given).as_deref(),
+                Some("src/lib.rs"),
+                "{given}"
+            );
+        }
+        assert_eq!(p.rel_of_any("../x.rs"), None);
+    }
+}

@@ -1,0 +1,135 @@
+//! When to run the sensors: a debounce timer and a generation counter.
+//!
+//! Opens and saves arrive in bursts (an editor restoring a session opens a
+//! dozen files at once). Each trigger pushes the start back by the debounce
+//! delay; when the timer fires a new run starts and cancels the one still
+//! running, whose cargo process the engine then kills. Only the newest
+//! generation's results are published: a cancelled run that still manages
+//! to report is ignored.
+//!
+//! Pure state over `Instant`s so the rules are tested without sleeping.
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+/// The delay between the last trigger and the start of a run.
+pub const SENSING_DEBOUNCE: Duration = Duration::from_millis(300);
+
+#[derive(Debug)]
+pub struct Debouncer {
+    delay: Duration,
+    deadline: Option<Instant>,
+    generation: u64,
+    running: Option<(u64, CancellationToken)>,
+}
+
+/// A run the caller must now start.
+#[derive(Debug)]
+pub struct Run {
+    pub generation: u64,
+    pub cancel: CancellationToken,
+}
+
+impl Debouncer {
+    pub fn new(delay: Duration) -> Debouncer {
+        Debouncer {
+            delay,
+            deadline: None,
+            generation: 0,
+            running: None,
+        }
+    }
+
+    /// Something worth sensing happened at `now`.
+    pub fn trigger(&mut self, now: Instant) {
+        self.deadline = Some(now + self.delay);
+    }
+
+    /// When the pending run is due, if one is pending.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Starts the pending run if it is due at `now`, cancelling the one
+    /// still running.
+    pub fn start_if_due(&mut self, now: Instant) -> Option<Run> {
+        if self.deadline.is_none_or(|deadline| now < deadline) {
+            return None;
+        }
+        self.deadline = None;
+        if let Some((_, older)) = self.running.take() {
+            older.cancel();
+        }
+        self.generation += 1;
+        let cancel = CancellationToken::new();
+        self.running = Some((self.generation, cancel.clone()));
+        Some(Run {
+            generation: self.generation,
+            cancel,
+        })
+    }
+
+    /// A run ended. True when it is the newest, so its results stand.
+    pub fn finish(&mut self, generation: u64) -> bool {
+        if self.running.as_ref().is_some_and(|(g, _)| *g == generation) {
+            self.running = None;
+        }
+        generation == self.generation
+    }
+
+    /// Cancels the running run and forgets the pending one (shutdown).
+    pub fn stop(&mut self) {
+        self.deadline = None;
+        if let Some((_, token)) = self.running.take() {
+            token.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DELAY: Duration = Duration::from_millis(300);
+
+    #[test]
+    fn a_burst_of_triggers_starts_one_run_after_the_last_one() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(DELAY);
+        d.trigger(t0);
+        d.trigger(t0 + Duration::from_millis(200));
+        assert!(d.start_if_due(t0 + Duration::from_millis(350)).is_none());
+        assert_eq!(d.deadline(), Some(t0 + Duration::from_millis(500)));
+        let run = d.start_if_due(t0 + Duration::from_millis(500)).unwrap();
+        assert_eq!(run.generation, 1);
+        assert!(d.deadline().is_none());
+        assert!(d.start_if_due(t0 + Duration::from_secs(9)).is_none());
+    }
+
+    #[test]
+    fn a_newer_run_cancels_the_older_and_only_the_newest_result_stands() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(DELAY);
+        d.trigger(t0);
+        let first = d.start_if_due(t0 + DELAY).unwrap();
+        d.trigger(t0 + DELAY);
+        let second = d.start_if_due(t0 + DELAY * 2).unwrap();
+        assert!(first.cancel.is_cancelled());
+        assert!(!second.cancel.is_cancelled());
+        assert!(!d.finish(first.generation));
+        assert!(d.finish(second.generation));
+    }
+
+    #[test]
+    fn stop_cancels_the_running_run_and_the_pending_one() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(DELAY);
+        d.trigger(t0);
+        let run = d.start_if_due(t0 + DELAY).unwrap();
+        d.trigger(t0 + DELAY);
+        d.stop();
+        assert!(run.cancel.is_cancelled());
+        assert!(d.deadline().is_none());
+    }
+}

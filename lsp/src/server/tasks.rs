@@ -1,0 +1,510 @@
+//! The slow work, each piece in its own task so that no request waits on it:
+//! sensing, repair searches, apply checks and previews. Tasks report back to
+//! the document-state actor with a [`Msg`]; they never touch its state.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ropey::Rope;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio_util::sync::CancellationToken;
+use tower_lsp_server::Client;
+use tower_lsp_server::ls_types::notification::Progress as ProgressNotification;
+use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
+use tower_lsp_server::ls_types::{
+    ApplyWorkspaceEditParams, MessageType, ProgressParams, ProgressParamsValue, ProgressToken,
+    ShowDocumentParams, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressEnd,
+    WorkDoneProgressReport, WorkspaceEdit,
+};
+use trellis_engine::api::{
+    Engine, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
+};
+use trellis_engine::diagnostic::RelPath;
+use trellis_engine::digest::Digest;
+
+use super::actor::Msg;
+use super::capabilities::ClientFacts;
+use super::diagnostics::{Publication, publication};
+use super::document::Document;
+use super::paths::WorkspacePaths;
+use super::preview::{PREVIEW_DIR, preview_file_name, unified_diff};
+use super::workspace_edit::{CurrentFile, EditShape, build_workspace_edit};
+
+/// What every task may use; fixed at `initialize`.
+pub struct Shared {
+    pub engine: Arc<Engine>,
+    pub client: Client,
+    pub facts: ClientFacts,
+    pub paths: WorkspacePaths,
+}
+
+/// How long a request may spend computing the view's root before it gives
+/// up (and, failing closed, offers no Apply).
+pub const ROOT_BUDGET: Duration = Duration::from_millis(400);
+
+type Outgoing = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Sends the actor's notifications to the client in the order they were
+/// produced, so the actor never waits on the client's pipe.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: UnboundedSender<Outgoing>,
+}
+
+impl Outbox {
+    pub fn start() -> Outbox {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
+        tokio::spawn(async move {
+            while let Some(send) = rx.recv().await {
+                send.await;
+            }
+        });
+        Outbox { tx }
+    }
+
+    pub fn send(&self, send: impl Future<Output = ()> + Send + 'static) {
+        // The receiver lives as long as the runtime; after that nobody listens.
+        let _ = self.tx.send(Box::pin(send));
+    }
+}
+
+/// Runs the sensors on `view` and converts what they found for publication.
+pub async fn sense(
+    shared: Arc<Shared>,
+    view: View,
+    generation: u64,
+    cancel: CancellationToken,
+    tx: UnboundedSender<Msg>,
+) {
+    let outcome = match shared.engine.check(&view, &NoProgress, cancel).await {
+        Ok(report) => {
+            let shared = shared.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut text_of = |rel: &str| view_text(&shared.paths, &view, rel);
+                let files = publication(
+                    &report,
+                    &shared.paths,
+                    shared.facts.encoding,
+                    shared.facts.related_information,
+                    &mut text_of,
+                );
+                let clusters = report
+                    .clusters
+                    .iter()
+                    .map(|c| (c.id.clone(), c.title.clone()))
+                    .collect();
+                Sensed { clusters, files }
+            })
+            .await
+            .map_err(|e| format!("converting diagnostics failed: {e}"))
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let _ = tx.send(Msg::Sensed {
+        generation,
+        outcome,
+    });
+}
+
+/// One sensing run's results, ready to publish.
+pub struct Sensed {
+    /// Cluster id → title, dominant first.
+    pub clusters: Vec<(String, String)>,
+    pub files: Publication,
+}
+
+/// A file's text in `view`: the editor's buffer, else the disk.
+pub fn view_text(paths: &WorkspacePaths, view: &View, rel: &str) -> Option<String> {
+    match view.overlay.get(rel) {
+        Some(text) => Some(text.clone()),
+        None => std::fs::read_to_string(paths.absolute(rel)).ok(),
+    }
+}
+
+/// A running repair search, as the actor tracks it.
+#[derive(Clone)]
+pub struct RepairJob {
+    /// `trellis-repair-N`: the job's name and its progress token.
+    pub id: String,
+    pub cluster: String,
+    pub title: String,
+    pub cancel: CancellationToken,
+    /// The view the search started from (kept for previews and branch files).
+    pub view: View,
+}
+
+/// Runs one repair search with work-done progress, then reports to the actor.
+pub async fn repair(shared: Arc<Shared>, job: RepairJob, tx: UnboundedSender<Msg>) {
+    let token = ProgressToken::String(job.id.clone());
+    let progress = shared.facts.work_done_progress
+        && shared
+            .client
+            .create_work_done_progress(token.clone())
+            .await
+            .is_ok();
+    if progress {
+        send_progress(
+            &shared.client,
+            &token,
+            WorkDoneProgress::Begin(WorkDoneProgressBegin {
+                title: format!("Trellis: repairing {}", job.title),
+                cancellable: Some(true),
+                message: None,
+                percentage: Some(0),
+            }),
+        )
+        .await;
+    }
+
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let forward = tokio::spawn(forward_reports(
+        shared.client.clone(),
+        progress.then(|| token.clone()),
+        report_rx,
+    ));
+    let options = RepairOptions {
+        // The workspace's `exploration.max_branches`, as `trellis repair` uses.
+        max_branches: shared.engine.config().exploration.max_branches,
+        target_cluster: Some(job.cluster.clone()),
+    };
+    let result = {
+        let sink = ChannelProgress(report_tx);
+        shared
+            .engine
+            .repair(&job.view, &options, &sink, job.cancel.clone())
+            .await
+    };
+    // The sink is gone, so the forwarder drains what is left and stops.
+    let _ = forward.await;
+
+    if progress {
+        let message = match &result {
+            Ok(outcome) => describe_status(outcome.status).to_owned(),
+            Err(e) => format!("failed: {e}"),
+        };
+        send_progress(
+            &shared.client,
+            &token,
+            WorkDoneProgress::End(WorkDoneProgressEnd {
+                message: Some(message),
+            }),
+        )
+        .await;
+    }
+    let _ = tx.send(Msg::RepairDone {
+        job: job.id.clone(),
+        outcome: result.map(Box::new).map_err(|e| e.to_string()),
+    });
+}
+
+/// A few words for a repair's final status.
+pub fn describe_status(status: RepairStatus) -> &'static str {
+    match status {
+        RepairStatus::AlreadyClean => "nothing to repair: the workspace already passes",
+        RepairStatus::HardPass => "verified repair ready",
+        RepairStatus::ResidualsRemain => "progress made, but residuals remain",
+        RepairStatus::NoEligibleCandidate => "no candidate passed the gate",
+        RepairStatus::BoundReached => "the decision bound was reached",
+        RepairStatus::Cancelled => "cancelled",
+    }
+}
+
+/// Branches opened across a repair's steps.
+pub fn branch_count(outcome: &RepairOutcome) -> usize {
+    outcome.steps.iter().map(|step| step.branches.len()).sum()
+}
+
+/// The engine's progress callback is synchronous; it only enqueues.
+struct ChannelProgress(UnboundedSender<(String, Option<u32>)>);
+
+impl Progress for ChannelProgress {
+    fn report(&self, message: &str, percent: Option<u32>) {
+        let _ = self.0.send((message.to_owned(), percent));
+    }
+}
+
+/// Forwards engine progress as `$/progress` reports, coalescing bursts to
+/// the newest one so a chatty search cannot flood the client.
+async fn forward_reports(
+    client: Client,
+    token: Option<ProgressToken>,
+    mut reports: UnboundedReceiver<(String, Option<u32>)>,
+) {
+    while let Some(mut latest) = reports.recv().await {
+        while let Ok(newer) = reports.try_recv() {
+            latest = newer;
+        }
+        if let Some(token) = &token {
+            let (message, percentage) = latest;
+            send_progress(
+                &client,
+                token,
+                WorkDoneProgress::Report(WorkDoneProgressReport {
+                    cancellable: Some(true),
+                    message: Some(message),
+                    percentage: percentage.map(|p| p.min(100)),
+                }),
+            )
+            .await;
+        }
+    }
+}
+
+async fn send_progress(client: &Client, token: &ProgressToken, value: WorkDoneProgress) {
+    client
+        .send_notification::<ProgressNotification>(ProgressParams {
+            token: token.clone(),
+            value: ProgressParamsValue::WorkDone(value),
+        })
+        .await;
+}
+
+/// An apply attempt, captured by the actor at one instant: the view, and
+/// the open documents among the paths the repair changes.
+pub struct ApplyRequest {
+    pub outcome: Arc<RepairOutcome>,
+    pub view: View,
+    pub open: BTreeMap<RelPath, Document>,
+}
+
+/// Why an apply cannot go ahead.
+pub enum Refusal {
+    /// The view's root is no longer the repair's start root.
+    Stale {
+        found: Digest,
+    },
+    Failed(String),
+}
+
+/// The view's root, computed off the async threads, within [`ROOT_BUDGET`].
+pub async fn view_root(engine: &Arc<Engine>, view: View) -> Result<Digest, String> {
+    let engine = engine.clone();
+    let compute = tokio::task::spawn_blocking(move || engine.view_root(&view));
+    match tokio::time::timeout(ROOT_BUDGET, compute).await {
+        Ok(Ok(root)) => root.map_err(|e| e.to_string()),
+        Ok(Err(join)) => Err(format!("computing the view's root failed: {join}")),
+        Err(_) => Err(format!(
+            "computing the view's root took longer than {} ms",
+            ROOT_BUDGET.as_millis()
+        )),
+    }
+}
+
+/// Checks that the request's view still has the repair's start root, then
+/// builds the edit against the editor's current documents.
+pub async fn prepare_apply(
+    shared: &Arc<Shared>,
+    request: ApplyRequest,
+) -> Result<WorkspaceEdit, Refusal> {
+    let root = view_root(&shared.engine, request.view.clone())
+        .await
+        .map_err(Refusal::Failed)?;
+    if root != request.outcome.start_root {
+        return Err(Refusal::Stale { found: root });
+    }
+    let shared = shared.clone();
+    tokio::task::spawn_blocking(move || {
+        let outcome = &request.outcome;
+        let shape = EditShape {
+            encoding: shared.facts.encoding,
+            document_changes: shared.facts.document_changes,
+            file_operations: shared.facts.file_operations,
+            confirmation: shared.facts.change_annotations.then(|| {
+                (
+                    "Trellis verified repair".to_owned(),
+                    format!("{} (repair {})", outcome.summary, outcome.repair_id),
+                )
+            }),
+        };
+        let mut current = |rel: &str| current_file(&shared.paths, &request.open, rel);
+        build_workspace_edit(&outcome.changes, &mut current, &shape).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| Refusal::Failed(format!("building the edit failed: {e}")))?
+    .map_err(Refusal::Failed)
+}
+
+fn current_file(
+    paths: &WorkspacePaths,
+    open: &BTreeMap<RelPath, Document>,
+    rel: &str,
+) -> Option<CurrentFile> {
+    if let Some(doc) = open.get(rel) {
+        return Some(CurrentFile {
+            uri: doc.uri.clone(),
+            version: Some(doc.version),
+            text: Some(doc.text.clone()),
+        });
+    }
+    Some(CurrentFile {
+        uri: paths.uri_of(rel)?,
+        version: None,
+        text: std::fs::read_to_string(paths.absolute(rel))
+            .ok()
+            .map(|t| Rope::from_str(&t)),
+    })
+}
+
+/// Tells the user the apply was refused and ledgers the refusal.
+pub async fn refuse_stale(shared: &Arc<Shared>, outcome: Arc<RepairOutcome>, found: Digest) {
+    let engine = shared.engine.clone();
+    let ledgered = {
+        let outcome = outcome.clone();
+        tokio::task::spawn_blocking(move || engine.record_stale_refusal(&outcome, found)).await
+    };
+    let failure = match ledgered {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
+    if let Some(e) = failure {
+        tracing::error!(
+            "ledgering the stale refusal of {} failed: {e}",
+            outcome.repair_id
+        );
+    }
+    shared
+        .client
+        .show_message(
+            MessageType::ERROR,
+            format!(
+                "Trellis refused to apply verified repair {}: the workspace changed since the repair started. Nothing was applied; run Repair again.",
+                outcome.repair_id
+            ),
+        )
+        .await;
+}
+
+/// The `trellis.repair.apply` command: check, then `workspace/applyEdit`.
+pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSender<Msg>) {
+    let outcome = request.outcome.clone();
+    match prepare_apply(&shared, request).await {
+        Ok(edit) => {
+            let params = ApplyWorkspaceEditParams {
+                label: Some(format!("Trellis: {}", outcome.summary)),
+                edit,
+            };
+            match shared
+                .client
+                .send_request::<ApplyWorkspaceEdit>(params)
+                .await
+            {
+                // Whatever the editor says, the document state that follows
+                // decides whether the repair landed (the actor looks again).
+                Ok(response) if response.applied => tracing::info!(
+                    "the editor reports verified repair {} applied",
+                    outcome.repair_id
+                ),
+                Ok(response) => {
+                    let reason = response.failure_reason.unwrap_or_default();
+                    shared
+                        .client
+                        .show_message(
+                            MessageType::WARNING,
+                            format!(
+                                "The editor did not apply verified repair {}. {reason}",
+                                outcome.repair_id
+                            ),
+                        )
+                        .await;
+                }
+                Err(e) => {
+                    shared
+                        .client
+                        .show_message(
+                            MessageType::ERROR,
+                            format!("Sending verified repair {} failed: {e}", outcome.repair_id),
+                        )
+                        .await;
+                }
+            }
+            let _ = tx.send(Msg::ViewMayHaveChanged);
+        }
+        Err(Refusal::Stale { found }) => refuse_stale(&shared, outcome, found).await,
+        Err(Refusal::Failed(message)) => {
+            shared
+                .client
+                .show_message(
+                    MessageType::ERROR,
+                    format!(
+                        "Trellis could not apply verified repair {}: {message}",
+                        outcome.repair_id
+                    ),
+                )
+                .await;
+        }
+    }
+}
+
+/// The `trellis.repair.preview` command: write the diff, then show it.
+pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_view: View) {
+    let written = {
+        let paths = shared.paths.clone();
+        let outcome = outcome.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut old_text = |rel: &str| view_text(&paths, &start_view, rel);
+            let diff = unified_diff(
+                &outcome.repair_id,
+                &outcome.summary,
+                &outcome.changes,
+                &mut old_text,
+            );
+            let dir = paths.absolute(PREVIEW_DIR);
+            let file = dir.join(preview_file_name(&outcome.repair_id));
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&file, diff))
+                .map(|()| file.clone())
+                .map_err(|e| format!("{}: {e}", file.display()))
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+    };
+    let file = match written {
+        Ok(file) => file,
+        Err(e) => {
+            shared
+                .client
+                .show_message(
+                    MessageType::ERROR,
+                    format!("Trellis could not write the preview: {e}"),
+                )
+                .await;
+            return;
+        }
+    };
+    let uri = Uri::from_file_path(&file);
+    if shared.facts.show_document
+        && let Some(uri) = uri
+    {
+        let shown = shared
+            .client
+            .show_document(ShowDocumentParams {
+                uri,
+                external: Some(false),
+                take_focus: Some(true),
+                selection: None,
+            })
+            .await;
+        if shown == Ok(true) {
+            return;
+        }
+    }
+    let shown_path = shared
+        .paths
+        .rel_of_path(&file)
+        .unwrap_or_else(|| file.display().to_string());
+    shared
+        .client
+        .show_message(
+            MessageType::INFO,
+            format!(
+                "Trellis: the preview of verified repair {} ({}) is in {shown_path}",
+                outcome.repair_id, outcome.summary
+            ),
+        )
+        .await;
+}

@@ -1,0 +1,560 @@
+//! The editor's repair loop end to end, through the built `trellis lsp`
+//! binary and real cargo: diagnostics → Repair → verified result → Apply →
+//! the file is fixed and its tests pass; and an Apply after a later edit is
+//! refused with the file untouched.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use support::{
+    CARGO_TOML, Client, Encoding, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT,
+    cargo_test_passes, helix_capabilities, ledger_replay, neovim_capabilities, offset_of,
+    vscode_capabilities, write_crate,
+};
+
+const LIB: &str = "src/lib.rs";
+
+fn broken_crate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_crate(
+        dir.path(),
+        &[("Cargo.toml", CARGO_TOML), (LIB, MISSING_MUT_LIB)],
+    );
+    dir
+}
+
+fn title(action: &Value) -> &str {
+    action["title"].as_str().unwrap_or_default()
+}
+
+/// Opens the crate's lib, waits for the missing-`mut` diagnostic, and returns it.
+fn missing_mut_diagnostic(client: &mut Client) -> Value {
+    client.open(LIB);
+    let diagnostics = client.wait_for_diagnostics(0, LIB, true);
+    let diagnostic = diagnostics
+        .iter()
+        .find(|d| d["code"] == "E0384")
+        .unwrap_or_else(|| panic!("no E0384 among {diagnostics:#?}"))
+        .clone();
+    assert_eq!(diagnostic["source"], "trellis");
+    assert!(diagnostic["data"]["cluster"].is_string(), "{diagnostic}");
+    diagnostic
+}
+
+/// Asks for code actions on the diagnostic and starts its Repair; returns
+/// the index of the first notification after the start.
+fn start_repair(client: &mut Client, diagnostic: &Value) -> usize {
+    let cluster = diagnostic["data"]["cluster"].clone();
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(diagnostic));
+    let repair = actions
+        .iter()
+        .find(|a| title(a).starts_with("Repair: "))
+        .unwrap_or_else(|| panic!("no Repair action among {actions:#?}"));
+    assert_eq!(repair["kind"], "quickfix");
+    assert_eq!(repair["command"]["command"], "trellis.repair.start");
+    assert_eq!(
+        repair["command"]["arguments"],
+        json!([{ "cluster": cluster }])
+    );
+
+    let from = client.notifications.len();
+    let started = client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.start", "arguments": repair["command"]["arguments"] }),
+    );
+    assert_eq!(started, Value::Null);
+    let running = client.wait_for(from, REQUEST_TIMEOUT, "the search to start", |n| {
+        n["method"] == "trellis/searchStatus" && n["params"]["status"] == "running"
+    });
+    assert_eq!(running["params"]["cluster"], cluster);
+    from
+}
+
+/// The `trellis/searchStatus` that ends the search started at `from`.
+fn search_end(client: &mut Client, from: usize) -> Value {
+    client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
+        n["method"] == "trellis/searchStatus"
+            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
+    })
+}
+
+/// Runs the diagnostic's Repair and waits for a verified result; returns
+/// the repair id.
+fn repair(client: &mut Client, diagnostic: &Value) -> String {
+    let from = start_repair(client, diagnostic);
+    let ended = search_end(client, from);
+    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
+    assert!(ended["params"]["steps"].as_u64().unwrap() >= 1, "{ended}");
+    ended["params"]["repair_id"].as_str().unwrap().to_owned()
+}
+
+fn apply_action(actions: &[Value]) -> Option<&Value> {
+    actions
+        .iter()
+        .find(|a| title(a).starts_with("Apply verified repair: "))
+}
+
+/// Waits until the server saw the editor's documents reach the repair's
+/// final state and ledgered the promotion.
+fn wait_for_promotion(client: &mut Client, from: usize, repair_id: &str) {
+    client.wait_for(
+        from,
+        REQUEST_TIMEOUT,
+        "the promotion to be confirmed",
+        |n| {
+            n["method"] == "trellis/searchStatus"
+                && n["params"]["status"] == "applied"
+                && n["params"]["repair_id"] == repair_id
+        },
+    );
+}
+
+fn assert_fixed(root: &Path) {
+    let text = std::fs::read_to_string(root.join(LIB)).unwrap();
+    assert!(text.contains("let mut n = 0;"), "{text}");
+    assert!(
+        cargo_test_passes(root),
+        "cargo test fails in the repaired crate"
+    );
+}
+
+#[test]
+fn vscode_profile_repairs_previews_and_applies_through_resolve() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let requests_before = client.server_requests.len();
+    let repair_id = repair(&mut client, &diagnostic);
+
+    // Progress was created (the client advertises it) and ran begin → end.
+    let create = client.server_requests[requests_before..]
+        .iter()
+        .find(|r| r["method"] == "window/workDoneProgress/create")
+        .expect("a progress token was created");
+    let token = create["params"]["token"].clone();
+    let kinds: Vec<&str> = client
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "$/progress" && n["params"]["token"] == token)
+        .map(|n| n["params"]["value"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"begin"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"end"), "{kinds:?}");
+
+    // The branch's version of the file, for the client's diff view.
+    let branch = client.request(
+        "trellis/branchFile",
+        json!({ "repair_id": repair_id, "path": LIB }),
+    );
+    assert_eq!(branch["change"], "modify");
+    assert!(branch["text"].as_str().unwrap().contains("let mut n = 0;"));
+
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let preview = actions
+        .iter()
+        .find(|a| title(a).starts_with("Preview verified repair: "))
+        .unwrap_or_else(|| panic!("no Preview among {actions:#?}"));
+    let requests_before = client.server_requests.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.preview", "arguments": preview["command"]["arguments"] }),
+    );
+    let shown = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "window/showDocument");
+    let shown_uri = shown["params"]["uri"].as_str().unwrap();
+    assert!(
+        shown_uri.ends_with(&format!(".trellis/previews/{repair_id}.diff")),
+        "{shown_uri}"
+    );
+    let diff = std::fs::read_to_string(
+        dir.path()
+            .join(".trellis/previews")
+            .join(format!("{repair_id}.diff")),
+    )
+    .unwrap();
+    assert!(
+        diff.contains("--- a/src/lib.rs") && diff.contains("+    let mut n = 0;"),
+        "{diff}"
+    );
+
+    // Apply is resolved lazily: the listed action carries data, not the edit.
+    let apply = apply_action(&actions).unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
+    assert!(apply.get("edit").is_none(), "{apply}");
+    let resolved = client.request("codeAction/resolve", apply.clone());
+    let edit = &resolved["edit"];
+    let doc_edit = &edit["documentChanges"][0];
+    assert_eq!(doc_edit["textDocument"]["uri"], client.uri(LIB).as_str());
+    assert_eq!(doc_edit["textDocument"]["version"], 1);
+    let annotation = doc_edit["edits"][0]["annotationId"].as_str().unwrap();
+    assert_eq!(
+        edit["changeAnnotations"][annotation]["needsConfirmation"],
+        true
+    );
+
+    let from = client.notifications.len();
+    client.apply_workspace_edit(edit);
+    client.save(LIB);
+    wait_for_promotion(&mut client, from, &repair_id);
+    assert_fixed(dir.path());
+    // The save re-senses; the fixed file's diagnostics are cleared.
+    client.wait_for_diagnostics(from, LIB, false);
+    let ledger = ledger_replay(dir.path());
+    let promotion = ledger["promotions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["repair_id"] == repair_id.as_str())
+        .unwrap_or_else(|| panic!("the promotion is not ledgered: {ledger:#}"));
+    assert_eq!(promotion["files"], json!([LIB]), "{promotion}");
+
+    // Once applied, the repair is no longer offered.
+    let after = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    assert!(apply_action(&after).is_none(), "{after:#?}");
+    client.shutdown();
+}
+
+#[test]
+fn helix_profile_gets_inline_edits_in_utf8_and_applies_through_the_command() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), helix_capabilities(), None);
+    assert_eq!(client.encoding, Encoding::Utf8);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let first = repair(&mut client, &diagnostic);
+    // A second search of the same cluster supersedes the first: one Apply.
+    let repair_id = repair(&mut client, &diagnostic);
+    assert_ne!(first, repair_id);
+
+    // Helix applies code-action edits itself: the edit is inline, and
+    // without change-annotation support it carries no annotation.
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let applies: Vec<&Value> = actions
+        .iter()
+        .filter(|a| title(a).starts_with("Apply verified repair: "))
+        .collect();
+    assert_eq!(applies.len(), 1, "{actions:#?}");
+    let apply = applies[0];
+    let previews: Vec<&Value> = actions
+        .iter()
+        .filter(|a| title(a).starts_with("Preview verified repair: "))
+        .collect();
+    assert_eq!(previews.len(), 1, "{actions:#?}");
+    assert_eq!(
+        previews[0]["command"]["arguments"][0]["repair_id"],
+        repair_id.as_str()
+    );
+    let doc_edit = &apply["edit"]["documentChanges"][0];
+    assert_eq!(doc_edit["textDocument"]["version"], 1);
+    assert!(
+        doc_edit["edits"][0].get("annotationId").is_none(),
+        "{apply}"
+    );
+    assert!(apply["edit"].get("changeAnnotations").is_none(), "{apply}");
+
+    // Without showDocument, Preview names the file in a message.
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.preview", "arguments": [{ "repair_id": repair_id }] }),
+    );
+    let message = client.wait_for(from, REQUEST_TIMEOUT, "the preview message", |n| {
+        n["method"] == "window/showMessage"
+            && n["params"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(".trellis/previews/")
+    });
+    assert!(
+        message["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&repair_id)
+    );
+
+    // The command path: the server checks the view, then sends applyEdit.
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    let result = client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.apply", "arguments": [{ "repair_id": repair_id }] }),
+    );
+    assert_eq!(result, Value::Null);
+    let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
+    assert!(sent["params"]["edit"].get("changeAnnotations").is_none());
+    client.save(LIB);
+    wait_for_promotion(&mut client, from, &repair_id);
+    assert_fixed(dir.path());
+    client.shutdown();
+}
+
+#[test]
+fn an_apply_after_a_later_edit_is_refused_and_the_file_is_untouched() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let repair_id = repair(&mut client, &diagnostic);
+
+    // The user types after the repair started (a comment at the end of line 0).
+    let end_of_line = json!({ "line": 0, "character": 999 });
+    client.edit(
+        LIB,
+        json!({ "start": end_of_line, "end": end_of_line }),
+        " (edited)",
+    );
+    let buffer = client.docs[&client.uri(LIB)].text.clone();
+
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    assert!(
+        apply_action(&actions).is_none(),
+        "Apply is still offered: {actions:#?}"
+    );
+
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.apply", "arguments": [{ "repair_id": repair_id }] }),
+    );
+    let refusal = client.wait_for(from, REQUEST_TIMEOUT, "the refusal", |n| {
+        n["method"] == "window/showMessage" && n["params"]["type"] == 1
+    });
+    let text = refusal["params"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("refused") && text.contains(&repair_id),
+        "{text}"
+    );
+    client.pump(std::time::Duration::from_millis(500));
+    assert!(
+        !client.server_requests[requests_before..]
+            .iter()
+            .any(|r| r["method"] == "workspace/applyEdit"),
+        "an edit was sent despite the refusal"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(LIB)).unwrap(),
+        MISSING_MUT_LIB
+    );
+    assert_eq!(
+        client.docs[&client.uri(LIB)].text,
+        buffer,
+        "the user's edit is kept"
+    );
+    let ledger = ledger_replay(dir.path());
+    let refusals = ledger["refusals"].as_array().unwrap();
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r["repair_id"] == repair_id.as_str()),
+        "the stale refusal is not ledgered: {ledger:#}"
+    );
+    assert!(
+        ledger["promotions"].as_array().unwrap().is_empty(),
+        "{ledger:#}"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn diagnostic_positions_follow_the_negotiated_encoding() {
+    let dir = broken_crate();
+    let mut starts = Vec::new();
+    for capabilities in [helix_capabilities(), vscode_capabilities()] {
+        let (mut client, _) = Client::start(dir.path(), capabilities, None);
+        let diagnostic = missing_mut_diagnostic(&mut client);
+        // The site follows `𝕏é中` on its line: the columns differ by encoding,
+        // yet each lands on the same bytes.
+        let at = offset_of(
+            MISSING_MUT_LIB,
+            &diagnostic["range"]["start"],
+            client.encoding,
+        );
+        assert!(
+            MISSING_MUT_LIB[at..].starts_with("n += 1"),
+            "{:?} at {at}",
+            client.encoding
+        );
+        starts.push(diagnostic["range"]["start"]["character"].as_u64().unwrap());
+
+        // A client that drops `data` still gets Repair, by range.
+        let mut bare = diagnostic.clone();
+        bare.as_object_mut().unwrap().remove("data");
+        let actions = client.code_actions(LIB, &diagnostic["range"], &[bare]);
+        assert!(
+            actions.iter().any(|a| title(a).starts_with("Repair: ")),
+            "{actions:#?}"
+        );
+        client.shutdown();
+    }
+    assert_ne!(
+        starts[0], starts[1],
+        "UTF-8 and UTF-16 columns should differ here"
+    );
+}
+
+#[test]
+fn neovim_profile_applies_from_the_message_buttons_without_annotations() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), neovim_capabilities(), None);
+    client.message_choice = Some("Apply".into());
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    let repair_id = repair(&mut client, &diagnostic);
+
+    // The end of the search offers Preview and Apply as buttons; the user
+    // clicks Apply and the server sends the edit, checked against the view.
+    let told = client.wait_for(from, REQUEST_TIMEOUT, "the end message", |n| {
+        n["method"] == "window/showMessage"
+            && n["params"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("verified repair")
+    });
+    assert!(
+        told["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&repair_id),
+        "{told}"
+    );
+    let asked = client.wait_for_request(
+        requests_before,
+        REQUEST_TIMEOUT,
+        "window/showMessageRequest",
+    );
+    let buttons: Vec<&str> = asked["params"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(buttons, ["Preview", "Apply"]);
+    let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
+    // Without `documentChanges` support the edit is a plain `changes` map.
+    assert!(sent["params"]["edit"]["changes"].is_object(), "{sent}");
+    assert!(
+        sent["params"]["edit"].get("changeAnnotations").is_none(),
+        "{sent}"
+    );
+    client.save(LIB);
+    wait_for_promotion(&mut client, from, &repair_id);
+    assert_fixed(dir.path());
+    client.shutdown();
+}
+
+#[test]
+fn a_running_repair_is_cancelled_through_its_progress_token() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let requests_before = client.server_requests.len();
+    let from = start_repair(&mut client, &diagnostic);
+    let create = client.wait_for_request(
+        requests_before,
+        REQUEST_TIMEOUT,
+        "window/workDoneProgress/create",
+    );
+
+    // A Cancel action replaces Repair while the search runs.
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    assert!(
+        actions
+            .iter()
+            .any(|a| title(a).starts_with("Cancel repair: ")),
+        "{actions:#?}"
+    );
+    assert!(
+        !actions.iter().any(|a| title(a).starts_with("Repair: ")),
+        "{actions:#?}"
+    );
+
+    client.notify(
+        "window/workDoneProgress/cancel",
+        json!({ "token": create["params"]["token"] }),
+    );
+    let ended = search_end(&mut client, from);
+    assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(LIB)).unwrap(),
+        MISSING_MUT_LIB
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_minimal_client_gets_commands_and_no_progress_tokens() {
+    let dir = broken_crate();
+    // No code-action literals, no progress, no documentChanges.
+    let (mut client, _) = Client::start(dir.path(), json!({}), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let repair = actions
+        .iter()
+        .find(|a| title(a).starts_with("Repair: "))
+        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
+    // A bare Command: its `command` field is the command name itself.
+    assert_eq!(repair["command"], "trellis.repair.start", "{repair}");
+
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.start", "arguments": repair["arguments"] }),
+    );
+    let ended = search_end(&mut client, from);
+    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
+    let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
+    assert!(
+        !client
+            .server_requests
+            .iter()
+            .any(|r| r["method"] == "window/workDoneProgress/create"),
+        "a progress token was created for a client that did not advertise progress"
+    );
+    assert!(
+        !client
+            .notifications
+            .iter()
+            .any(|n| n["method"] == "$/progress")
+    );
+
+    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let apply = apply_action(&actions).unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
+    assert_eq!(apply["command"], "trellis.repair.apply", "{apply}");
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.apply", "arguments": apply["arguments"] }),
+    );
+    let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
+    assert!(sent["params"]["edit"]["changes"].is_object(), "{sent}");
+    client.save(LIB);
+    wait_for_promotion(&mut client, from, &repair_id);
+    assert_fixed(dir.path());
+    client.shutdown();
+}
+
+#[test]
+fn unsaved_buffers_are_sensed_and_fixed_files_get_an_empty_diagnostic_list() {
+    let dir = broken_crate();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+    let diagnostic = missing_mut_diagnostic(&mut client);
+
+    // Fix the buffer without saving, then open another file: sensing runs
+    // on the view (disk overlaid with the buffer), not on the disk alone.
+    let at = diagnostic["range"]["start"]["line"].as_u64().unwrap();
+    let line = MISSING_MUT_LIB.lines().nth(at as usize).unwrap();
+    let col = line.find("let n").unwrap() + "let ".len();
+    assert!(line[..col].is_ascii());
+    let here = json!({ "line": at, "character": col });
+    client.edit(LIB, json!({ "start": here, "end": here }), "mut ");
+    let from = client.notifications.len();
+    client.open("Cargo.toml");
+    client.wait_for_diagnostics(from, LIB, false);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(LIB)).unwrap(),
+        MISSING_MUT_LIB,
+        "nothing was written to disk"
+    );
+    client.shutdown();
+}
