@@ -432,9 +432,20 @@ impl Engine {
             written.map_err(io)?;
         }
         let after = self.snapshot(&Overlay::default())?;
+        self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli)
+    }
+
+    /// Ledgers (durably) that `outcome` moved the user's files from `before` to `after`.
+    fn ledger_promotion(
+        &self,
+        outcome: &RepairOutcome,
+        before: Digest,
+        after: Digest,
+        via: PromotionRoute,
+    ) -> Result<Promotion, EngineError> {
         let promotion = Promotion {
-            root_before: current.root,
-            root_after: after.root,
+            root_before: before,
+            root_after: after,
             files: outcome
                 .changes
                 .iter()
@@ -442,11 +453,7 @@ impl Engine {
                 .collect(),
         };
         self.ledger
-            .append(&records::promoted(
-                &outcome.repair_id,
-                &promotion,
-                PromotionRoute::Cli,
-            ))
+            .append(&records::promoted(&outcome.repair_id, &promotion, via))
             .map_err(io)?;
         Ok(promotion)
     }
@@ -464,22 +471,12 @@ impl Engine {
                 found: observed_root,
             });
         }
-        let promotion = Promotion {
-            root_before: outcome.start_root,
-            root_after: observed_root,
-            files: outcome
-                .changes
-                .iter()
-                .map(|c| c.path().to_owned())
-                .collect(),
-        };
-        self.ledger
-            .append(&records::promoted(
-                &outcome.repair_id,
-                &promotion,
-                PromotionRoute::Editor,
-            ))
-            .map_err(io)?;
+        self.ledger_promotion(
+            outcome,
+            outcome.start_root,
+            observed_root,
+            PromotionRoute::Editor,
+        )?;
         Ok(())
     }
 
