@@ -73,6 +73,13 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Show the last search: its branches, remaining limits and no-goods.
+    Status {
+        /// The workspace root (default: the current directory).
+        path: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Inspect the decision ledger in `.trellis/ledger.db`.
     Ledger {
         #[command(subcommand)]
@@ -126,6 +133,7 @@ fn main() -> ExitCode {
                 cluster,
                 format,
             } => cli::repair::run(path, commit, max_branches.into(), cluster, format).await,
+            Command::Status { path, format } => cli::status::run(path, format),
             Command::Ledger { command } => cli::ledger::run(command),
             Command::Prompts { command } => cli::prompts::run(command),
         }
