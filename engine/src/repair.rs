@@ -1368,3 +1368,146 @@ impl ForestStatus {
         self.branches.iter().filter(|b| b.state == state).count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Resume rules at session start, over real ledgers in temp dirs.
+
+    use super::*;
+    use crate::digest::blob_digest;
+
+    fn opened(forest_id: &str, node: &str, generation: u32, root: Digest) -> SearchEvent {
+        SearchEvent::SearchOpened {
+            forest_id: forest_id.into(),
+            branch_id: String::new(),
+            node: node.into(),
+            generation,
+            accepted_root: root,
+            limits: Counters::DEFAULT_LIMITS.to_snapshot(),
+            resumed_from: None,
+        }
+    }
+
+    fn usage(forest_id: &str, actions: u64) -> SearchEvent {
+        let mut usage = Counters::ZERO;
+        usage.actions = actions;
+        usage.verifier_runs = 1;
+        SearchEvent::SearchUsageSnapshot {
+            forest_id: forest_id.into(),
+            branch_id: String::new(),
+            usage: usage.to_snapshot(),
+        }
+    }
+
+    fn ledger_with(events: &[SearchEvent]) -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        for event in events {
+            ledger.append_search(event).unwrap();
+        }
+        (dir, ledger)
+    }
+
+    #[test]
+    fn a_fresh_ledger_starts_generation_zero_of_the_roots_node() {
+        let root = blob_digest(b"x0");
+        let (_dir, ledger) = ledger_with(&[]);
+        let session = Session::begin(&ledger, root).unwrap();
+        assert_eq!(session.node, records::node_id(&root));
+        assert_eq!((session.generation, session.next_forest), (0, 1));
+        assert!(!session.x0_recorded);
+    }
+
+    #[test]
+    fn the_owner_of_an_interrupted_forest_resumes_it_without_refill() {
+        let root = blob_digest(b"x0");
+        let node = records::node_id(&root);
+        let (_dir, ledger) = ledger_with(&[opened("f", &node, 2, root), usage("f", 5)]);
+        let mut session = Session::begin(&ledger, root).unwrap();
+        assert_eq!(
+            session.generation, 2,
+            "the interrupted generation continues"
+        );
+        assert_eq!(session.next_forest, 2, "forest ids stay unique");
+        let binding = ForestBinding {
+            node,
+            generation: 2,
+            accepted_root: root,
+        };
+        let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
+        assert_eq!(seed.resumed_from.as_deref(), Some("f"));
+        assert_eq!(seed.budget.usage().actions, 5);
+    }
+
+    #[test]
+    fn another_root_gets_a_fresh_generation_and_leaves_the_usage_unclaimed() {
+        let root = blob_digest(b"x0");
+        let other = blob_digest(b"edited");
+        let node = records::node_id(&other);
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            usage("f", 5),
+            opened("g", &node, 0, other),
+            SearchEvent::SearchClosed {
+                forest_id: "g".into(),
+                branch_id: String::new(),
+                reason: "committed".into(),
+            },
+        ]);
+        let mut session = Session::begin(&ledger, other).unwrap();
+        assert_eq!(session.generation, 1);
+        let binding = ForestBinding {
+            node,
+            generation: 1,
+            accepted_root: other,
+        };
+        let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
+        assert_eq!(seed.resumed_from, None);
+        assert!(seed.bypass.is_some(), "the bypass is recorded, not silent");
+    }
+
+    #[test]
+    fn two_unclosed_forests_refuse_the_repair_and_name_both() {
+        let root = blob_digest(b"x0");
+        let node = records::node_id(&root);
+        let (_dir, ledger) = ledger_with(&[
+            opened("f-one", &node, 0, root),
+            opened("f-two", &node, 1, root),
+        ]);
+        let Err(err) = Session::begin(&ledger, root) else {
+            panic!("an ambiguous ledger must be refused");
+        };
+        let message = err.to_string();
+        assert!(
+            message.contains("f-one") && message.contains("f-two"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn status_counts_branch_states_remaining_limits_and_no_goods() {
+        let root = blob_digest(b"x0");
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", "n", 0, root),
+            usage("f", 5),
+            records::search_ineligible("f", "b1", "no descent"),
+            SearchEvent::NoGoodRecorded {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                key: blob_digest(b"key"),
+                support_kind: "compiler_code".into(),
+                evidence_digest: blob_digest(b"evidence"),
+            },
+            records::search_closed("f", "no eligible candidate"),
+        ]);
+        let status = SearchStatus::from_rows(&ledger.rows().unwrap());
+        let forest = &status.forests[0];
+        assert_eq!(forest.count("ineligible"), 1);
+        assert_eq!(forest.closed.as_deref(), Some("no eligible candidate"));
+        assert_eq!(
+            forest.remaining["actions"],
+            Counters::DEFAULT_LIMITS.actions - 5
+        );
+        assert_eq!((forest.no_goods, status.no_goods), (1, 1));
+    }
+}
