@@ -425,7 +425,10 @@ enum StepEnd {
     },
     NoEligible,
     Cancelled,
-    BoundReached,
+    /// The gate refused the commit: its decision bound is reached.
+    BoundReached {
+        detail: String,
+    },
 }
 
 /// A measured, eligible branch awaiting selection.
@@ -534,7 +537,14 @@ pub(crate) async fn search(
                 steps.push(step);
                 break RepairStatus::Cancelled;
             }
-            StepEnd::BoundReached => {
+            StepEnd::BoundReached { detail } => {
+                ctx.ledger
+                    .append(&records::refused_bound(
+                        repair_id,
+                        trajectory.bound(),
+                        &detail,
+                    ))
+                    .map_err(io)?;
                 steps.push(step);
                 break RepairStatus::BoundReached;
             }
@@ -787,7 +797,8 @@ async fn run_step(
                 reason: format!("the branch workspace could not be made: {reason}"),
             };
             step.branches.push(report);
-            continue;
+            // Every branch copies the same seed: the next copy would fail too.
+            break;
         }
         if run.forest.is_closed() {
             let _ = std::fs::remove_dir_all(&slot);
@@ -916,15 +927,10 @@ async fn run_step(
     let decision = match run.forest.commit(trajectory) {
         Ok(decision) => decision,
         Err(ForestError::Gate(refusal)) => {
-            ctx.ledger
-                .append(&records::refused_bound(
-                    &session.node,
-                    trajectory.bound(),
-                    &refusal.to_string(),
-                ))
-                .map_err(io)?;
             run.close("decision refused")?;
-            return Ok(StepEnd::BoundReached);
+            return Ok(StepEnd::BoundReached {
+                detail: refusal.to_string(),
+            });
         }
         Err(e) => return Err(forest_error(e)),
     };
