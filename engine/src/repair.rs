@@ -750,10 +750,7 @@ async fn run_step(
         let components = attempt_components(ctx, accepted, strategy, candidate);
         if let Some(key) = session.nogoods.suppresses(&components) {
             // Refused for free (erratum 21): no reservation, no branch.
-            let reason = format!(
-                "exact no-good {} matches this attempt; not tried again",
-                key.short(12)
-            );
+            let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
             run.observe("", &format!("`{}`: {reason}", candidate.label))?;
             report.outcome = BranchOutcome::Ineligible { reason };
             step.branches.push(report);

@@ -535,6 +535,38 @@ fn gate_ac_every_action_in_a_real_ledger_is_reserved_first_and_nothing_follows_c
 }
 
 #[test]
+fn gate_x_a_forest_commits_at_most_once_and_previews_add_no_decisions() {
+    let ws = Workspace::of("two-steps");
+    committed(&ws);
+    let rows = ledger_rows(&ws);
+    let mut commits: BTreeMap<String, usize> = BTreeMap::new();
+    let mut measured = 0;
+    for event in search_events(&rows) {
+        match event {
+            SearchEvent::BranchCommitted { forest_id, .. } => {
+                *commits.entry(forest_id).or_default() += 1
+            }
+            SearchEvent::BranchCandidateMeasured { .. } => measured += 1,
+            _ => {}
+        }
+    }
+    assert!(commits.values().all(|n| *n == 1), "{commits:?}");
+    let decisions = rows
+        .iter()
+        .filter(|r| r.kind == "gate_decision_recorded")
+        .count();
+    assert_eq!(
+        decisions,
+        commits.len(),
+        "one decision per committed forest"
+    );
+    assert!(
+        measured >= decisions,
+        "every branch measured was only previewed"
+    );
+}
+
+#[test]
 fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
     let ws = ambiguous_with_a_mistyped_alternative();
     let before = ws.tree();
