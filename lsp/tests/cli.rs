@@ -567,6 +567,35 @@ fn gate_x_a_forest_commits_at_most_once_and_previews_add_no_decisions() {
 }
 
 #[test]
+fn two_interrupted_searches_are_refused_naming_both_and_nothing_is_written() {
+    let ws = Workspace::of("missing-mut");
+    let before = ws.tree();
+    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
+    for (forest, generation) in [("n0/0/f1", 0), ("n0/1/f1", 1)] {
+        ledger
+            .append_search(&SearchEvent::SearchOpened {
+                forest_id: forest.into(),
+                branch_id: String::new(),
+                node: "n0".into(),
+                generation,
+                accepted_root: trellis_engine::digest::blob_digest(b"elsewhere"),
+                limits: trellis_engine::search::Counters::DEFAULT_LIMITS.to_snapshot(),
+                resumed_from: None,
+            })
+            .unwrap();
+    }
+    drop(ledger);
+    let out = ws.trellis(&["repair", "--commit"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("n0/0/f1") && err.contains("n0/1/f1") && err.contains("ambiguous"),
+        "{err}"
+    );
+    assert_eq!(ws.tree(), before);
+}
+
+#[test]
 fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
     let ws = ambiguous_with_a_mistyped_alternative();
     let before = ws.tree();
