@@ -20,7 +20,7 @@ use crate::digest::Digest;
 use crate::ledger::{Ledger, PromotionRoute};
 use crate::measure::{Measurement, measure};
 use crate::records;
-use crate::repair::{Accepted, Ctx, search};
+use crate::repair::{Accepted, Ctx, Session, search};
 use crate::sensor::cargo::rust_sensors;
 use crate::sensor::{Sensor, StageStatus};
 use crate::slots::Slots;
@@ -331,13 +331,19 @@ impl Engine {
         let _repair = self.repair_lock.lock().await;
         let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
         let repair_id = records::repair_id(&snapshot.root);
-        self.ledger
-            .append(&records::candidate_measured(
-                &repair_id,
-                &format!("{repair_id}/0/x0"),
-                &m0,
-            ))
-            .map_err(io)?;
+        // Folds the ledger first: an ambiguous interrupted search refuses
+        // the repair before anything is recorded for it.
+        let mut session = Session::begin(&self.ledger, snapshot.root)?;
+        if !session.x0_recorded {
+            self.ledger
+                .append(&records::candidate_measured(
+                    &session.node,
+                    session.generation,
+                    &session.x0_id(),
+                    &m0,
+                ))
+                .map_err(io)?;
+        }
         let initial = self.check_report(&m0);
         let start_root = snapshot.root;
         if m0.hard_pass() {
@@ -368,7 +374,7 @@ impl Engine {
             overlay,
             measurement: m0,
         };
-        let result = search(&ctx, &repair_id, start, options).await?;
+        let result = search(&ctx, &mut session, &repair_id, start, options).await?;
         let final_root = result.last.snapshot.root;
         let changes = if final_root == start_root {
             Vec::new()

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::gate::GateParams;
+use crate::search::{Counter, SearchLimits};
 
 /// The file a workspace is configured by.
 pub const WORKSPACE_FILE: &str = "trellis.toml";
@@ -42,6 +43,8 @@ pub struct ExplorationConfig {
     /// Eager-copy reservation limits per branch.
     pub workspace_files: u64,
     pub workspace_bytes: u64,
+    /// Per-forest search limits (`[exploration.limits]`), one per counter.
+    pub limits: SearchLimits,
 }
 
 impl Default for Config {
@@ -62,6 +65,7 @@ impl Default for Config {
                 max_steps: 8,
                 workspace_files: 100_000,
                 workspace_bytes: 2 << 30,
+                limits: SearchLimits::DEFAULT_LIMITS,
             },
         }
     }
@@ -101,6 +105,39 @@ struct ExplorationLayer {
     max_steps: Option<usize>,
     workspace_files: Option<u64>,
     workspace_bytes: Option<u64>,
+    limits: Option<LimitsLayer>,
+}
+
+/// `[exploration.limits]`: one optional value per search counter.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsLayer {
+    actions: Option<u64>,
+    model_turns: Option<u64>,
+    tool_calls: Option<u64>,
+    mutations: Option<u64>,
+    verifier_runs: Option<u64>,
+    tokens: Option<u64>,
+    elapsed_secs: Option<u64>,
+    result_bytes: Option<u64>,
+    workspace_files: Option<u64>,
+    workspace_bytes: Option<u64>,
+}
+
+impl LimitsLayer {
+    fn apply(self, limits: &mut SearchLimits) {
+        let set = |slot: &mut u64, value: Option<u64>| *slot = value.unwrap_or(*slot);
+        set(&mut limits.actions, self.actions);
+        set(&mut limits.model_turns, self.model_turns);
+        set(&mut limits.tool_calls, self.tool_calls);
+        set(&mut limits.mutations, self.mutations);
+        set(&mut limits.verifier_runs, self.verifier_runs);
+        set(&mut limits.tokens, self.tokens);
+        set(&mut limits.elapsed_secs, self.elapsed_secs);
+        set(&mut limits.result_bytes, self.result_bytes);
+        set(&mut limits.workspace_files, self.workspace_files);
+        set(&mut limits.workspace_bytes, self.workspace_bytes);
+    }
 }
 
 /// A configuration problem, naming where it came from.
@@ -199,6 +236,9 @@ impl Config {
             e.max_steps = s.max_steps.unwrap_or(e.max_steps);
             e.workspace_files = s.workspace_files.unwrap_or(e.workspace_files);
             e.workspace_bytes = s.workspace_bytes.unwrap_or(e.workspace_bytes);
+            if let Some(limits) = s.limits {
+                limits.apply(&mut e.limits);
+            }
         }
         Ok(())
     }
@@ -228,6 +268,13 @@ impl Config {
         }
         if e.workspace_files == 0 || e.workspace_bytes == 0 {
             return Err("`exploration.workspace_files` and `exploration.workspace_bytes` must be at least 1".into());
+        }
+        // A zero limit would close every forest before its first action.
+        if let Some(counter) = Counter::ALL.into_iter().find(|c| e.limits.get(*c) == 0) {
+            return Err(format!(
+                "`exploration.limits.{}` must be at least 1",
+                counter.name()
+            ));
         }
         for stage in &self.stages.required {
             if !KNOWN_STAGES.contains(&stage.as_str()) {
@@ -279,6 +326,23 @@ mod tests {
         assert!(err.message.contains("exploration.max_branches"), "{err}");
         let err = load_with("[stages]\nrequired = [\"lint\"]\n").unwrap_err();
         assert!(err.message.contains("unknown stage `lint`"), "{err}");
+    }
+
+    #[test]
+    fn per_limit_values_are_read_and_a_bad_one_names_its_key() {
+        let c = load_with("[exploration.limits]\nverifier_runs = 5\n").unwrap();
+        assert_eq!(c.exploration.limits.verifier_runs, 5);
+        assert_eq!(
+            c.exploration.limits.actions,
+            SearchLimits::DEFAULT_LIMITS.actions
+        );
+        let err = load_with("[exploration.limits]\nverifier_runs = 0\n").unwrap_err();
+        assert!(
+            err.message.contains("exploration.limits.verifier_runs"),
+            "{err}"
+        );
+        let err = load_with("[exploration.limits]\nbranches = 2\n").unwrap_err();
+        assert!(err.message.contains("branches"), "{err}");
     }
 
     #[test]

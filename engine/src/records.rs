@@ -13,7 +13,7 @@ use crate::ledger::{
     StageOutcome,
 };
 use crate::measure::Measurement;
-use crate::propose::Candidate;
+use crate::search::{NoGood, SearchBranch, SearchForest};
 use crate::sensor::{Sensor, StageStatus};
 use crate::snapshot::{Overlay, Snapshot};
 
@@ -69,10 +69,22 @@ fn status_name(status: &StageStatus) -> &'static str {
     }
 }
 
-pub fn candidate_measured(repair_id: &str, candidate_id: &str, m: &Measurement) -> LedgerEvent {
+/// The node of a repair that starts at `start_root`: `n` and 12 hex digits
+/// of the root. Stable across a crash, so a resumed repair finds the
+/// interrupted forest it owns; attempts on one root differ by generation.
+pub fn node_id(start_root: &Digest) -> String {
+    format!("n{}", start_root.short(12))
+}
+
+pub fn candidate_measured(
+    node: &str,
+    generation: u32,
+    candidate_id: &str,
+    m: &Measurement,
+) -> LedgerEvent {
     LedgerEvent::CandidateMeasured(CandidateMeasured {
-        node: repair_id.to_owned(),
-        generation: 0,
+        node: node.to_owned(),
+        generation,
         candidate_id: candidate_id.to_owned(),
         root: m.root,
         energy: m.energy(),
@@ -100,10 +112,10 @@ pub fn candidate_measured(repair_id: &str, candidate_id: &str, m: &Measurement) 
     })
 }
 
-pub fn gate_decision(repair_id: &str, d: &GateDecision) -> LedgerEvent {
+pub fn gate_decision(node: &str, generation: u32, d: &GateDecision) -> LedgerEvent {
     LedgerEvent::GateDecisionRecorded(GateDecisionRecorded {
-        node: repair_id.to_owned(),
-        generation: 0,
+        node: node.to_owned(),
+        generation,
         candidate_id: d.candidate_id.clone(),
         decision_index: d.index,
         verdict: match d.verdict {
@@ -173,37 +185,91 @@ fn branch_candidate(forest_id: &str, branch_id: &str) -> String {
     format!("{forest_id}/{branch_id}")
 }
 
-pub fn search_opened(
-    forest_id: &str,
-    repair_id: &str,
-    generation: u32,
-    accepted_root: Digest,
-) -> SearchEvent {
+pub fn search_opened(forest: &SearchForest) -> SearchEvent {
     SearchEvent::SearchOpened {
-        forest_id: forest_id.to_owned(),
+        forest_id: forest.forest_id.clone(),
         branch_id: String::new(),
-        node: repair_id.to_owned(),
-        generation,
-        accepted_root,
-        limits: Default::default(),
-        resumed_from: None,
+        node: forest.node.clone(),
+        generation: forest.generation,
+        accepted_root: forest.accepted_root,
+        limits: forest.limits().to_snapshot(),
+        resumed_from: forest.resumed_from.clone(),
     }
 }
 
-pub fn search_forked(
-    forest_id: &str,
-    branch_id: &str,
-    seed: Digest,
-    candidate: &Candidate,
-) -> SearchEvent {
+/// The forest's usage (consumed plus held reservations), ledgered after
+/// every reservation and settlement (erratum 14).
+pub fn usage_snapshot(forest: &SearchForest) -> SearchEvent {
+    SearchEvent::SearchUsageSnapshot {
+        forest_id: forest.forest_id.clone(),
+        branch_id: String::new(),
+        usage: forest.budget().snapshot(),
+    }
+}
+
+pub fn branch_forked(forest_id: &str, branch: &SearchBranch) -> SearchEvent {
     SearchEvent::BranchForked {
         forest_id: forest_id.to_owned(),
+        branch_id: branch.branch_id.clone(),
+        parent: branch.parent_branch.clone(),
+        seed: branch.seed,
+        strategy: branch.strategy.name().to_owned(),
+        route: branch.route.clone(),
+        prompt_program: branch.prompt_program,
+    }
+}
+
+pub fn strategy_selected(forest_id: &str, branch: &SearchBranch, reason: &str) -> SearchEvent {
+    SearchEvent::BranchStrategySelected {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch.branch_id.clone(),
+        strategy: branch.strategy.name().to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// A fact worth keeping that decides nothing (`branch_id` empty for the
+/// forest as a whole).
+pub fn observation(forest_id: &str, branch_id: &str, text: &str) -> SearchEvent {
+    SearchEvent::BranchObservation {
+        forest_id: forest_id.to_owned(),
         branch_id: branch_id.to_owned(),
-        parent: None,
-        seed,
-        strategy: "apply-suggestions".to_owned(),
-        route: candidate.proposer.clone(),
-        prompt_program: None,
+        observation: text.to_owned(),
+    }
+}
+
+pub fn epoch_started(forest_id: &str, epoch: u64) -> SearchEvent {
+    SearchEvent::FrontierEpochStarted {
+        forest_id: forest_id.to_owned(),
+        branch_id: String::new(),
+        epoch: epoch as u32,
+    }
+}
+
+pub fn entry_served(forest_id: &str, branch_id: &str, epoch: u64, rank: u32) -> SearchEvent {
+    SearchEvent::FrontierEntryServed {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        epoch: epoch as u32,
+        rank,
+    }
+}
+
+pub fn no_good_recorded(forest_id: &str, branch_id: &str, nogood: &NoGood) -> SearchEvent {
+    SearchEvent::NoGoodRecorded {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        key: nogood.key.digest(),
+        support_kind: nogood.support.kind().to_owned(),
+        evidence_digest: nogood.evidence_digest,
+    }
+}
+
+pub fn search_abandoned(forest_id: &str, branch_id: &str, reason: &str) -> SearchEvent {
+    SearchEvent::BranchAbandoned {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        reason: reason.to_owned(),
     }
 }
 
@@ -232,11 +298,11 @@ pub fn search_ineligible(forest_id: &str, branch_id: &str, reason: &str) -> Sear
     }
 }
 
-pub fn search_not_selected(forest_id: &str, branch_id: &str) -> SearchEvent {
+pub fn search_not_selected(forest_id: &str, branch_id: &str, selected: &str) -> SearchEvent {
     SearchEvent::BranchNotSelected {
         forest_id: forest_id.to_owned(),
         branch_id: branch_id.to_owned(),
-        reason: "another branch ranked higher".to_owned(),
+        reason: format!("branch {selected} ranked higher"),
     }
 }
 

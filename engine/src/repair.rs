@@ -1,16 +1,21 @@
 //! The repair runtime: bounded search steps over the accepted trajectory.
 //!
-//! One step: build the correction packet of the target cluster, ask the
-//! proposer for at most `max_branches` candidates, and measure them one at a
-//! time, each in a branch slot synced from the accepted state. Branch
-//! previews never decide; the selected candidate (Proposition 5) is
-//! submitted once to [`AcceptedTrajectory`]. Steps repeat from the new
+//! One step is one [`SearchForest`] over (node, generation, accepted root):
+//! build the correction packet of the target cluster, ask the proposer for
+//! at most `max_branches` candidates, and open one branch at a time. Every
+//! eager copy and every sensor run reserves against the forest's budget
+//! before it runs and settles with actuals, and the usage is ledgered after
+//! each (erratum 14), so a crash resumes with at least what was reserved.
+//! An exact no-good refuses a repeated attempt for free. Branch previews
+//! never decide; the forest selects one candidate (Proposition 5) and
+//! commits it once through [`AcceptedTrajectory`]. Steps repeat from the new
 //! accepted state until hard pass, the decision bound, or no eligible
 //! candidate. Nothing here writes the user's files: promotion is separate
 //! and requires a hard pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -19,14 +24,20 @@ use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummar
 use crate::cluster::ResidualClass;
 use crate::config::Config;
 use crate::correction::CorrectionPacket;
+use crate::digest::CanonicalHasher;
 use crate::digest::Digest;
 use crate::edit::{self, ByteEdit};
 use crate::gate::{AcceptedTrajectory, GateDecision, Observation, Verdict};
-use crate::ledger::Ledger;
+use crate::ledger::{self, Ledger, SearchEvent};
 use crate::measure::{Measurement, measure};
 use crate::propose::{Candidate, Proposer, SuggestionProposer};
 use crate::records;
-use crate::select::{BranchMeasurement, select};
+use crate::search::{
+    ActionKind, BranchSpec, CandidateObservation, Counters, Eligibility, Evidence, ForestBinding,
+    ForestError, Frontier, FrontierEntry, Ineligibility, InterruptedForest, NoGoodComponents,
+    NoGoodKey, NoGoodStore, Receipt, Reservation, ResumeClaim, SearchForest, Seed, Strategy,
+    Support, build_digest,
+};
 use crate::sensor::Sensor;
 use crate::slots::Slots;
 use crate::snapshot::{self, CopyLimits, DirSource, Overlay, Snapshot, Snapshotter};
@@ -132,9 +143,306 @@ fn apply_candidate(slot: &Path, candidate: &Candidate) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the search from `start` (already measured) and returns where it ended.
+/// The grant component of K_ng for the deterministic proposer: it may write
+/// only inside its branch slot. A fixed constant until capability grants
+/// exist; changing what a branch may do must change this tag.
+fn grant_digest() -> Digest {
+    CanonicalHasher::new("trellis.grant.v1")
+        .str("branch-slot-write")
+        .finish()
+}
+
+/// The tool-catalog component of K_ng: the deterministic proposer calls no
+/// tools. A fixed constant until model routes with tools exist.
+fn tool_catalog_digest() -> Digest {
+    CanonicalHasher::new("trellis.tool-catalog.v1")
+        .str("none")
+        .finish()
+}
+
+/// The session's exact no-goods: those recorded by this process, and those
+/// folded back from the ledger. A `no_good_recorded` row carries the key
+/// K_ng, not its components, so a restored no-good matches by that exact
+/// key: a SHA-256 over every component, so still all-components-equal.
+#[derive(Default)]
+struct NoGoods {
+    store: NoGoodStore,
+    restored: BTreeMap<Digest, String>,
+}
+
+impl NoGoods {
+    /// The key of the no-good refusing `attempt`, if one matches exactly.
+    fn suppresses(&self, attempt: &NoGoodComponents) -> Option<Digest> {
+        if let Some(nogood) = self.store.suppresses(attempt) {
+            return Some(nogood.key.digest());
+        }
+        let key = NoGoodKey::of(attempt).digest();
+        self.restored.contains_key(&key).then_some(key)
+    }
+}
+
+/// What a repair inherits from the ledger before its first forest opens:
+/// its node and generation, the interrupted usage it may claim, and every
+/// recorded no-good (errata 1, 25, 35).
+pub(crate) struct Session {
+    pub node: String,
+    pub generation: u32,
+    /// `node/generation/x0` is already in the accepted fold: this attempt
+    /// resumes an interrupted one on the same start root.
+    pub x0_recorded: bool,
+    claim: ResumeClaim,
+    nogoods: NoGoods,
+    next_forest: usize,
+}
+
+impl Session {
+    /// Folds the ledger for a repair starting at `start_root`. Refuses an
+    /// unreadable or ambiguous ledger (two unclosed forests) rather than
+    /// guessing which search to continue.
+    pub(crate) fn begin(ledger: &Ledger, start_root: Digest) -> Result<Session, EngineError> {
+        let refuse = |e: &dyn std::fmt::Display| {
+            EngineError::Io(format!(
+                "{}: cannot resume the search: {e}",
+                ledger.path().display()
+            ))
+        };
+        let rows = ledger.rows().map_err(|e| refuse(&e))?;
+        let resume = ledger::fold_resume(&rows).map_err(|e| refuse(&e))?;
+        let accepted = ledger::fold_accepted(&rows).map_err(|e| refuse(&e))?;
+        let node = records::node_id(&start_root);
+
+        let mut used: BTreeSet<u32> = accepted
+            .candidates
+            .keys()
+            .filter(|k| k.node == node)
+            .map(|k| k.generation)
+            .collect();
+        let opened: Vec<(String, u32)> = rows
+            .iter()
+            .filter_map(|row| match &row.event {
+                ledger::DecodedRow::Search {
+                    event:
+                        SearchEvent::SearchOpened {
+                            node, generation, ..
+                        },
+                    ..
+                } => Some((node.clone(), *generation)),
+                _ => None,
+            })
+            .collect();
+        used.extend(opened.iter().filter(|(n, _)| *n == node).map(|(_, g)| *g));
+
+        // The interrupted attempt is continued only when it is this node's,
+        // at this root, and decided nothing yet: its candidate ids are then
+        // still free, so the resumed forest can claim its usage.
+        let resumable = resume.interrupted.as_ref().filter(|f| {
+            f.node == node
+                && f.accepted_root == start_root
+                && !accepted
+                    .decisions()
+                    .any(|d| d.node == node && d.generation == f.generation)
+        });
+        let generation = match resumable {
+            Some(f) => f.generation,
+            None => used.last().map_or(0, |g| g + 1),
+        };
+        let x0_recorded = accepted.candidates.keys().any(|k| {
+            k.node == node && k.generation == generation && k.candidate_id.ends_with("/x0")
+        });
+        let next_forest = 1 + opened
+            .iter()
+            .filter(|(n, g)| *n == node && *g == generation)
+            .count();
+
+        let interrupted = match resume.interrupted {
+            Some(f) => {
+                let limits = Counters::from_snapshot(&f.limits).map_err(|e| {
+                    refuse(&format!(
+                        "forest {} has unreadable limits: {e}",
+                        f.forest_id
+                    ))
+                })?;
+                let binding = ForestBinding {
+                    node: f.node,
+                    generation: f.generation,
+                    accepted_root: f.accepted_root,
+                };
+                // Opened, then killed before its first snapshot: nothing reserved.
+                let interrupted = if f.usage.is_empty() {
+                    Ok(InterruptedForest {
+                        forest_id: f.forest_id.clone(),
+                        binding,
+                        limits,
+                        usage: Counters::ZERO,
+                    })
+                } else {
+                    InterruptedForest::from_snapshot(f.forest_id.clone(), binding, limits, &f.usage)
+                };
+                vec![interrupted.map_err(|e| {
+                    refuse(&format!(
+                        "forest {} has an unreadable usage: {e}",
+                        f.forest_id
+                    ))
+                })?]
+            }
+            None => Vec::new(),
+        };
+        let claim = ResumeClaim::fold(interrupted).map_err(|e| refuse(&e))?;
+        let nogoods = NoGoods {
+            store: NoGoodStore::new(),
+            restored: resume
+                .no_goods
+                .into_values()
+                .map(|n| (n.key, n.forest_id))
+                .collect(),
+        };
+        Ok(Session {
+            node,
+            generation,
+            x0_recorded,
+            claim,
+            nogoods,
+            next_forest,
+        })
+    }
+
+    /// `node/generation/x0`: the id of the start state's measurement.
+    pub fn x0_id(&self) -> String {
+        format!("{}/{}/x0", self.node, self.generation)
+    }
+}
+
+/// One forest and the ledger it writes to: every budget move is followed by
+/// a usage snapshot, and a closed forest writes nothing more.
+struct ForestRun<'a> {
+    ctx: &'a Ctx<'a>,
+    forest: SearchForest,
+}
+
+impl ForestRun<'_> {
+    fn id(&self) -> &str {
+        &self.forest.forest_id
+    }
+
+    fn append(&self, event: &SearchEvent) -> Result<(), EngineError> {
+        self.ctx.ledger.append_search(event).map(|_| ()).map_err(io)
+    }
+
+    fn snapshot(&self) -> Result<(), EngineError> {
+        self.append(&records::usage_snapshot(&self.forest))
+    }
+
+    fn observe(&self, branch_id: &str, text: &str) -> Result<(), EngineError> {
+        self.append(&records::observation(self.id(), branch_id, text))
+    }
+
+    /// Reserves `kind`, or says why not as an observation.
+    fn reserve(&mut self, kind: ActionKind) -> Result<Option<Reservation>, EngineError> {
+        if let Err(refusal) = self.forest.budget().admits(&kind) {
+            self.observe("", &format!("no {}: {refusal}", kind.name()))?;
+            return Ok(None);
+        }
+        let reservation = self.forest.reserve(kind).map_err(forest_error)?;
+        self.snapshot()?;
+        Ok(Some(reservation))
+    }
+
+    /// Settles with actuals. An overflow closes the forest: its live
+    /// branches are abandoned (and their slots removed).
+    fn settle(
+        &mut self,
+        reservation: Reservation,
+        actual: ActionKind,
+    ) -> Result<(Receipt, bool), EngineError> {
+        let settled = self
+            .forest
+            .settle(reservation, actual)
+            .map_err(forest_error)?;
+        self.snapshot()?;
+        if let Some(overflow) = settled.settlement.overflow {
+            self.observe(
+                "",
+                &format!(
+                    "budget overflow: {} would reach {} (limit {}); the forest closes",
+                    overflow.counter, overflow.attempted, overflow.limit
+                ),
+            )?;
+            self.abandoned(&settled.abandoned, "the search budget overflowed")?;
+        }
+        Ok((
+            settled.settlement.receipt,
+            settled.settlement.exceeded_reservation,
+        ))
+    }
+
+    /// Charges the wall time of a branch at its boundary.
+    fn charge_elapsed(&mut self, since: Instant) -> Result<(), EngineError> {
+        if self.forest.is_closed() {
+            return Ok(());
+        }
+        let abandoned = self
+            .forest
+            .charge_elapsed(since.elapsed().as_secs())
+            .map_err(forest_error)?;
+        self.snapshot()?;
+        self.abandoned(&abandoned, "the search deadline passed")
+    }
+
+    fn abandoned(&self, branch_ids: &[String], reason: &str) -> Result<(), EngineError> {
+        for branch_id in branch_ids {
+            remove_slot(self.ctx, branch_id);
+            self.append(&records::search_abandoned(self.id(), branch_id, reason))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the forest: abandons what is still live, then the final
+    /// snapshot, then `search_closed`, last.
+    fn close(mut self, reason: &str) -> Result<(), EngineError> {
+        let abandoned = self.forest.close(reason);
+        self.abandoned(&abandoned, reason)?;
+        self.snapshot()?;
+        self.append(&records::search_closed(&self.forest.forest_id, reason))
+    }
+}
+
+fn forest_error(e: ForestError) -> EngineError {
+    EngineError::Io(format!("search forest: {e}"))
+}
+
+/// An abandoned, rejected or unselected branch loses its workspace.
+fn remove_slot(ctx: &Ctx<'_>, branch_id: &str) {
+    let slot = ctx.slots.branch(branch_index(branch_id));
+    // A slot that is already gone is fine; the next fork re-copies it.
+    let _ = std::fs::remove_dir_all(slot);
+}
+
+/// How a step's forest ended.
+enum StepEnd {
+    Committed {
+        decision: GateDecision,
+        chosen: Box<Eligible>,
+    },
+    NoEligible,
+    Cancelled,
+    /// The gate refused the commit: its decision bound is reached.
+    BoundReached {
+        detail: String,
+    },
+}
+
+/// A measured, eligible branch awaiting selection.
+struct Eligible {
+    branch_id: String,
+    label: String,
+    y: Snapshot,
+    m: Measurement,
+}
+
+/// Runs the search from `start` (already measured).
 pub(crate) async fn search(
     ctx: &Ctx<'_>,
+    session: &mut Session,
     repair_id: &str,
     start: Accepted,
     options: &RepairOptions,
@@ -148,16 +456,13 @@ pub(crate) async fn search(
         energy: start.measurement.energy(),
         hard_pass: start.measurement.hard_pass(),
     };
-    let mut trajectory = AcceptedTrajectory::new(repair_id, 0, x0, ctx.config.gate);
+    let mut trajectory =
+        AcceptedTrajectory::new(&session.node, session.generation, x0, ctx.config.gate);
     let mut accepted = start;
     let mut measured_roots: BTreeSet<Digest> = BTreeSet::from([accepted.snapshot.root]);
     let mut steps: Vec<StepReport> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     let proposer = SuggestionProposer;
-    let limits = CopyLimits {
-        max_files: ctx.config.exploration.workspace_files,
-        max_bytes: ctx.config.exploration.workspace_bytes,
-    };
 
     let status = loop {
         if ctx.cancel.is_cancelled() {
@@ -198,275 +503,80 @@ pub(crate) async fn search(
             };
         };
 
-        let forest_id = format!("{repair_id}/f{}", steps.len() + 1);
-        ctx.ledger
-            .append_search(&records::search_opened(
-                &forest_id,
-                repair_id,
-                0,
-                accepted.snapshot.root,
-            ))
-            .map_err(io)?;
-        let accepted_source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
-        let targeted_before = packet_energy(&accepted.measurement, &packet.cluster_id);
-
-        let mut reports: Vec<BranchReport> = Vec::new();
-        let mut eligible: Vec<(BranchMeasurement, Snapshot, Measurement)> = Vec::new();
-        for (i, candidate) in candidates.iter().enumerate() {
-            if ctx.cancel.is_cancelled() {
-                break;
-            }
-            let branch_id = format!("b{}", i + 1);
-            let slot = ctx.slots.branch(i);
-            ctx.ledger
-                .append_search(&records::search_forked(
-                    &forest_id,
-                    &branch_id,
-                    accepted.snapshot.root,
-                    candidate,
-                ))
-                .map_err(io)?;
-            ctx.progress.report(
-                &format!("branch {}/{}: {}", i + 1, candidates.len(), candidate.label),
-                Some((i * 100 / candidates.len()) as u32),
-            );
-            let mut report = BranchReport {
-                branch_id: branch_id.clone(),
-                label: candidate.label.clone(),
-                proposer: candidate.proposer.clone(),
-                proposal: candidate.digest(),
-                root: None,
-                energy: None,
-                hard_pass: false,
-                preview: None,
-                stages: Vec::new(),
-                clusters: Vec::new(),
-                outcome: BranchOutcome::NotSelected,
-            };
-            let realized =
-                snapshot::materialize(&accepted.snapshot, &accepted_source, &slot, limits)
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| apply_candidate(&slot, candidate))
-                    .and_then(|()| {
-                        Snapshotter::new(&slot, None)
-                            .snapshot(&Overlay::default())
-                            .map_err(|e| e.to_string())
-                    });
-            let y = match realized {
-                Ok(y) => y,
-                Err(reason) => {
-                    ineligible(
-                        ctx,
-                        &forest_id,
-                        &mut report,
-                        format!("candidate could not be realized: {reason}"),
-                    )?;
-                    reports.push(report);
-                    continue;
-                }
-            };
-            report.root = Some(y.root);
-            if !measured_roots.insert(y.root) {
-                ineligible(
-                    ctx,
-                    &forest_id,
-                    &mut report,
-                    "duplicate of an already measured state".into(),
-                )?;
-                reports.push(report);
-                continue;
-            }
-            let m = measure(
-                y.root,
-                &slot,
-                &ctx.slots.branch_target(),
-                ctx.sensors,
-                ctx.config,
-                &format!("branch {}", i + 1),
-                ctx.progress,
-                ctx.cancel,
-            )
-            .await;
-            let observation = Observation {
-                root: y.root,
-                energy: m.energy(),
-                hard_pass: m.hard_pass(),
-            };
-            let preview = trajectory.preview(&observation);
-            report.energy = Some(m.energy());
-            report.hard_pass = m.hard_pass();
-            report.preview = Some(preview);
-            report.stages = m.stage_summaries(ctx.config);
-            report.clusters = m
-                .assessment
-                .clusters
-                .iter()
-                .map(|c| c.title.clone())
-                .collect();
-            ctx.ledger
-                .append_search(&records::search_candidate_measured(
-                    &forest_id,
-                    &branch_id,
-                    y.root,
-                    m.energy(),
-                    m.hard_pass(),
-                ))
-                .map_err(io)?;
-            let why_not = if ctx.cancel.is_cancelled() {
-                Some("cancelled".to_owned())
-            } else if !m.required_ran(ctx.config) {
-                Some(format!(
-                    "a required stage could not run: {}",
-                    m.unavailable().join(", ")
-                ))
-            } else if !preview.accepted() {
-                Some(format!(
-                    "no descent: energy {:.2} is not below {:.2} − ρ",
-                    m.energy(),
-                    trajectory.v_best()
-                ))
-            } else {
-                None
-            };
-            if let Some(reason) = why_not {
-                ineligible(ctx, &forest_id, &mut report, reason)?;
-                reports.push(report);
-                continue;
-            }
-            let hard = m.hard_pass();
-            eligible.push((
-                BranchMeasurement {
-                    branch_id: branch_id.clone(),
-                    hard_pass: hard,
-                    energy: m.energy(),
-                    targeted_improvement: targeted_before - packet_energy(&m, &packet.cluster_id),
-                    cost: m.cost_ms,
-                    profile: m.profile,
-                },
-                y,
-                m,
-            ));
-            reports.push(report);
-            if hard {
-                // Nothing can outrank a hard pass on key 1; stop opening branches.
-                break;
-            }
-        }
-
-        let profile = accepted.measurement.profile;
-        let measurements: Vec<BranchMeasurement> =
-            eligible.iter().map(|(b, _, _)| b.clone()).collect();
-        let chosen = select(&measurements, profile);
-        for r in reports
-            .iter_mut()
-            .filter(|r| r.outcome == BranchOutcome::NotSelected)
-        {
-            let selected = chosen.is_some_and(|i| measurements[i].branch_id == r.branch_id);
-            if selected {
-                r.outcome = BranchOutcome::Selected;
-            } else {
-                ctx.ledger
-                    .append_search(&records::search_not_selected(&forest_id, &r.branch_id))
-                    .map_err(io)?;
-            }
-        }
         let mut step = StepReport {
-            forest_id: forest_id.clone(),
+            forest_id: String::new(),
             cluster_id: packet.cluster_id.clone(),
             cluster_title: packet.cluster_title.clone(),
             energy_before: accepted.measurement.energy(),
-            branches: reports,
+            branches: Vec::new(),
             decision: None,
         };
-        if ctx.cancel.is_cancelled() {
-            ctx.ledger
-                .append_search(&records::search_closed(&forest_id, "cancelled"))
-                .map_err(io)?;
-            steps.push(step);
-            break RepairStatus::Cancelled;
-        }
-        let Some(index) = chosen else {
-            ctx.ledger
-                .append_search(&records::search_closed(&forest_id, "no eligible candidate"))
-                .map_err(io)?;
-            ctx.ledger
-                .append(&records::refused_no_candidate(
-                    repair_id,
-                    &format!("no branch of {forest_id} was eligible"),
-                ))
-                .map_err(io)?;
-            steps.push(step);
-            break if trajectory.decisions.is_empty() {
-                RepairStatus::NoEligibleCandidate
-            } else {
-                RepairStatus::ResidualsRemain
-            };
-        };
-        let (selected, y, m) = eligible.swap_remove(index);
-        ctx.ledger
-            .append_search(&records::search_selected(&forest_id, &selected.branch_id))
-            .map_err(io)?;
-        let observation = Observation {
-            root: y.root,
-            energy: m.energy(),
-            hard_pass: m.hard_pass(),
-        };
-        let decision = match trajectory.submit(&observation) {
-            Ok(decision) => decision,
-            Err(refusal) => {
+        let end = run_step(
+            ctx,
+            session,
+            &mut trajectory,
+            &accepted,
+            &packet,
+            &candidates,
+            max_branches,
+            &mut measured_roots,
+            &mut step,
+        )
+        .await?;
+        let (decision, branch_id, label, y, m) = match end {
+            StepEnd::Committed { decision, chosen } => {
+                let Eligible {
+                    branch_id,
+                    label,
+                    y,
+                    m,
+                } = *chosen;
+                (decision, branch_id, label, y, m)
+            }
+            StepEnd::Cancelled => {
+                steps.push(step);
+                break RepairStatus::Cancelled;
+            }
+            StepEnd::BoundReached { detail } => {
                 ctx.ledger
                     .append(&records::refused_bound(
                         repair_id,
                         trajectory.bound(),
-                        &refusal.to_string(),
+                        &detail,
                     ))
-                    .map_err(io)?;
-                ctx.ledger
-                    .append_search(&records::search_closed(&forest_id, "decision refused"))
                     .map_err(io)?;
                 steps.push(step);
                 break RepairStatus::BoundReached;
             }
+            StepEnd::NoEligible => {
+                ctx.ledger
+                    .append(&records::refused_no_candidate(
+                        repair_id,
+                        &format!("no branch of {} was eligible", step.forest_id),
+                    ))
+                    .map_err(io)?;
+                steps.push(step);
+                break if trajectory.decisions.is_empty() {
+                    RepairStatus::NoEligibleCandidate
+                } else {
+                    RepairStatus::ResidualsRemain
+                };
+            }
         };
-        ctx.ledger
-            .append(&records::candidate_measured(
-                repair_id,
-                &decision.candidate_id,
-                &m,
-            ))
-            .map_err(io)?;
-        ctx.ledger
-            .append(&records::gate_decision(repair_id, &decision))
-            .map_err(io)?;
-        ctx.ledger
-            .append_search(&records::search_committed(
-                &forest_id,
-                &selected.branch_id,
-                &decision.candidate_id,
-            ))
-            .map_err(io)?;
-        ctx.ledger
-            .append_search(&records::search_closed(&forest_id, "committed"))
-            .map_err(io)?;
         step.decision = Some(decision.clone());
         steps.push(step);
-        let label = candidates
-            .iter()
-            .zip(1..)
-            .find(|(_, n)| format!("b{n}") == selected.branch_id)
-            .map(|(c, _)| c.label.clone())
-            .unwrap_or_default();
         labels.push(label);
 
         // The accepted content lives on as an overlay over the user's disk,
         // so the slot can be reused by the next step.
-        let slot = ctx.slots.branch(branch_index(&selected.branch_id));
+        let accepted_source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
+        let slot = ctx.slots.branch(branch_index(&branch_id));
         let mut overlay = accepted.overlay.clone();
         let changes = snapshot::diff(
             &accepted.snapshot,
             &accepted_source,
             &y,
-            &DirSource::new(slot.clone(), Overlay::default()),
+            &DirSource::new(slot, Overlay::default()),
         )
         .map_err(io)?;
         for change in &changes {
@@ -506,6 +616,574 @@ pub(crate) async fn search(
     })
 }
 
+/// The exact no-good components of trying `candidate` with `strategy` from
+/// the accepted state.
+fn attempt_components(
+    ctx: &Ctx<'_>,
+    accepted: &Accepted,
+    strategy: Strategy,
+    candidate: &Candidate,
+) -> NoGoodComponents {
+    let mut required = ctx.config.stages.required.clone();
+    required.sort();
+    let mut manifest = CanonicalHasher::new("trellis.domain-manifest.v1");
+    // The profile digests the sensor fingerprints, required stages and
+    // energy model: the residual schema and verifier suite.
+    manifest
+        .digest(&accepted.measurement.profile)
+        .u64(required.len() as u64);
+    for stage in &required {
+        manifest.str(stage);
+    }
+    let mut sensors = CanonicalHasher::new("trellis.sensor-fingerprints.v1");
+    sensors.u64(ctx.sensors.len() as u64);
+    for s in ctx.sensors {
+        let f = s.fingerprint();
+        sensors.str(&f.tool).str(&f.version).str(&f.config);
+    }
+    NoGoodComponents {
+        accepted_root: accepted.snapshot.root,
+        domain_manifest: manifest.finish(),
+        strategy: strategy.digest(),
+        prompt_program: None,
+        proposal: candidate.digest(),
+        grant: grant_digest(),
+        tool_catalog: tool_catalog_digest(),
+        sensor_fingerprint: sensors.finish(),
+        runtime_build: build_digest(),
+    }
+}
+
+/// Opens the step's forest: claims an interrupted forest's usage if this
+/// is its owner, ledgers `search_opened` and the first snapshot.
+fn open_forest<'a>(
+    ctx: &'a Ctx<'a>,
+    session: &mut Session,
+    accepted_root: Digest,
+    max_branches: usize,
+) -> Result<ForestRun<'a>, EngineError> {
+    let binding = ForestBinding {
+        node: session.node.clone(),
+        generation: session.generation,
+        accepted_root,
+    };
+    let forest_id = format!(
+        "{}/{}/f{}",
+        session.node, session.generation, session.next_forest
+    );
+    session.next_forest += 1;
+    let seed = session.claim.open(&binding, ctx.config.exploration.limits);
+    let forest = SearchForest::open(
+        forest_id,
+        binding,
+        seed.budget,
+        max_branches,
+        seed.resumed_from,
+    )
+    .map_err(forest_error)?;
+    let run = ForestRun { ctx, forest };
+    run.append(&records::search_opened(&run.forest))?;
+    if let Some(bypass) = seed.bypass {
+        run.observe(
+            "",
+            &format!(
+                "interrupted forest {} belongs to {}/{} at root {}; this forest opened with a \
+                 fresh budget and left that usage unclaimed",
+                bypass.interrupted_forest,
+                bypass.owner.node,
+                bypass.owner.generation,
+                bypass.owner.accepted_root.short(12)
+            ),
+        )?;
+    }
+    run.snapshot()?;
+    Ok(run)
+}
+
+/// One step: a forest over the accepted state, one branch per candidate
+/// until a hard pass or a closed budget, then selection and one commit.
+#[allow(clippy::too_many_arguments)]
+async fn run_step(
+    ctx: &Ctx<'_>,
+    session: &mut Session,
+    trajectory: &mut AcceptedTrajectory,
+    accepted: &Accepted,
+    packet: &CorrectionPacket,
+    candidates: &[Candidate],
+    max_branches: usize,
+    measured_roots: &mut BTreeSet<Digest>,
+    step: &mut StepReport,
+) -> Result<StepEnd, EngineError> {
+    let mut run = open_forest(ctx, session, accepted.snapshot.root, max_branches)?;
+    step.forest_id = run.id().to_owned();
+    let accepted_source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
+    let targeted_before = packet_energy(&accepted.measurement, &packet.cluster_id);
+    let obligations = repair_order(&accepted.measurement, None).len() as u32;
+    let mut frontier = Frontier::new();
+    let mut rank = 0u32;
+    let mut eligible: Vec<Eligible> = Vec::new();
+    // Why the previous branch did not end the step (system 20's trigger).
+    let mut trigger: Option<String> = None;
+
+    for (i, candidate) in candidates.iter().enumerate() {
+        if ctx.cancel.is_cancelled() || run.forest.is_closed() || !run.forest.has_branch_room() {
+            break;
+        }
+        let strategy = if i == 0 {
+            Strategy::ApplySuggestions
+        } else {
+            Strategy::NextAlternative
+        };
+        let mut report = BranchReport {
+            branch_id: String::new(),
+            label: candidate.label.clone(),
+            proposer: candidate.proposer.clone(),
+            proposal: candidate.digest(),
+            root: None,
+            energy: None,
+            hard_pass: false,
+            preview: None,
+            stages: Vec::new(),
+            clusters: Vec::new(),
+            outcome: BranchOutcome::NotSelected,
+        };
+        let components = attempt_components(ctx, accepted, strategy, candidate);
+        if let Some(key) = session.nogoods.suppresses(&components) {
+            // Refused for free (erratum 21): no reservation, no branch.
+            let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
+            run.observe("", &format!("`{}`: {reason}", candidate.label))?;
+            report.outcome = BranchOutcome::Ineligible { reason };
+            step.branches.push(report);
+            continue;
+        }
+
+        // Fork: reserve the seed's size, copy, settle with what was copied.
+        let files = accepted.snapshot.entries.len() as u64;
+        let bytes = accepted.snapshot.total_bytes();
+        let Some(reservation) = run.reserve(ActionKind::Fork { files, bytes })? else {
+            break;
+        };
+        let index = run.forest.branches.len();
+        let slot = ctx.slots.branch(index);
+        let limits = CopyLimits {
+            max_files: files.min(ctx.config.exploration.workspace_files),
+            max_bytes: bytes.min(ctx.config.exploration.workspace_bytes),
+        };
+        let copy = snapshot::materialize(&accepted.snapshot, &accepted_source, &slot, limits);
+        let actual = match &copy {
+            Ok(r) => ActionKind::Fork {
+                files: r.files,
+                bytes: r.bytes,
+            },
+            // A failed copy is charged its whole reservation.
+            Err(_) => ActionKind::Fork { files, bytes },
+        };
+        let (receipt, exceeded) = run.settle(reservation, actual)?;
+        let copied = match copy {
+            Err(e) => Err(e.to_string()),
+            Ok(_) if exceeded => Err("the copy exceeded its reservation".to_owned()),
+            Ok(r) if r.root != accepted.snapshot.root => {
+                Err("the copy's root differs from the accepted root".to_owned())
+            }
+            Ok(_) => Ok(()),
+        };
+        if let Err(reason) = copied {
+            let _ = std::fs::remove_dir_all(&slot);
+            run.observe("", &format!("`{}`: no branch: {reason}", candidate.label))?;
+            report.outcome = BranchOutcome::Ineligible {
+                reason: format!("the branch workspace could not be made: {reason}"),
+            };
+            step.branches.push(report);
+            // Every branch copies the same seed: the next copy would fail too.
+            break;
+        }
+        if run.forest.is_closed() {
+            let _ = std::fs::remove_dir_all(&slot);
+            break;
+        }
+        let spec = BranchSpec {
+            strategy,
+            route: candidate.proposer.clone(),
+            prompt_program: None,
+        };
+        let branch = run
+            .forest
+            .fork(Seed::Accepted, spec, receipt)
+            .map_err(forest_error)?
+            .clone();
+        let branch_id = branch.branch_id.clone();
+        report.branch_id = branch_id.clone();
+        run.append(&records::branch_forked(run.id(), &branch))?;
+        let why = match &trigger {
+            None => "the first branch applies the compiler's suggestion".to_owned(),
+            Some(t) => format!("{t}; trying the next compiler alternative"),
+        };
+        run.append(&records::strategy_selected(run.id(), &branch, &why))?;
+        frontier.upsert(FrontierEntry::for_branch(
+            &branch,
+            false,
+            obligations,
+            targeted_before,
+            0,
+        ));
+        let Some(service) = frontier.serve() else {
+            return Err(EngineError::Io(format!(
+                "search forest {}: the frontier did not serve branch {branch_id}",
+                run.id()
+            )));
+        };
+        if service.opens_epoch {
+            run.append(&records::epoch_started(run.id(), service.epoch))?;
+            rank = 0;
+        }
+        rank += 1;
+        run.append(&records::entry_served(
+            run.id(),
+            &service.branch_id,
+            service.epoch,
+            rank,
+        ))?;
+        run.forest.start(&branch_id).map_err(forest_error)?;
+        ctx.progress.report(
+            &format!("branch {}/{}: {}", i + 1, candidates.len(), candidate.label),
+            Some((i * 100 / candidates.len()) as u32),
+        );
+        let started = Instant::now();
+        let outcome = run_branch(
+            &mut run,
+            session,
+            trajectory,
+            accepted,
+            packet,
+            candidate,
+            &components,
+            &slot,
+            &branch_id,
+            measured_roots,
+            targeted_before,
+            &mut report,
+        )
+        .await?;
+        frontier.remove(&branch_id);
+        run.charge_elapsed(started)?;
+        step.branches.push(report);
+        match outcome {
+            BranchEnd::Eligible(e) => {
+                let hard = e.m.hard_pass();
+                eligible.push(*e);
+                if hard {
+                    // Nothing can outrank a hard pass on key 1; stop opening branches.
+                    break;
+                }
+                trigger = Some(format!("branch {branch_id} did not reach a hard pass"));
+            }
+            BranchEnd::Ineligible => {
+                trigger = Some(format!("branch {branch_id} measured ineligible"));
+            }
+            BranchEnd::Stop => break,
+        }
+    }
+
+    if ctx.cancel.is_cancelled() {
+        run.close("cancelled")?;
+        return Ok(StepEnd::Cancelled);
+    }
+    if eligible.is_empty() || run.forest.is_closed() {
+        run.close("no eligible candidate")?;
+        return Ok(StepEnd::NoEligible);
+    }
+    let selection = run
+        .forest
+        .select(accepted.measurement.profile)
+        .map_err(forest_error)?;
+    run.append(&records::search_selected(run.id(), &selection.selected))?;
+    for loser in &selection.not_selected {
+        remove_slot(ctx, loser);
+        run.append(&records::search_not_selected(
+            run.id(),
+            loser,
+            &selection.selected,
+        ))?;
+    }
+    for r in &mut step.branches {
+        if r.outcome == BranchOutcome::NotSelected && r.branch_id == selection.selected {
+            r.outcome = BranchOutcome::Selected;
+        }
+    }
+    let Some(position) = eligible
+        .iter()
+        .position(|e| e.branch_id == selection.selected)
+    else {
+        return Err(EngineError::Io(format!(
+            "search forest {}: selected branch {} was never measured",
+            run.id(),
+            selection.selected
+        )));
+    };
+    let chosen = eligible.swap_remove(position);
+    let decision = match run.forest.commit(trajectory) {
+        Ok(decision) => decision,
+        Err(ForestError::Gate(refusal)) => {
+            run.close("decision refused")?;
+            return Ok(StepEnd::BoundReached {
+                detail: refusal.to_string(),
+            });
+        }
+        Err(e) => return Err(forest_error(e)),
+    };
+    ctx.ledger
+        .append(&records::candidate_measured(
+            &session.node,
+            session.generation,
+            &decision.candidate_id,
+            &chosen.m,
+        ))
+        .map_err(io)?;
+    ctx.ledger
+        .append(&records::gate_decision(
+            &session.node,
+            session.generation,
+            &decision,
+        ))
+        .map_err(io)?;
+    run.append(&records::search_committed(
+        run.id(),
+        &chosen.branch_id,
+        &decision.candidate_id,
+    ))?;
+    run.close("committed")?;
+    Ok(StepEnd::Committed {
+        decision,
+        chosen: Box::new(chosen),
+    })
+}
+
+/// How one branch's quantum ended.
+enum BranchEnd {
+    Eligible(Box<Eligible>),
+    Ineligible,
+    /// Cancelled, or the budget closed the forest: open nothing more.
+    Stop,
+}
+
+/// One quantum of a running branch: realize the candidate in its slot,
+/// measure it under a verifier reservation, and record what it showed.
+#[allow(clippy::too_many_arguments)]
+async fn run_branch(
+    run: &mut ForestRun<'_>,
+    session: &mut Session,
+    trajectory: &AcceptedTrajectory,
+    accepted: &Accepted,
+    packet: &CorrectionPacket,
+    candidate: &Candidate,
+    components: &NoGoodComponents,
+    slot: &Path,
+    branch_id: &str,
+    measured_roots: &mut BTreeSet<Digest>,
+    targeted_before: f64,
+    report: &mut BranchReport,
+) -> Result<BranchEnd, EngineError> {
+    let ctx = run.ctx;
+    let realized = apply_candidate(slot, candidate).and_then(|()| {
+        Snapshotter::new(slot, None)
+            .snapshot(&Overlay::default())
+            .map_err(|e| e.to_string())
+    });
+    let y = match realized {
+        Ok(y) => y,
+        Err(reason) => {
+            reject(
+                run,
+                report,
+                format!("candidate could not be realized: {reason}"),
+            )?;
+            return Ok(BranchEnd::Ineligible);
+        }
+    };
+    report.root = Some(y.root);
+    if y.root == accepted.snapshot.root {
+        reject(run, report, "the candidate changed nothing".into())?;
+        let support = Support::from_evidence(Evidence::UnchangedState { root: y.root });
+        record_no_good(run, session, branch_id, components, support)?;
+        return Ok(BranchEnd::Ineligible);
+    }
+    if run.forest.is_measured_root(&y.root) || !measured_roots.insert(y.root) {
+        // Not re-measured (system 20): no verifier reservation.
+        reject(run, report, "duplicate of an already measured state".into())?;
+        return Ok(BranchEnd::Ineligible);
+    }
+
+    let Some(verifier) = run.reserve(ActionKind::VerifierRun)? else {
+        run.forest
+            .abandon(branch_id, "no verifier run left in the budget")
+            .map_err(forest_error)?;
+        run.abandoned(
+            &[branch_id.to_owned()],
+            "no verifier run left in the budget",
+        )?;
+        report.outcome = BranchOutcome::Ineligible {
+            reason: "the search budget has no verifier run left".into(),
+        };
+        return Ok(BranchEnd::Stop);
+    };
+    let m = measure(
+        y.root,
+        slot,
+        &ctx.slots.branch_target(),
+        ctx.sensors,
+        ctx.config,
+        &format!("branch {branch_id}"),
+        ctx.progress,
+        ctx.cancel,
+    )
+    .await;
+    let (receipt, _) = run.settle(verifier, ActionKind::VerifierRun)?;
+    report.energy = Some(m.energy());
+    report.hard_pass = m.hard_pass();
+    report.preview = Some(trajectory.preview(&Observation {
+        root: y.root,
+        energy: m.energy(),
+        hard_pass: m.hard_pass(),
+    }));
+    report.stages = m.stage_summaries(ctx.config);
+    report.clusters = m
+        .assessment
+        .clusters
+        .iter()
+        .map(|c| c.title.clone())
+        .collect();
+    if run.forest.is_closed() {
+        report.outcome = BranchOutcome::Ineligible {
+            reason: "the search budget closed the forest".into(),
+        };
+        return Ok(BranchEnd::Stop);
+    }
+    if ctx.cancel.is_cancelled() {
+        run.forest
+            .abandon(branch_id, "cancelled")
+            .map_err(forest_error)?;
+        run.abandoned(&[branch_id.to_owned()], "cancelled")?;
+        report.outcome = BranchOutcome::Ineligible {
+            reason: "cancelled".into(),
+        };
+        return Ok(BranchEnd::Stop);
+    }
+    let observation = CandidateObservation {
+        root: y.root,
+        energy: m.energy(),
+        hard_pass: m.hard_pass(),
+        targeted_improvement: targeted_before - packet_energy(&m, &packet.cluster_id),
+        cost: m.cost_ms,
+        profile: m.profile,
+        barriers_hold: true,
+        required_sensors_ran: m.required_ran(ctx.config),
+    };
+    let eligibility = run
+        .forest
+        .measure(branch_id, &observation, trajectory, receipt)
+        .map_err(forest_error)?;
+    run.append(&records::search_candidate_measured(
+        run.id(),
+        branch_id,
+        y.root,
+        m.energy(),
+        m.hard_pass(),
+    ))?;
+    let reasons = match eligibility {
+        Eligibility::Eligible => {
+            return Ok(BranchEnd::Eligible(Box::new(Eligible {
+                branch_id: branch_id.to_owned(),
+                label: candidate.label.clone(),
+                y,
+                m,
+            })));
+        }
+        Eligibility::Ineligible(reasons) => reasons,
+    };
+    let reason = if reasons.contains(&Ineligibility::RequiredSensorMissing) {
+        format!(
+            "a required stage could not run: {}",
+            m.unavailable().join(", ")
+        )
+    } else if reasons.contains(&Ineligibility::NotDescending) {
+        format!(
+            "no descent: energy {:.2} is not below {:.2} − ρ",
+            m.energy(),
+            trajectory.v_best()
+        )
+    } else {
+        "an operational barrier does not hold".to_owned()
+    };
+    reject(run, report, reason)?;
+    // Only deterministic evidence supports a no-good: a stage that could not
+    // run is environmental, and a retry may succeed.
+    let support = if observation.required_sensors_ran {
+        dominant_cluster(&m, &packet.cluster_id)
+            .map(|cluster| {
+                Support::from_evidence(Evidence::Cluster {
+                    cluster,
+                    assessment: &m.assessment,
+                })
+            })
+            .unwrap_or(Err(crate::search::NoGoodRefusal::Empty))
+    } else {
+        Support::from_evidence(Evidence::Environmental(
+            crate::search::Environmental::SensorUnavailable,
+        ))
+    };
+    record_no_good(run, session, branch_id, components, support)?;
+    Ok(BranchEnd::Ineligible)
+}
+
+/// The residual that best explains a branch's failure: the targeted
+/// cluster if it survived, else the branch's first required one.
+fn dominant_cluster<'m>(m: &'m Measurement, target: &str) -> Option<&'m crate::cluster::Cluster> {
+    m.assessment
+        .clusters
+        .iter()
+        .find(|c| c.id == target)
+        .or_else(|| repair_order(m, None).into_iter().next())
+}
+
+/// Rejects a running branch, ledgers why, and removes its workspace.
+fn reject(
+    run: &mut ForestRun<'_>,
+    report: &mut BranchReport,
+    reason: String,
+) -> Result<(), EngineError> {
+    run.forest
+        .reject(&report.branch_id, &reason)
+        .map_err(forest_error)?;
+    remove_slot(run.ctx, &report.branch_id);
+    run.append(&records::search_ineligible(
+        run.id(),
+        &report.branch_id,
+        &reason,
+    ))?;
+    report.outcome = BranchOutcome::Ineligible { reason };
+    Ok(())
+}
+
+/// Records an exact no-good when the support is deterministic; a refused
+/// support is kept only as an observation.
+fn record_no_good(
+    run: &ForestRun<'_>,
+    session: &mut Session,
+    branch_id: &str,
+    components: &NoGoodComponents,
+    support: Result<Support, crate::search::NoGoodRefusal>,
+) -> Result<(), EngineError> {
+    match support {
+        Ok(support) => {
+            if let Some(nogood) = session.nogoods.store.record(components.clone(), support) {
+                run.append(&records::no_good_recorded(run.id(), branch_id, nogood))?;
+            }
+            Ok(())
+        }
+        Err(refusal) => run.observe(branch_id, &format!("no no-good recorded: {refusal}")),
+    }
+}
+
 fn branch_index(branch_id: &str) -> usize {
     branch_id
         .trim_start_matches('b')
@@ -522,19 +1200,317 @@ fn packet_energy(m: &Measurement, cluster_id: &str) -> f64 {
         .map_or(0.0, |c| c.energy)
 }
 
-fn ineligible(
-    ctx: &Ctx<'_>,
-    forest_id: &str,
-    report: &mut BranchReport,
-    reason: String,
-) -> Result<(), EngineError> {
-    ctx.ledger
-        .append_search(&records::search_ineligible(
-            forest_id,
-            &report.branch_id,
-            &reason,
-        ))
-        .map_err(io)?;
-    report.outcome = BranchOutcome::Ineligible { reason };
-    Ok(())
+/// What the ledger says about one search forest: the `trellis status` and
+/// `trellis/searchStatus` view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForestStatus {
+    pub forest_id: String,
+    pub node: String,
+    pub generation: u32,
+    pub accepted_root: Digest,
+    pub resumed_from: Option<String>,
+    /// The `search_closed` reason; `None` while (or if a crash left it) open.
+    pub closed: Option<String>,
+    pub branches: Vec<BranchStatus>,
+    pub limits: BTreeMap<String, u64>,
+    /// The last usage snapshot.
+    pub usage: BTreeMap<String, u64>,
+    /// Limits minus usage, counter by counter.
+    pub remaining: BTreeMap<String, u64>,
+    /// No-goods this forest recorded.
+    pub no_goods: usize,
+}
+
+/// One branch's last recorded state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BranchStatus {
+    pub branch_id: String,
+    /// `opened`, `measured`, `ineligible`, `not_selected`, `abandoned`,
+    /// `selected` or `committed`.
+    pub state: String,
+    pub reason: Option<String>,
+}
+
+/// The search plane as the ledger records it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchStatus {
+    /// The forests of the most recent repair attempt (one node and
+    /// generation), in the order they opened.
+    pub forests: Vec<ForestStatus>,
+    /// Every exact no-good recorded in the ledger (distinct keys).
+    pub no_goods: usize,
+    /// Search rows of a newer envelope version: shown, never interpreted.
+    pub unreadable_rows: usize,
+}
+
+impl SearchStatus {
+    /// Folds the status from ledger rows (in seq order). Display only: it
+    /// never decides anything, so it tolerates what replay would refuse.
+    pub fn from_rows(rows: &[ledger::Row]) -> SearchStatus {
+        let mut forests: Vec<ForestStatus> = Vec::new();
+        let mut keys: BTreeSet<Digest> = BTreeSet::new();
+        let mut unreadable_rows = 0;
+        for row in rows {
+            let event = match &row.event {
+                ledger::DecodedRow::Search { event, .. } => event,
+                ledger::DecodedRow::UnknownVersion { .. } => {
+                    unreadable_rows += 1;
+                    continue;
+                }
+                ledger::DecodedRow::Ledger(_) => continue,
+            };
+            if let SearchEvent::SearchOpened {
+                forest_id,
+                node,
+                generation,
+                accepted_root,
+                limits,
+                resumed_from,
+                ..
+            } = event
+            {
+                forests.push(ForestStatus {
+                    forest_id: forest_id.clone(),
+                    node: node.clone(),
+                    generation: *generation,
+                    accepted_root: *accepted_root,
+                    resumed_from: resumed_from.clone(),
+                    closed: None,
+                    branches: Vec::new(),
+                    remaining: limits.clone(),
+                    limits: limits.clone(),
+                    usage: BTreeMap::new(),
+                    no_goods: 0,
+                });
+                continue;
+            }
+            if let SearchEvent::NoGoodRecorded { key, .. } = event {
+                keys.insert(*key);
+            }
+            let Some(forest) = forests
+                .iter_mut()
+                .rev()
+                .find(|f| f.forest_id == event.forest_id())
+            else {
+                continue;
+            };
+            forest.apply(event);
+        }
+        let forests = match forests.last().map(|f| (f.node.clone(), f.generation)) {
+            Some((node, generation)) => forests
+                .into_iter()
+                .filter(|f| f.node == node && f.generation == generation)
+                .collect(),
+            None => Vec::new(),
+        };
+        SearchStatus {
+            forests,
+            no_goods: keys.len(),
+            unreadable_rows,
+        }
+    }
+}
+
+impl ForestStatus {
+    fn set_branch(&mut self, branch_id: &str, state: &str, reason: Option<&str>) {
+        let status = BranchStatus {
+            branch_id: branch_id.to_owned(),
+            state: state.to_owned(),
+            reason: reason.map(str::to_owned),
+        };
+        match self.branches.iter_mut().find(|b| b.branch_id == branch_id) {
+            Some(b) => *b = status,
+            None => self.branches.push(status),
+        }
+    }
+
+    fn apply(&mut self, event: &SearchEvent) {
+        match event {
+            SearchEvent::BranchForked { branch_id, .. } => {
+                self.set_branch(branch_id, "opened", None)
+            }
+            SearchEvent::BranchCandidateMeasured { branch_id, .. } => {
+                self.set_branch(branch_id, "measured", None)
+            }
+            SearchEvent::BranchIneligible {
+                branch_id, reason, ..
+            } => self.set_branch(branch_id, "ineligible", Some(reason)),
+            SearchEvent::BranchNotSelected {
+                branch_id, reason, ..
+            } => self.set_branch(branch_id, "not_selected", Some(reason)),
+            SearchEvent::BranchAbandoned {
+                branch_id, reason, ..
+            } => self.set_branch(branch_id, "abandoned", Some(reason)),
+            SearchEvent::BranchSelected { branch_id, .. } => {
+                self.set_branch(branch_id, "selected", None)
+            }
+            SearchEvent::BranchCommitted { branch_id, .. } => {
+                self.set_branch(branch_id, "committed", None)
+            }
+            SearchEvent::NoGoodRecorded { .. } => self.no_goods += 1,
+            SearchEvent::SearchUsageSnapshot { usage, .. } => {
+                self.remaining = self
+                    .limits
+                    .iter()
+                    .map(|(k, limit)| {
+                        (
+                            k.clone(),
+                            limit.saturating_sub(usage.get(k).copied().unwrap_or(0)),
+                        )
+                    })
+                    .collect();
+                self.usage = usage.clone();
+            }
+            SearchEvent::SearchClosed { reason, .. } => self.closed = Some(reason.clone()),
+            _ => {}
+        }
+    }
+
+    /// How many branches are in `state`.
+    pub fn count(&self, state: &str) -> usize {
+        self.branches.iter().filter(|b| b.state == state).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Resume rules at session start, over real ledgers in temp dirs.
+
+    use super::*;
+    use crate::digest::blob_digest;
+
+    fn opened(forest_id: &str, node: &str, generation: u32, root: Digest) -> SearchEvent {
+        SearchEvent::SearchOpened {
+            forest_id: forest_id.into(),
+            branch_id: String::new(),
+            node: node.into(),
+            generation,
+            accepted_root: root,
+            limits: Counters::DEFAULT_LIMITS.to_snapshot(),
+            resumed_from: None,
+        }
+    }
+
+    fn usage(forest_id: &str, actions: u64) -> SearchEvent {
+        let mut usage = Counters::ZERO;
+        usage.actions = actions;
+        usage.verifier_runs = 1;
+        SearchEvent::SearchUsageSnapshot {
+            forest_id: forest_id.into(),
+            branch_id: String::new(),
+            usage: usage.to_snapshot(),
+        }
+    }
+
+    fn ledger_with(events: &[SearchEvent]) -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        for event in events {
+            ledger.append_search(event).unwrap();
+        }
+        (dir, ledger)
+    }
+
+    #[test]
+    fn a_fresh_ledger_starts_generation_zero_of_the_roots_node() {
+        let root = blob_digest(b"x0");
+        let (_dir, ledger) = ledger_with(&[]);
+        let session = Session::begin(&ledger, root).unwrap();
+        assert_eq!(session.node, records::node_id(&root));
+        assert_eq!((session.generation, session.next_forest), (0, 1));
+        assert!(!session.x0_recorded);
+    }
+
+    #[test]
+    fn the_owner_of_an_interrupted_forest_resumes_it_without_refill() {
+        let root = blob_digest(b"x0");
+        let node = records::node_id(&root);
+        let (_dir, ledger) = ledger_with(&[opened("f", &node, 2, root), usage("f", 5)]);
+        let mut session = Session::begin(&ledger, root).unwrap();
+        assert_eq!(
+            session.generation, 2,
+            "the interrupted generation continues"
+        );
+        assert_eq!(session.next_forest, 2, "forest ids stay unique");
+        let binding = ForestBinding {
+            node,
+            generation: 2,
+            accepted_root: root,
+        };
+        let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
+        assert_eq!(seed.resumed_from.as_deref(), Some("f"));
+        assert_eq!(seed.budget.usage().actions, 5);
+    }
+
+    #[test]
+    fn another_root_gets_a_fresh_generation_and_leaves_the_usage_unclaimed() {
+        let root = blob_digest(b"x0");
+        let other = blob_digest(b"edited");
+        let node = records::node_id(&other);
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            usage("f", 5),
+            opened("g", &node, 0, other),
+            SearchEvent::SearchClosed {
+                forest_id: "g".into(),
+                branch_id: String::new(),
+                reason: "committed".into(),
+            },
+        ]);
+        let mut session = Session::begin(&ledger, other).unwrap();
+        assert_eq!(session.generation, 1);
+        let binding = ForestBinding {
+            node,
+            generation: 1,
+            accepted_root: other,
+        };
+        let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
+        assert_eq!(seed.resumed_from, None);
+        assert!(seed.bypass.is_some(), "the bypass is recorded, not silent");
+    }
+
+    #[test]
+    fn two_unclosed_forests_refuse_the_repair_and_name_both() {
+        let root = blob_digest(b"x0");
+        let node = records::node_id(&root);
+        let (_dir, ledger) = ledger_with(&[
+            opened("f-one", &node, 0, root),
+            opened("f-two", &node, 1, root),
+        ]);
+        let Err(err) = Session::begin(&ledger, root) else {
+            panic!("an ambiguous ledger must be refused");
+        };
+        let message = err.to_string();
+        assert!(
+            message.contains("f-one") && message.contains("f-two"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn status_counts_branch_states_remaining_limits_and_no_goods() {
+        let root = blob_digest(b"x0");
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", "n", 0, root),
+            usage("f", 5),
+            records::search_ineligible("f", "b1", "no descent"),
+            SearchEvent::NoGoodRecorded {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                key: blob_digest(b"key"),
+                support_kind: "compiler_code".into(),
+                evidence_digest: blob_digest(b"evidence"),
+            },
+            records::search_closed("f", "no eligible candidate"),
+        ]);
+        let status = SearchStatus::from_rows(&ledger.rows().unwrap());
+        let forest = &status.forests[0];
+        assert_eq!(forest.count("ineligible"), 1);
+        assert_eq!(forest.closed.as_deref(), Some("no eligible candidate"));
+        assert_eq!(
+            forest.remaining["actions"],
+            Counters::DEFAULT_LIMITS.actions - 5
+        );
+        assert_eq!((forest.no_goods, status.no_goods), (1, 1));
+    }
 }

@@ -76,6 +76,13 @@ enum Command {
     },
     /// Serve the Language Server Protocol on stdin/stdout (for editors).
     Lsp,
+    /// Show the last search: its branches, remaining limits and no-goods.
+    Status {
+        /// The workspace root (default: the current directory).
+        path: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Inspect the decision ledger in `.trellis/ledger.db`.
     Ledger {
         #[command(subcommand)]
@@ -129,6 +136,7 @@ fn main() -> ExitCode {
                 cluster,
                 format,
             } => cli::repair::run(path, commit, max_branches.into(), cluster, format).await,
+            Command::Status { path, format } => cli::status::run(path, format),
             Command::Ledger { command } => cli::ledger::run(command),
             Command::Lsp => {
                 // stdout carries the protocol: logs go to stderr only.

@@ -320,3 +320,372 @@ fn ledger_replay_folds_the_accepted_trajectory_without_running_anything() {
     );
     assert_eq!(doc["promotions"].as_array().unwrap().len(), 1);
 }
+
+// ---------------------------------------------------------------------------
+// The search plane at runtime: status, gates W and AC, crash and resume
+// ---------------------------------------------------------------------------
+
+use trellis_engine::ledger::{DecodedRow, Ledger, Row, SearchEvent, fold_resume};
+
+/// The ambiguous import, with the wrong alternative also mistyped: trying it
+/// trades the unresolved name (energy 3) for a type error (energy 2), which
+/// is no descent under ρ = 1.5, with deterministic evidence, so the search
+/// records an exact no-good before it tries the right one.
+fn ambiguous_with_a_mistyped_alternative() -> Workspace {
+    let ws = Workspace::of("ambiguous-import");
+    let source = ws.read("src/lib.rs").replace(
+        "pub fn scale(x: u32) -> u32 {\n        x * 2 + 1",
+        "pub fn scale(x: u32, y: u32) -> u32 {\n        x * 2 + y",
+    );
+    assert!(source.contains("y: u32"), "the fixture changed: {source}");
+    std::fs::write(ws.path().join("src/lib.rs"), source).unwrap();
+    std::fs::write(ws.path().join("trellis.toml"), "[gate]\nrho = 1.5\n").unwrap();
+    ws
+}
+
+fn ledger_rows(ws: &Workspace) -> Vec<Row> {
+    Ledger::open(&ws.path().join(".trellis"))
+        .unwrap()
+        .rows()
+        .unwrap()
+}
+
+fn search_events(rows: &[Row]) -> Vec<SearchEvent> {
+    rows.iter()
+        .filter_map(|row| match &row.event {
+            DecodedRow::Search { event, .. } => Some(event.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn counters_cover(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> bool {
+    b.iter().all(|(k, v)| a.get(k).copied().unwrap_or(0) >= *v)
+}
+
+/// Gate AC's predicate over a real ledger: per forest, every fork and
+/// every measurement follows a usage snapshot that already charges it,
+/// snapshots never decrease and never exceed the limits, and nothing
+/// follows `search_closed`.
+fn assert_gate_ac(rows: &[Row]) {
+    struct Forest {
+        limits: BTreeMap<String, u64>,
+        usage: BTreeMap<String, u64>,
+        forks: u64,
+        measured: u64,
+        closed: bool,
+    }
+    let mut forests: BTreeMap<String, Forest> = BTreeMap::new();
+    for event in search_events(rows) {
+        let id = event.forest_id().to_owned();
+        if let SearchEvent::SearchOpened { limits, .. } = &event {
+            forests.insert(
+                id,
+                Forest {
+                    limits: limits.clone(),
+                    usage: BTreeMap::new(),
+                    forks: 0,
+                    measured: 0,
+                    closed: false,
+                },
+            );
+            continue;
+        }
+        let f = forests.get_mut(&id).expect("event for an opened forest");
+        assert!(!f.closed, "{} after search_closed of {id}", event.name());
+        let charged = |f: &Forest, key: &str| f.usage.get(key).copied().unwrap_or(0);
+        match &event {
+            SearchEvent::SearchUsageSnapshot { usage, .. } => {
+                assert!(counters_cover(usage, &f.usage), "usage decreased in {id}");
+                assert!(
+                    counters_cover(&f.limits, usage),
+                    "usage above a limit in {id}: {usage:?}"
+                );
+                f.usage = usage.clone();
+            }
+            SearchEvent::BranchForked { .. } => {
+                f.forks += 1;
+                assert!(
+                    charged(f, "actions") >= f.forks + f.measured
+                        && charged(f, "workspace_files") >= f.forks,
+                    "fork in {id} without a reservation snapshot"
+                );
+            }
+            SearchEvent::BranchCandidateMeasured { .. } => {
+                f.measured += 1;
+                assert!(
+                    charged(f, "verifier_runs") >= f.measured,
+                    "verifier run in {id} without a reservation snapshot"
+                );
+            }
+            SearchEvent::SearchClosed { .. } => f.closed = true,
+            _ => {}
+        }
+    }
+    assert!(!forests.is_empty(), "the repair opened no forest");
+}
+
+#[test]
+fn status_shows_the_last_forest_its_branches_limits_and_no_goods() {
+    let ws = ambiguous_with_a_mistyped_alternative();
+    let (code, _) = ws.json(&["repair"]);
+    assert_eq!(code, 0);
+    let (code, doc) = ws.json(&["status"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let forest = &doc["forests"][0];
+    assert_eq!(forest["closed"], "committed", "{doc:#}");
+    let states: Vec<&str> = forest["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["ineligible", "committed"], "{doc:#}");
+    assert_eq!(forest["no_goods"], 1, "{doc:#}");
+    assert_eq!(doc["no_goods"], 1, "{doc:#}");
+    assert!(forest["remaining"]["verifier_runs"].as_u64().unwrap() < 24);
+
+    let out = ws.trellis(&["status"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("1 ineligible") && text.contains("1 committed"),
+        "{text}"
+    );
+    assert!(text.contains("no-goods in the ledger: 1"), "{text}");
+}
+
+#[test]
+fn a_repeated_repair_refuses_a_recorded_no_good_for_free() {
+    let ws = ambiguous_with_a_mistyped_alternative();
+    assert_eq!(ws.json(&["repair"]).0, 0);
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let branches = doc["steps"][0]["branches"].as_array().unwrap();
+    assert!(
+        branches[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exact no-good"),
+        "{doc:#}"
+    );
+    let (_, status) = ws.json(&["status"]);
+    let forest = &status["forests"][0];
+    assert_eq!(
+        forest["branches"].as_array().unwrap().len(),
+        1,
+        "{status:#}"
+    );
+    assert_eq!(forest["usage"]["verifier_runs"], 1, "{status:#}");
+}
+
+#[test]
+fn gate_w_abandoned_and_unselected_branches_leave_the_user_tree_byte_identical() {
+    // The trap's only candidate is never promoted; the ambiguous import's
+    // approximate alternative loses the selection; the mistyped one is
+    // rejected as ineligible. None of them may touch the user's files.
+    let cases: [(Workspace, &[&str], Option<&str>); 3] = [
+        (Workspace::of("trap"), &["repair", "--commit"], None),
+        (
+            Workspace::of("ambiguous-import"),
+            &["repair"],
+            Some("branch_not_selected"),
+        ),
+        (
+            ambiguous_with_a_mistyped_alternative(),
+            &["repair"],
+            Some("branch_ineligible"),
+        ),
+    ];
+    for (ws, args, loser) in cases {
+        let before = ws.tree();
+        let (_, doc) = ws.json(args);
+        assert_eq!(
+            ws.tree(),
+            before,
+            "the user's tree must stay byte-identical"
+        );
+        if let Some(kind) = loser {
+            let events = search_events(&ledger_rows(&ws));
+            assert!(events.iter().any(|e| e.name() == kind), "{kind}: {doc:#}");
+        }
+    }
+}
+
+#[test]
+fn gate_ac_every_action_in_a_real_ledger_is_reserved_first_and_nothing_follows_close() {
+    let ws = ambiguous_with_a_mistyped_alternative();
+    assert_eq!(ws.json(&["repair"]).0, 0);
+    let ws2 = Workspace::of("two-steps");
+    committed(&ws2);
+    for ws in [&ws, &ws2] {
+        let rows = ledger_rows(ws);
+        assert_gate_ac(&rows);
+        let events = search_events(&rows);
+        let opened = events
+            .iter()
+            .filter(|e| e.name() == "search_opened")
+            .count();
+        let closed = events
+            .iter()
+            .filter(|e| e.name() == "search_closed")
+            .count();
+        assert_eq!(opened, closed, "every forest closes");
+    }
+}
+
+#[test]
+fn gate_x_a_forest_commits_at_most_once_and_previews_add_no_decisions() {
+    let ws = Workspace::of("two-steps");
+    committed(&ws);
+    let rows = ledger_rows(&ws);
+    let mut commits: BTreeMap<String, usize> = BTreeMap::new();
+    let mut measured = 0;
+    for event in search_events(&rows) {
+        match event {
+            SearchEvent::BranchCommitted { forest_id, .. } => {
+                *commits.entry(forest_id).or_default() += 1
+            }
+            SearchEvent::BranchCandidateMeasured { .. } => measured += 1,
+            _ => {}
+        }
+    }
+    assert!(commits.values().all(|n| *n == 1), "{commits:?}");
+    let decisions = rows
+        .iter()
+        .filter(|r| r.kind == "gate_decision_recorded")
+        .count();
+    assert_eq!(
+        decisions,
+        commits.len(),
+        "one decision per committed forest"
+    );
+    assert!(
+        measured >= decisions,
+        "every branch measured was only previewed"
+    );
+}
+
+#[test]
+fn two_interrupted_searches_are_refused_naming_both_and_nothing_is_written() {
+    let ws = Workspace::of("missing-mut");
+    let before = ws.tree();
+    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
+    for (forest, generation) in [("n0/0/f1", 0), ("n0/1/f1", 1)] {
+        ledger
+            .append_search(&SearchEvent::SearchOpened {
+                forest_id: forest.into(),
+                branch_id: String::new(),
+                node: "n0".into(),
+                generation,
+                accepted_root: trellis_engine::digest::blob_digest(b"elsewhere"),
+                limits: trellis_engine::search::Counters::DEFAULT_LIMITS.to_snapshot(),
+                resumed_from: None,
+            })
+            .unwrap();
+    }
+    drop(ledger);
+    let out = ws.trellis(&["repair", "--commit"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("n0/0/f1") && err.contains("n0/1/f1") && err.contains("ambiguous"),
+        "{err}"
+    );
+    assert_eq!(ws.tree(), before);
+}
+
+#[test]
+fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
+    let ws = ambiguous_with_a_mistyped_alternative();
+    let before = ws.tree();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(["repair", "--format", "json"])
+        .arg(ws.path())
+        .env("TRELLIS_CACHE_DIR", ws.cache.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the first branch has recorded its no-good: the second
+    // branch is then being copied or measured.
+    let db = ws.path().join(".trellis/ledger.db");
+    loop {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "trellis finished before it could be killed mid-search"
+        );
+        let recorded =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| {
+                    c.query_row(
+                "SELECT count(*) FROM events WHERE payload LIKE '%\"kind\":\"no_good_recorded\"%'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+                })
+                .unwrap_or(0);
+        if recorded > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no cleanup runs.
+    child.wait().unwrap();
+    assert_eq!(
+        ws.tree(),
+        before,
+        "a killed search must not touch the user's files"
+    );
+
+    let rows = ledger_rows(&ws);
+    let interrupted = fold_resume(&rows).unwrap();
+    let forest = interrupted
+        .interrupted
+        .expect("the killed forest is unclosed");
+    let keys: Vec<_> = interrupted.no_goods.keys().copied().collect();
+    assert_eq!(keys.len(), 1);
+
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "the resumed repair still finds the fix: {doc:#}");
+    assert_eq!(ws.tree(), before, "without --commit nothing is written");
+    let rows = ledger_rows(&ws);
+    let events = search_events(&rows);
+    let (resumed_id, limits) = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchOpened {
+                forest_id,
+                resumed_from: Some(from),
+                limits,
+                ..
+            } if *from == forest.forest_id => Some((forest_id.clone(), limits.clone())),
+            _ => None,
+        })
+        .expect("a forest resumes the killed one");
+    assert_eq!(limits, forest.limits, "limits are never refilled");
+    let first_usage = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchUsageSnapshot {
+                forest_id, usage, ..
+            } if *forest_id == resumed_id => Some(usage.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        counters_cover(&first_usage, &forest.usage),
+        "the resumed forest starts with at least the reserved usage: {first_usage:?} vs {:?}",
+        forest.usage
+    );
+    let after = fold_resume(&rows).unwrap();
+    assert!(after.interrupted.is_none(), "the killed forest is claimed");
+    assert!(keys.iter().all(|k| after.no_goods.contains_key(k)));
+    assert!(
+        doc["steps"][0]["branches"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("exact no-good")),
+        "the resumed search refuses the recorded no-good: {doc:#}"
+    );
+    assert_gate_ac(&rows);
+}

@@ -1,10 +1,11 @@
-//! The headless front end: `trellis check`, `repair` and `ledger`.
+//! The headless front end: `trellis check`, `repair`, `status` and `ledger`.
 
 pub mod check;
 pub mod ledger;
 pub mod prompts;
 pub mod render;
 pub mod repair;
+pub mod status;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
