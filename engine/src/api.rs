@@ -144,6 +144,60 @@ pub enum EngineError {
     Io(String),
 }
 
+/// The session's stance on experimental prompt text (`--allow-experimental-prompts`,
+/// `--allow-core-prompt-override`). Both are recorded when the session starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptPolicy {
+    pub allow_experimental: bool,
+    pub allow_core_override: bool,
+}
+
+/// A prompt bundle section pinned for the whole session: the store copy is
+/// what the session uses; the source is never reread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedBundleSection {
+    pub section: String,
+    pub content_hash: String,
+    pub stored: PathBuf,
+}
+
+/// Validates the workspace's `[prompts]` table and its bundles, and pins
+/// them into `.trellis/prompt-bundles/`. Any problem refuses start-up with
+/// the file and the reason.
+fn pin_prompt_bundles(
+    root: &Path,
+    policy: PromptPolicy,
+) -> Result<Vec<PinnedBundleSection>, EngineError> {
+    let config = trellis_prompts::activation::PromptsConfig::load(root)
+        .map_err(|(path, message)| EngineError::Config { path, message })?;
+    if config.bundles.is_empty() {
+        return Ok(Vec::new());
+    }
+    let store = root.join(".trellis").join("prompt-bundles");
+    let policy = trellis_prompts::ResolutionPolicy {
+        allow_experimental: policy.allow_experimental,
+        allow_core_override: policy.allow_core_override,
+    };
+    // Each error names its bundle file and line; the config file is where the bundle was listed.
+    let pinned = trellis_prompts::bundles::load_bundles(&config.bundles, root, &store, policy)
+        .map_err(|errors| EngineError::Config {
+            path: root.join(crate::config::WORKSPACE_FILE),
+            message: errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        })?;
+    Ok(pinned
+        .into_iter()
+        .map(|p| PinnedBundleSection {
+            section: p.schema.id.to_owned(),
+            content_hash: p.content_hash,
+            stored: p.stored,
+        })
+        .collect())
+}
+
 /// One workspace's engine: configuration, snapshot cache, ledger, branch slots.
 /// `Send + Sync`; the language server shares it behind an `Arc`.
 pub struct Engine {
@@ -161,6 +215,9 @@ pub struct Engine {
     /// under one profile (PSP-10 Assumption 2), so a repair started right
     /// after a check reuses the check's measurement.
     measurements: Mutex<HashMap<Digest, Measurement>>,
+    /// The prompt policy and bundles pinned at start, recorded with the session.
+    prompt_policy: PromptPolicy,
+    prompt_bundles: Vec<PinnedBundleSection>,
 }
 
 fn io(e: impl std::fmt::Display) -> EngineError {
@@ -173,6 +230,16 @@ impl Engine {
     pub fn open(
         root: &Path,
         init_options: Option<serde_json::Value>,
+    ) -> Result<Engine, EngineError> {
+        Engine::open_with(root, init_options, PromptPolicy::default())
+    }
+
+    /// [`Engine::open`] with the session's prompt policy: the workspace's
+    /// prompt bundles are validated and pinned under it, or start-up fails.
+    pub fn open_with(
+        root: &Path,
+        init_options: Option<serde_json::Value>,
+        prompt_policy: PromptPolicy,
     ) -> Result<Engine, EngineError> {
         let root = root.canonicalize().map_err(|e| EngineError::Config {
             path: root.to_path_buf(),
@@ -189,6 +256,7 @@ impl Engine {
                 path: PathBuf::from(&e.source_name),
                 message: e.message,
             })?;
+        let prompt_bundles = pin_prompt_bundles(&root, prompt_policy)?;
         let trellis_dir = root.join(".trellis");
         let ledger = Ledger::open(&trellis_dir).map_err(io)?;
         let snapshotter = Snapshotter::new(&root, Some(trellis_dir.join("index")));
@@ -202,6 +270,8 @@ impl Engine {
             view_lock: tokio::sync::Mutex::new(()),
             repair_lock: tokio::sync::Mutex::new(()),
             measurements: Mutex::new(HashMap::new()),
+            prompt_policy,
+            prompt_bundles,
         })
     }
 
@@ -228,6 +298,7 @@ impl Engine {
                     .append(&records::session_started(
                         &self.root,
                         &self.config,
+                        (self.prompt_policy, &self.prompt_bundles),
                         &sensors,
                     ))
                     .map_err(io)?;

@@ -78,6 +78,10 @@ struct Layer {
     gate: Option<GateLayer>,
     stages: Option<StagesLayer>,
     exploration: Option<ExplorationLayer>,
+    /// `[prompts]`: accepted here, validated by `trellis-prompts` when a
+    /// session starts (`Engine::open`).
+    #[serde(rename = "prompts")]
+    _prompts: Option<toml::Value>,
     /// The pre-search `[ensemble]` table; present only to refuse it clearly.
     ensemble: Option<toml::Value>,
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::api::{Promotion, RepairStatus};
+use crate::api::{PinnedBundleSection, Promotion, PromptPolicy, RepairStatus};
 use crate::config::Config;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{GateDecision, Verdict};
@@ -31,7 +31,14 @@ pub fn repair_id(start_root: &Digest) -> String {
     format!("r{}", digest.short(12))
 }
 
-pub fn session_started(root: &Path, config: &Config, sensors: &[Box<dyn Sensor>]) -> LedgerEvent {
+/// The session's start: configuration, the prompt policy and pinned bundles
+/// (so an experimental or core override is never unledgered), and the sensors.
+pub fn session_started(
+    root: &Path,
+    config: &Config,
+    prompts: (PromptPolicy, &[PinnedBundleSection]),
+    sensors: &[Box<dyn Sensor>],
+) -> LedgerEvent {
     let session = CanonicalHasher::new("trellis.session-id.v1")
         .str(&root.display().to_string())
         .bytes(&std::process::id().to_le_bytes())
@@ -46,7 +53,11 @@ pub fn session_started(root: &Path, config: &Config, sensors: &[Box<dyn Sensor>]
         session_id: format!("s{}", session.short(12)),
         workspace: root.display().to_string(),
         trellis_version: env!("CARGO_PKG_VERSION").to_owned(),
-        config: serde_json::to_value(config).unwrap_or_default(),
+        config: serde_json::json!({
+            "workspace": config,
+            "prompt_policy": prompts.0,
+            "prompt_bundles": prompts.1,
+        }),
         sensors: sensors.iter().map(|s| s.fingerprint().clone()).collect(),
         required_stages: config.stages.required.clone(),
     })

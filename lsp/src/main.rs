@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use trellis_engine::api::PromptPolicy;
 
 mod cli;
 mod server;
@@ -27,6 +28,12 @@ mod server;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Let experimental prompt overrides and bundles resolve (recorded in the ledger).
+    #[arg(long, global = true)]
+    allow_experimental_prompts: bool,
+    /// Let a prompt bundle replace platform sections (recorded in the ledger).
+    #[arg(long, global = true)]
+    allow_core_prompt_override: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -116,6 +123,10 @@ pub enum LedgerCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let prompts = PromptPolicy {
+        allow_experimental: cli.allow_experimental_prompts,
+        allow_core_override: cli.allow_core_prompt_override,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -128,14 +139,16 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Check { path, format } => cli::check::run(path, format).await,
+            Command::Check { path, format } => cli::check::run(path, format, prompts).await,
             Command::Repair {
                 path,
                 commit,
                 max_branches,
                 cluster,
                 format,
-            } => cli::repair::run(path, commit, max_branches.into(), cluster, format).await,
+            } => {
+                cli::repair::run(path, commit, max_branches.into(), cluster, format, prompts).await
+            }
             Command::Status { path, format } => cli::status::run(path, format),
             Command::Ledger { command } => cli::ledger::run(command),
             Command::Lsp => {
@@ -144,7 +157,7 @@ fn main() -> ExitCode {
                     .with_writer(std::io::stderr)
                     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                     .init();
-                match server::serve_stdio().await {
+                match server::serve_stdio(prompts).await {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("error: {e:#}");

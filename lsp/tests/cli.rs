@@ -689,3 +689,61 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
     );
     assert_gate_ac(&rows);
 }
+
+/// A bundle section replacing `branch_correct/role`, in the section format.
+fn write_bundle_section(dir: &Path, id: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("role.md"),
+        format!(
+            "---\nid: {id}\nversion: 2\nrole: system\nrequired: true\npriority: 100\nmax_bytes: 1024\n\
+             owner: team\nrationale: a shorter role\nreview: 2026-11-30\nvars: {{}}\n---\nYou repair Rust code.\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.parent().unwrap().join("trellis.toml"),
+        "[prompts]\nbundles = [\"bundle\"]\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_prompt_bundle_is_validated_and_pinned_when_a_session_starts() {
+    let ws = Workspace::of("missing-mut");
+    write_bundle_section(&ws.path().join("bundle"), "branch_correct/role");
+
+    // Bundles are experimental: without the flag the session refuses to start.
+    let out = ws.trellis(&["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("role.md"), "{err}");
+
+    let out = ws.trellis(&["check", "--allow-experimental-prompts"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pinned = std::fs::read_dir(ws.path().join(".trellis/prompt-bundles"))
+        .unwrap()
+        .count();
+    assert!(
+        pinned >= 1,
+        "the bundle is copied into the content-addressed store"
+    );
+}
+
+#[test]
+fn a_bundle_replacing_an_unknown_section_refuses_start_naming_the_file() {
+    let ws = Workspace::of("missing-mut");
+    write_bundle_section(&ws.path().join("bundle"), "branch_correct/no_such_section");
+    let out = ws.trellis(&["check", "--allow-experimental-prompts"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("role.md") && err.contains("no_such_section"),
+        "{err}"
+    );
+}

@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::View;
+use trellis_engine::api::{PromptPolicy, View};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, Spinner, fail, open, render, workspace};
 use crate::Format;
 
-pub async fn run(path: Option<PathBuf>, format: Format) -> u8 {
+pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -> u8 {
     let root = workspace(path);
-    let engine = match open(&root) {
+    let engine = match open(&root, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

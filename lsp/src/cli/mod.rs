@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use trellis_engine::api::{Engine, Progress};
+use trellis_engine::api::{Engine, Progress, PromptPolicy};
 
 /// Exit status: everything passes.
 pub const EXIT_OK: u8 = 0;
@@ -31,8 +31,8 @@ pub fn workspace(path: Option<PathBuf>) -> PathBuf {
     path.unwrap_or_else(|| PathBuf::from("."))
 }
 
-pub fn open(path: &Path) -> Result<Engine, u8> {
-    Engine::open(path, None).map_err(fail)
+pub fn open(path: &Path, prompts: PromptPolicy) -> Result<Engine, u8> {
+    Engine::open_with(path, None, prompts).map_err(fail)
 }
 
 /// A spinner on stderr that shows the running stage; silent when stderr is

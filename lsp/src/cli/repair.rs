@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::{RepairOptions, RepairStatus, View};
+use trellis_engine::api::{PromptPolicy, RepairOptions, RepairStatus, View};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_RESIDUALS, Spinner, fail, open, render, workspace};
 use crate::Format;
@@ -14,9 +14,10 @@ pub async fn run(
     max_branches: usize,
     cluster: Option<String>,
     format: Format,
+    prompts: PromptPolicy,
 ) -> u8 {
     let root = workspace(path);
-    let engine = match open(&root) {
+    let engine = match open(&root, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

@@ -18,7 +18,7 @@ use tower_lsp_server::ls_types::{
     InitializedParams, LSPAny, MessageType, ServerInfo, WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
-use trellis_engine::api::Engine;
+use trellis_engine::api::{Engine, PromptPolicy};
 
 use super::actor::{Actor, ApplyOffer, BranchText, Msg};
 use super::capabilities::{ClientFacts, server_capabilities};
@@ -30,6 +30,8 @@ use super::tasks::{self, Refusal, Shared, prepare_apply, refuse_stale};
 
 pub struct Backend {
     client: Client,
+    /// The prompt policy from the command line, applied when the engine opens.
+    prompts: PromptPolicy,
     running: OnceLock<Running>,
 }
 
@@ -40,9 +42,10 @@ struct Running {
 }
 
 impl Backend {
-    pub fn new(client: Client) -> Backend {
+    pub fn new(client: Client, prompts: PromptPolicy) -> Backend {
         Backend {
             client,
+            prompts,
             running: OnceLock::new(),
         }
     }
@@ -199,7 +202,8 @@ impl LanguageServer for Backend {
         let options = params.initialization_options.clone();
         let opened = {
             let root = root.clone();
-            tokio::task::spawn_blocking(move || Engine::open(&root, options)).await
+            let prompts = self.prompts;
+            tokio::task::spawn_blocking(move || Engine::open_with(&root, options, prompts)).await
         };
         let engine = match opened {
             Ok(Ok(engine)) => Arc::new(engine),

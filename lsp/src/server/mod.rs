@@ -32,12 +32,13 @@ mod tasks;
 mod workspace_edit;
 
 use tower_lsp_server::{LspService, Server};
+use trellis_engine::api::PromptPolicy;
 
 use backend::Backend;
 
 /// Serves the language server on stdin/stdout until the client sends `exit`.
-pub async fn serve_stdio() -> anyhow::Result<()> {
-    let (service, socket) = LspService::build(Backend::new)
+pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
+    let (service, socket) = LspService::build(move |client| Backend::new(client, prompts))
         .custom_method("trellis/branchFile", Backend::branch_file)
         .custom_method(
             "window/workDoneProgress/cancel",
