@@ -24,4 +24,4 @@ cargo test --workspace --locked
 
 step "editor tests"
 cargo build --locked -p trellis-lsp
-TRELLIS_BIN="$PWD/target/debug/trellis" bash scripts/test-editors.sh
+TRELLIS_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/trellis" bash scripts/test-editors.sh

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::change::FileChange;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ResidualClass};
 use crate::config::Config;
 use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
 use crate::digest::Digest;
@@ -141,6 +141,8 @@ pub enum EngineError {
     #[error("only a hard-passing repair can be promoted (status: {0:?})")]
     NotPromotable(RepairStatus),
     #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
     Io(String),
 }
 
@@ -220,7 +222,8 @@ pub struct Engine {
     prompt_bundles: Vec<PinnedBundleSection>,
 }
 
-fn io(e: impl std::fmt::Display) -> EngineError {
+/// Wraps an I/O-side failure (ledger, snapshot, copy) for the front ends.
+pub(crate) fn io(e: impl std::fmt::Display) -> EngineError {
     EngineError::Io(e.to_string())
 }
 
@@ -416,6 +419,27 @@ impl Engine {
                 .map_err(io)?;
         }
         let initial = self.check_report(&m0);
+        if let Some(target) = &options.target_cluster
+            && !initial
+                .clusters
+                .iter()
+                .any(|c| &c.id == target && c.class != ResidualClass::Warning)
+        {
+            let known: Vec<&str> = initial
+                .clusters
+                .iter()
+                .filter(|c| c.class != ResidualClass::Warning)
+                .map(|c| c.id.as_str())
+                .collect();
+            return Err(EngineError::Usage(format!(
+                "no repairable cluster `{target}` in the current view (clusters: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
         let start_root = snapshot.root;
         if m0.hard_pass() {
             return Ok(RepairOutcome {
@@ -497,14 +521,9 @@ impl Engine {
             });
         }
         for change in &outcome.changes {
-            let written = match change {
-                FileChange::Modify { path, new_text, .. } => {
-                    fsutil::write_atomic(&self.root, path, new_text.as_bytes())
-                }
-                FileChange::Create { path, text, .. } => {
-                    fsutil::write_atomic(&self.root, path, text.as_bytes())
-                }
-                FileChange::Delete { path, .. } => fsutil::remove_confined(&self.root, path),
+            let written = match change.new_text() {
+                Some(text) => fsutil::write_atomic(&self.root, change.path(), text.as_bytes()),
+                None => fsutil::remove_confined(&self.root, change.path()),
             };
             written.map_err(io)?;
         }
@@ -542,6 +561,15 @@ impl Engine {
         outcome: &RepairOutcome,
         observed_root: Digest,
     ) -> Result<(), EngineError> {
+        if outcome.status != RepairStatus::HardPass {
+            self.ledger
+                .append(&records::refused_not_hard_pass(
+                    &outcome.repair_id,
+                    outcome.status,
+                ))
+                .map_err(io)?;
+            return Err(EngineError::NotPromotable(outcome.status));
+        }
         if observed_root != outcome.final_root {
             return Err(EngineError::StaleRoot {
                 expected: outcome.final_root,

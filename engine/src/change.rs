@@ -38,6 +38,15 @@ pub enum FileChange {
 }
 
 impl FileChange {
+    /// The file's text after the change; `None` when the change deletes it.
+    pub fn new_text(&self) -> Option<&str> {
+        match self {
+            FileChange::Modify { new_text, .. } => Some(new_text),
+            FileChange::Create { text, .. } => Some(text),
+            FileChange::Delete { .. } => None,
+        }
+    }
+
     pub fn path(&self) -> &str {
         match self {
             FileChange::Modify { path, .. }

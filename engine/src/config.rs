@@ -280,6 +280,9 @@ impl Config {
                 counter.name()
             ));
         }
+        if self.stages.required.is_empty() {
+            return Err("`stages.required` must name at least one stage: with none, nothing would be verified".into());
+        }
         for stage in &self.stages.required {
             if !KNOWN_STAGES.contains(&stage.as_str()) {
                 return Err(format!(
@@ -347,6 +350,16 @@ mod tests {
         );
         let err = load_with("[exploration.limits]\nbranches = 2\n").unwrap_err();
         assert!(err.message.contains("branches"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_required_stage_list_is_refused() {
+        let err = load_with("[stages]\nrequired = []\n").unwrap_err();
+        assert!(
+            err.message
+                .contains("`stages.required` must name at least one stage"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -123,16 +123,4 @@ impl CorrectionPacket {
             uncertainty: unavailable.to_vec(),
         }
     }
-
-    /// True when the tools offer no fix: the packet asks for expansion to
-    /// another proposer, never a blind retry.
-    pub fn has_suggestions(&self) -> bool {
-        self.operators.iter().any(|op| {
-            matches!(
-                op,
-                CorrectionOperator::ApplySuggestions { .. }
-                    | CorrectionOperator::ChooseAlternative { .. }
-            )
-        })
-    }
 }

@@ -20,7 +20,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummary};
+use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummary, io};
 use crate::cluster::ResidualClass;
 use crate::config::Config;
 use crate::correction::CorrectionPacket;
@@ -106,10 +106,6 @@ pub(crate) struct SearchResult {
     pub labels: Vec<String>,
 }
 
-fn io(e: impl std::fmt::Display) -> EngineError {
-    EngineError::Io(e.to_string())
-}
-
 /// Clusters worth repairing, the requested one first, warnings never.
 fn repair_order<'m>(m: &'m Measurement, target: Option<&str>) -> Vec<&'m crate::cluster::Cluster> {
     let mut clusters: Vec<_> = m
@@ -193,6 +189,8 @@ pub(crate) struct Session {
     claim: ResumeClaim,
     nogoods: NoGoods,
     next_forest: usize,
+    /// Interrupted forests this session closed as superseded (once each).
+    superseded: BTreeSet<String>,
 }
 
 impl Session {
@@ -303,6 +301,18 @@ impl Session {
             claim,
             nogoods,
             next_forest,
+            superseded: BTreeSet::new(),
+        })
+    }
+
+    /// The `search_closed` event for an interrupted forest its owner can no
+    /// longer claim, the first time this session bypasses it.
+    fn close_superseded(&mut self, interrupted: &str, by: &str) -> Option<SearchEvent> {
+        self.superseded.insert(interrupted.to_owned()).then(|| {
+            records::search_closed(
+                interrupted,
+                &format!("superseded by {by}; its usage stays unclaimed"),
+            )
         })
     }
 
@@ -531,6 +541,14 @@ pub(crate) async fn search(
                     y,
                     m,
                 } = *chosen;
+                // Only eligible candidates are selected and a commit must equal
+                // its preview, so a rejection here is a broken invariant.
+                if !decision.verdict.accepted() {
+                    return Err(EngineError::Io(format!(
+                        "{}: the gate rejected a committed candidate whose preview it accepted",
+                        decision.candidate_id
+                    )));
+                }
                 (decision, branch_id, label, y, m)
             }
             StepEnd::Cancelled => {
@@ -580,32 +598,24 @@ pub(crate) async fn search(
         )
         .map_err(io)?;
         for change in &changes {
-            match change {
-                crate::change::FileChange::Modify { path, new_text, .. } => {
-                    overlay
-                        .buffers
-                        .insert(path.clone(), new_text.clone().into_bytes());
-                }
-                crate::change::FileChange::Create { path, text, .. } => {
-                    overlay
-                        .buffers
-                        .insert(path.clone(), text.clone().into_bytes());
-                }
-                crate::change::FileChange::Delete { path, .. } => {
-                    return Err(EngineError::Io(format!(
-                        "{path}: a candidate deleted a file, which staging cannot hold yet"
-                    )));
-                }
-            }
+            let Some(text) = change.new_text() else {
+                // Accepted states are overlays of file contents over the user's disk.
+                return Err(EngineError::Io(format!(
+                    "{}: the selected candidate deletes this file; accepted states only hold file contents",
+                    change.path()
+                )));
+            };
+            overlay
+                .buffers
+                .insert(change.path().to_owned(), text.as_bytes().to_vec());
         }
         accepted = Accepted {
             snapshot: y,
             overlay,
             measurement: m,
         };
-        match decision.verdict {
-            Verdict::AcceptedHardPass => break RepairStatus::HardPass,
-            Verdict::AcceptedDescent | Verdict::RejectedNonDescending => {}
+        if decision.verdict == Verdict::AcceptedHardPass {
+            break RepairStatus::HardPass;
         }
     };
     Ok(SearchResult {
@@ -684,6 +694,14 @@ fn open_forest<'a>(
     let run = ForestRun { ctx, forest };
     run.append(&records::search_opened(&run.forest))?;
     if let Some(bypass) = seed.bypass {
+        // The interrupted forest can never be claimed by its owner now (its
+        // attempt restarted under a new generation): close it, so the next
+        // interruption is not mistaken for an ambiguous pair of searches.
+        if let Some(close) =
+            session.close_superseded(&bypass.interrupted_forest, &run.forest.forest_id)
+        {
+            run.append(&close)?;
+        }
         run.observe(
             "",
             &format!(
@@ -1467,6 +1485,43 @@ mod tests {
         let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
         assert_eq!(seed.resumed_from, None);
         assert!(seed.bypass.is_some(), "the bypass is recorded, not silent");
+    }
+
+    #[test]
+    fn a_bypassed_forest_is_closed_once_so_a_later_crash_is_not_ambiguous() {
+        let root = blob_digest(b"x0");
+        let other = blob_digest(b"edited");
+        let node = records::node_id(&other);
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            usage("f", 5),
+        ]);
+        let mut session = Session::begin(&ledger, other).unwrap();
+        let binding = ForestBinding {
+            node: node.clone(),
+            generation: session.generation,
+            accepted_root: other,
+        };
+        let bypass = session
+            .claim
+            .open(&binding, Counters::DEFAULT_LIMITS)
+            .bypass
+            .unwrap();
+        let close = session
+            .close_superseded(&bypass.interrupted_forest, "g")
+            .expect("closed the first time");
+        assert!(
+            session
+                .close_superseded(&bypass.interrupted_forest, "h")
+                .is_none(),
+            "closed once only"
+        );
+        ledger.append_search(&close).unwrap();
+        // The new search is interrupted too: one unclosed forest, not two.
+        ledger
+            .append_search(&opened("g", &node, session.generation, other))
+            .unwrap();
+        Session::begin(&ledger, other).expect("a single interrupted search resumes");
     }
 
     #[test]

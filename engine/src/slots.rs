@@ -1,8 +1,11 @@
 //! Where branch workspaces live: reusable slots in the user's cache directory.
 //!
-//! A slot is synced, not recreated, for every branch, so the files a
-//! candidate does not touch keep their mtimes and the slot's cargo build
-//! cache stays warm: measuring a branch costs about an incremental check.
+//! A slot that still exists is synced, not recreated, for the next branch,
+//! so the files a candidate does not touch keep their mtimes and cargo's
+//! incremental state stays warm: measuring a branch costs about an
+//! incremental check. A branch that is not selected or is abandoned loses
+//! its slot (PSP-10 system 19); the shared target directory keeps the
+//! dependencies built either way.
 
 use std::path::{Path, PathBuf};
 
@@ -35,10 +38,6 @@ impl Slots {
         Slots {
             base: cache.join(format!("ws-{id}")),
         }
-    }
-
-    pub fn base(&self) -> &Path {
-        &self.base
     }
 
     /// The slot where the user's view is measured by `check`.

@@ -7,6 +7,18 @@ use tokio_util::sync::CancellationToken;
 use trellis_engine::api::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
 use trellis_engine::ledger::{DecodedRow, LedgerEvent, RefusalReason};
 
+/// Points every engine in this test binary at one private branch cache.
+/// `Once` makes the one write to the environment happen before any test
+/// goes on to read it.
+fn private_cache() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        // SAFETY: runs once, and every test calls this before starting engine threads.
+        unsafe { std::env::set_var("TRELLIS_CACHE_DIR", dir) };
+    });
+}
+
 fn fixture_copy(name: &str) -> tempfile::TempDir {
     let from = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures")
@@ -35,9 +47,7 @@ fn refusals(engine: &Engine) -> Vec<RefusalReason> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_root_is_refused_ledgered_and_leaves_the_users_edit() {
-    let cache = tempfile::tempdir().unwrap();
-    // SAFETY: set before any engine thread reads it; tests in this binary agree on it.
-    unsafe { std::env::set_var("TRELLIS_CACHE_DIR", cache.path()) };
+    private_cache();
     let ws = fixture_copy("missing-mut");
     let engine = Engine::open(ws.path(), None).unwrap();
     let outcome = engine
@@ -73,9 +83,7 @@ async fn a_stale_root_is_refused_ledgered_and_leaves_the_users_edit() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn only_a_hard_pass_is_promotable() {
-    let cache = tempfile::tempdir().unwrap();
-    // SAFETY: as above.
-    unsafe { std::env::set_var("TRELLIS_CACHE_DIR", cache.path()) };
+    private_cache();
     let ws = fixture_copy("trap");
     let before = std::fs::read(ws.path().join("src/lib.rs")).unwrap();
     let engine = Engine::open(ws.path(), None).unwrap();
@@ -103,9 +111,7 @@ async fn only_a_hard_pass_is_promotable() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unsaved_buffers_are_part_of_the_view() {
-    let cache = tempfile::tempdir().unwrap();
-    // SAFETY: as above.
-    unsafe { std::env::set_var("TRELLIS_CACHE_DIR", cache.path()) };
+    private_cache();
     let ws = fixture_copy("missing-mut");
     let engine = Engine::open(ws.path(), None).unwrap();
     let on_disk = std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap();

@@ -48,11 +48,20 @@ impl Workspace {
         self.dir.path()
     }
 
-    fn trellis(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_trellis"))
+    /// The binary on this workspace, with a private cache and no user
+    /// configuration (`XDG_CONFIG_HOME` points into the private cache).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+        command
             .args(args)
             .arg(self.path())
             .env("TRELLIS_CACHE_DIR", self.cache.path())
+            .env("XDG_CONFIG_HOME", self.cache.path().join("config"));
+        command
+    }
+
+    fn trellis(&self, args: &[&str]) -> Output {
+        self.command(args)
             .output()
             .expect("the trellis binary runs")
     }
@@ -746,4 +755,44 @@ fn a_bundle_replacing_an_unknown_section_refuses_start_naming_the_file() {
         err.contains("role.md") && err.contains("no_such_section"),
         "{err}"
     );
+}
+
+#[test]
+fn a_missing_toolchain_is_an_infrastructure_error() {
+    let ws = Workspace::of("missing-mut");
+    let empty_path = tempfile::tempdir().unwrap();
+    let out = ws
+        .command(&["check"])
+        .env("PATH", empty_path.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("could not run"), "{text}");
+}
+
+#[test]
+fn repairing_an_unknown_cluster_is_a_usage_error_listing_the_real_ones() {
+    let ws = Workspace::of("missing-mut");
+    let before = ws.tree();
+    let out = ws.trellis(&["repair", "--commit", "--cluster", "c00000000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("no repairable cluster `c00000000`") && err.contains("clusters: c"),
+        "{err}"
+    );
+    assert_eq!(ws.tree(), before);
+}
+
+#[test]
+fn status_of_a_path_that_is_not_a_directory_is_an_error() {
+    let ws = Workspace::of("missing-mut");
+    let out = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(["status"])
+        .arg(ws.path().join("no-such-dir"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::api::{PromptPolicy, View};
 
-use super::{EXIT_OK, EXIT_RESIDUALS, Spinner, fail, open, render, workspace};
+use super::{Spinner, cancel_on_interrupt, fail, open, render, verdict_code, workspace};
 use crate::Format;
 
 pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -> u8 {
@@ -14,10 +14,10 @@ pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -
         Ok(engine) => engine,
         Err(code) => return code,
     };
+    let cancel = CancellationToken::new();
+    cancel_on_interrupt(&cancel);
     let spinner = Spinner::new(format == Format::Human);
-    let report = engine
-        .check(&View::default(), &spinner, CancellationToken::new())
-        .await;
+    let report = engine.check(&View::default(), &spinner, cancel).await;
     spinner.finish();
     let report = match report {
         Ok(report) => report,
@@ -42,9 +42,5 @@ pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -
         }
         Format::Human => print!("{}", render::check_report(&report)),
     }
-    if report.hard_pass {
-        EXIT_OK
-    } else {
-        EXIT_RESIDUALS
-    }
+    verdict_code(&report)
 }

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use trellis_engine::api::{Engine, Progress, PromptPolicy};
+use tokio_util::sync::CancellationToken;
+use trellis_engine::api::{CheckReport, Engine, Progress, PromptPolicy};
+use trellis_engine::sensor::StageStatus;
 
 /// Exit status: everything passes.
 pub const EXIT_OK: u8 = 0;
@@ -19,6 +21,32 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_RESIDUALS: u8 = 1;
 /// Exit status: usage, configuration or infrastructure error.
 pub const EXIT_ERROR: u8 = 2;
+
+/// The exit status of a sensed state: 0 hard pass, 2 when a required stage
+/// could not run (missing tool, timeout: infrastructure), else 1.
+pub fn verdict_code(report: &CheckReport) -> u8 {
+    let unavailable = report
+        .stages
+        .iter()
+        .any(|s| s.required && matches!(s.status, StageStatus::Unavailable { .. }));
+    if report.hard_pass {
+        EXIT_OK
+    } else if unavailable {
+        EXIT_ERROR
+    } else {
+        EXIT_RESIDUALS
+    }
+}
+
+/// Cancels `token` on Ctrl-C, so the sensors' process groups are killed.
+pub fn cancel_on_interrupt(token: &CancellationToken) {
+    let token = token.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            token.cancel();
+        }
+    });
+}
 
 /// Prints an error the way cargo does and returns the error exit status.
 pub fn fail(message: impl std::fmt::Display) -> u8 {

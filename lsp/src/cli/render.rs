@@ -116,11 +116,7 @@ pub fn unified_diff(root: &Path, changes: &[FileChange]) -> String {
     for change in changes {
         let path = change.path();
         let old = std::fs::read_to_string(root.join(path)).unwrap_or_default();
-        let new = match change {
-            FileChange::Modify { new_text, .. } => new_text.as_str(),
-            FileChange::Create { text, .. } => text.as_str(),
-            FileChange::Delete { .. } => "",
-        };
+        let new = change.new_text().unwrap_or_default();
         let diff = similar::TextDiff::from_lines(old.as_str(), new);
         let _ = write!(
             out,

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::api::{PromptPolicy, RepairOptions, RepairStatus, View};
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_RESIDUALS, Spinner, fail, open, render, workspace};
+use super::{
+    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, render, verdict_code, workspace,
+};
 use crate::Format;
 
 pub async fn run(
@@ -22,12 +24,7 @@ pub async fn run(
         Err(code) => return code,
     };
     let cancel = CancellationToken::new();
-    let on_interrupt = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_interrupt.cancel();
-        }
-    });
+    cancel_on_interrupt(&cancel);
     let spinner = Spinner::new(format == Format::Human);
     let options = RepairOptions {
         max_branches,
@@ -119,6 +116,6 @@ pub async fn run(
         }
         (RepairStatus::AlreadyClean | RepairStatus::HardPass, _) => EXIT_OK,
         (RepairStatus::Cancelled, _) => EXIT_ERROR,
-        _ => EXIT_RESIDUALS,
+        _ => verdict_code(&outcome.initial),
     }
 }

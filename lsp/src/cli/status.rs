@@ -37,6 +37,9 @@ pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
 
 /// The status of `root`'s ledger; a workspace without one has no search yet.
 fn read(root: &Path) -> Result<SearchStatus, String> {
+    if !root.is_dir() {
+        return Err(format!("{}: not a directory", root.display()));
+    }
     let dir = root.join(".trellis");
     if !dir.join("ledger.db").exists() {
         return Ok(SearchStatus::default());
