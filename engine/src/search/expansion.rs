@@ -262,12 +262,14 @@ pub fn next_expansion(state: &ExpansionState) -> Option<Expansion> {
     let stagnating = fired
         .iter()
         .any(|t| matches!(t, Trigger::RecurringSignature | Trigger::Plateau));
-    if let BranchOutcome::Partial(partial) = &current.outcome {
-        if partial.correction.is_some() && current.local_retries_left > 0 && !stagnating {
-            return Some(Expansion::ContinuePartial {
-                partial: partial.clone(),
-            });
-        }
+    if let BranchOutcome::Partial(partial) = &current.outcome
+        && partial.correction.is_some()
+        && current.local_retries_left > 0
+        && !stagnating
+    {
+        return Some(Expansion::ContinuePartial {
+            partial: partial.clone(),
+        });
     }
     if fired.is_empty() || !state.budget_remains || state.branches_opened >= state.max_branches {
         return None;
