@@ -227,6 +227,27 @@ pub(crate) fn io(e: impl std::fmt::Display) -> EngineError {
     EngineError::Io(e.to_string())
 }
 
+/// Runs blocking file-system work (hashing a tree, copying a slot) without
+/// stalling the async runtime's other tasks: the language server keeps
+/// answering requests while a snapshot is taken.
+pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
+/// Takes a process-wide slot lock off the async runtime's threads.
+async fn slot_lock(slots: &Slots, name: &'static str) -> Result<std::fs::File, EngineError> {
+    let slots = slots.clone();
+    tokio::task::spawn_blocking(move || slots.lock(name))
+        .await
+        .map_err(io)?
+        .map_err(|e| EngineError::Io(format!("cannot lock the branch workspaces ({name}): {e}")))
+}
+
 impl Engine {
     /// Opens the workspace at `root`: loads the configuration layers, opens
     /// the ledger in `.trellis/`. `init_options` are LSP `initializationOptions`.
@@ -312,8 +333,10 @@ impl Engine {
     }
 
     fn snapshot(&self, overlay: &Overlay) -> Result<Snapshot, EngineError> {
-        let mut snapshotter = self.snapshotter.lock().expect("snapshotter lock");
-        snapshotter.snapshot(overlay).map_err(io)
+        blocking(|| {
+            let mut snapshotter = self.snapshotter.lock().expect("snapshotter lock");
+            snapshotter.snapshot(overlay).map_err(io)
+        })
     }
 
     /// The state root of the view, computed without running anything.
@@ -344,13 +367,14 @@ impl Engine {
         }
         let sensors = self.sensors().await?;
         let _view = self.view_lock.lock().await;
+        let _view_slot = slot_lock(&self.slots, "view").await?;
         let source = DirSource::new(self.root.clone(), overlay.clone());
         let limits = CopyLimits {
             max_files: self.config.exploration.workspace_files,
             max_bytes: self.config.exploration.workspace_bytes,
         };
         progress.report("copying the workspace", None);
-        materialize(&snapshot, &source, &self.slots.view(), limits).map_err(io)?;
+        blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits)).map_err(io)?;
         let m = measure(
             snapshot.root,
             &self.slots.view(),
@@ -403,6 +427,7 @@ impl Engine {
         cancel: CancellationToken,
     ) -> Result<RepairOutcome, EngineError> {
         let _repair = self.repair_lock.lock().await;
+        let _branch_slots = slot_lock(&self.slots, "branches").await?;
         let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
         let repair_id = records::repair_id(&snapshot.root);
         // Folds the ledger first: an ambiguous interrupted search refuses

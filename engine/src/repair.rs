@@ -20,7 +20,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummary, io};
+use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummary, blocking, io};
 use crate::cluster::ResidualClass;
 use crate::config::Config;
 use crate::correction::CorrectionPacket;
@@ -787,7 +787,8 @@ async fn run_step(
             max_files: files.min(ctx.config.exploration.workspace_files),
             max_bytes: bytes.min(ctx.config.exploration.workspace_bytes),
         };
-        let copy = snapshot::materialize(&accepted.snapshot, &accepted_source, &slot, limits);
+        let copy =
+            blocking(|| snapshot::materialize(&accepted.snapshot, &accepted_source, &slot, limits));
         let actual = match &copy {
             Ok(r) => ActionKind::Fork {
                 files: r.files,
@@ -1002,10 +1003,12 @@ async fn run_branch(
     report: &mut BranchReport,
 ) -> Result<BranchEnd, EngineError> {
     let ctx = run.ctx;
-    let realized = apply_candidate(slot, candidate).and_then(|()| {
-        Snapshotter::new(slot, None)
-            .snapshot(&Overlay::default())
-            .map_err(|e| e.to_string())
+    let realized = blocking(|| {
+        apply_candidate(slot, candidate).and_then(|()| {
+            Snapshotter::new(slot, None)
+                .snapshot(&Overlay::default())
+                .map_err(|e| e.to_string())
+        })
     });
     let y = match realized {
         Ok(y) => y,

@@ -57,9 +57,47 @@ impl Slots {
         self.base.join("target")
     }
 
+    /// Takes the process-wide lock named `name` (`view`, `branches`) on these
+    /// slots, waiting while another `trellis` process (a CLI run beside the
+    /// editor's server) holds it. Released when the returned file drops.
+    pub fn lock(&self, name: &str) -> std::io::Result<std::fs::File> {
+        std::fs::create_dir_all(&self.base)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.base.join(format!("{name}.lock")))?;
+        file.lock()?;
+        Ok(file)
+    }
+
     /// The view slot's own target directory, so sensing the user's view is
     /// never blocked behind a running repair's cargo lock.
     pub fn view_target(&self) -> PathBuf {
         self.base.join("view-target")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_lock_excludes_another_holder_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let slots = Slots {
+            base: dir.path().join("ws"),
+        };
+        let held = slots.lock("branches").unwrap();
+        let other = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("ws/branches.lock"))
+            .unwrap();
+        assert!(matches!(
+            other.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(held);
+        other.try_lock().expect("free once the holder is gone");
     }
 }
