@@ -645,6 +645,11 @@ fn attempt_components(
     for stage in &required {
         manifest.str(stage);
     }
+    // The hard-gate policy: a "no descent" verdict depends on ρ and B, which
+    // may come from a layer outside the workspace (user config, editor).
+    manifest
+        .f64(ctx.config.gate.rho)
+        .u64(u64::from(ctx.config.gate.rejection_budget));
     let mut sensors = CanonicalHasher::new("trellis.sensor-fingerprints.v1");
     sensors.u64(ctx.sensors.len() as u64);
     for s in ctx.sensors {
