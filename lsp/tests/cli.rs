@@ -809,3 +809,20 @@ fn status_of_a_path_that_is_not_a_directory_is_an_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
 }
+
+#[test]
+fn prompt_activation_floors_are_checked_when_a_session_starts() {
+    let ws = Workspace::of("missing-mut");
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        "[prompts]\nactivation_min_tasks = 5\n",
+    )
+    .unwrap();
+    let out = ws.trellis(&["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("trellis.toml") && err.contains("activation_min_tasks"),
+        "{err}"
+    );
+}
