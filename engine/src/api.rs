@@ -525,18 +525,24 @@ impl Engine {
         })
     }
 
+    /// Only a hard pass is promoted, whichever front end asks; a refusal is ledgered.
+    fn require_hard_pass(&self, outcome: &RepairOutcome) -> Result<(), EngineError> {
+        if outcome.status == RepairStatus::HardPass {
+            return Ok(());
+        }
+        self.ledger
+            .append(&records::refused_not_hard_pass(
+                &outcome.repair_id,
+                outcome.status,
+            ))
+            .map_err(io)?;
+        Err(EngineError::NotPromotable(outcome.status))
+    }
+
     /// CLI promotion: checks the disk still has `outcome.start_root`, then
     /// writes every change atomically, and ledgers the promotion.
     pub fn promote_to_disk(&self, outcome: &RepairOutcome) -> Result<Promotion, EngineError> {
-        if outcome.status != RepairStatus::HardPass {
-            self.ledger
-                .append(&records::refused_not_hard_pass(
-                    &outcome.repair_id,
-                    outcome.status,
-                ))
-                .map_err(io)?;
-            return Err(EngineError::NotPromotable(outcome.status));
-        }
+        self.require_hard_pass(outcome)?;
         let current = self.snapshot(&Overlay::default())?;
         if current.root != outcome.start_root {
             self.record_stale_refusal(outcome, current.root)?;
@@ -586,15 +592,7 @@ impl Engine {
         outcome: &RepairOutcome,
         observed_root: Digest,
     ) -> Result<(), EngineError> {
-        if outcome.status != RepairStatus::HardPass {
-            self.ledger
-                .append(&records::refused_not_hard_pass(
-                    &outcome.repair_id,
-                    outcome.status,
-                ))
-                .map_err(io)?;
-            return Err(EngineError::NotPromotable(outcome.status));
-        }
+        self.require_hard_pass(outcome)?;
         if observed_root != outcome.final_root {
             return Err(EngineError::StaleRoot {
                 expected: outcome.final_root,

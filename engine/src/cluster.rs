@@ -432,7 +432,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
 mod tests {
     use super::*;
     use crate::diagnostic::{Applicability, Replacement, Suggestion, SuggestionGroup};
-    use crate::sensor::SensorFingerprint;
+    use crate::sensor::test_report as report;
 
     fn span(path: &str, line: u32) -> Span {
         Span {
@@ -458,29 +458,6 @@ mod tests {
             notes: vec![],
             suggestions: vec![],
             rendered: None,
-        }
-    }
-
-    fn report(
-        stage: &str,
-        status: StageStatus,
-        diagnostics: Vec<Diagnostic>,
-        failures: Vec<TestFailure>,
-    ) -> StageReport {
-        StageReport {
-            stage: stage.into(),
-            fingerprint: SensorFingerprint {
-                tool: "t".into(),
-                version: "1".into(),
-                config: String::new(),
-            },
-            status,
-            diagnostics,
-            failures,
-            tests_passed: 0,
-            duration_ms: 0,
-            truncated: false,
-            notes: Vec::new(),
         }
     }
 
@@ -709,5 +686,7 @@ mod tests {
         );
         assert_eq!(a.clusters[0].id, b.clusters[0].id);
         assert_eq!(a.clusters[0].key, "unresolved:y");
+        // Pinned: ids live in editors' diagnostics and in the ledger.
+        assert_eq!(a.clusters[0].id, "c2224e22d");
     }
 }

@@ -49,7 +49,8 @@ pub fn apply(path: &str, text: &str, edits: &[ByteEdit]) -> Result<String, EditE
     let mut sorted: Vec<&ByteEdit> = edits.iter().collect();
     // Stable sort: insertions at one offset keep their order.
     sorted.sort_by_key(|e| (e.start, e.end));
-    sorted.dedup_by(|b, a| a.start == b.start && a.end == b.end && a.text == b.text);
+    let mut seen = std::collections::HashSet::new();
+    sorted.retain(|e| seen.insert((e.start, e.end, e.text.as_str())));
     for e in &sorted {
         if e.start > e.end || e.end > text.len() {
             return Err(EditError::OutOfBounds {
@@ -121,6 +122,12 @@ mod tests {
         let use_line = "use std::collections::HashMap;\n";
         let out = apply("f.rs", "fn f() {}", &[e(0, 0, use_line), e(0, 0, use_line)]).unwrap();
         assert_eq!(out, format!("{use_line}fn f() {{}}"));
+    }
+
+    #[test]
+    fn duplicates_collapse_even_when_not_adjacent() {
+        let out = apply("f.rs", "x", &[e(0, 0, "a"), e(0, 0, "b"), e(0, 0, "a")]).unwrap();
+        assert_eq!(out, "abx");
     }
 
     #[test]

@@ -241,15 +241,6 @@ mod tests {
     }
 
     #[test]
-    fn preview_appends_no_decision() {
-        let t = AcceptedTrajectory::new("n", 0, obs(4.0, false), params());
-        for e in [0.0, 1.0, 5.0] {
-            t.preview(&obs(e, false));
-        }
-        assert!(t.decisions.is_empty());
-    }
-
-    #[test]
     fn hard_pass_is_terminal() {
         let mut t = AcceptedTrajectory::new("n", 0, obs(4.0, false), params());
         t.submit(&obs(0.0, true)).unwrap();

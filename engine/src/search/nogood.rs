@@ -396,7 +396,8 @@ mod tests {
     use crate::cluster::{EnergyModel, assess};
     use crate::diagnostic::{Diagnostic, Level, TestFailure};
     use crate::digest::blob_digest;
-    use crate::sensor::{SensorFingerprint, StageReport, StageStatus};
+    use crate::sensor::test_report as report;
+    use crate::sensor::{StageReport, StageStatus};
     use proptest::prelude::*;
 
     fn components(seed: &[u8; 9]) -> NoGoodComponents {
@@ -428,29 +429,6 @@ mod tests {
             _ => c.runtime_build = value,
         }
         c
-    }
-
-    fn report(
-        stage: &str,
-        status: StageStatus,
-        diagnostics: Vec<Diagnostic>,
-        failures: Vec<TestFailure>,
-    ) -> StageReport {
-        StageReport {
-            stage: stage.into(),
-            fingerprint: SensorFingerprint {
-                tool: stage.into(),
-                version: "1".into(),
-                config: String::new(),
-            },
-            status,
-            diagnostics,
-            failures,
-            tests_passed: 0,
-            duration_ms: 1,
-            truncated: false,
-            notes: Vec::new(),
-        }
     }
 
     fn error(code: Option<&str>, message: &str) -> Diagnostic {

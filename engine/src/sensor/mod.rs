@@ -93,3 +93,28 @@ pub trait Sensor: Send + Sync {
     fn fingerprint(&self) -> &SensorFingerprint;
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport>;
 }
+
+/// A stage report with just what a pure-core test needs.
+#[cfg(test)]
+pub(crate) fn test_report(
+    stage: &str,
+    status: StageStatus,
+    diagnostics: Vec<Diagnostic>,
+    failures: Vec<TestFailure>,
+) -> StageReport {
+    StageReport {
+        stage: stage.into(),
+        fingerprint: SensorFingerprint {
+            tool: stage.into(),
+            version: "1".into(),
+            config: String::new(),
+        },
+        status,
+        diagnostics,
+        failures,
+        tests_passed: 0,
+        duration_ms: 1,
+        truncated: false,
+        notes: Vec::new(),
+    }
+}
