@@ -551,13 +551,12 @@ impl Engine {
                 found: current.root,
             });
         }
-        for change in &outcome.changes {
-            let written = match change.new_text() {
-                Some(text) => fsutil::write_atomic(&self.root, change.path(), text.as_bytes()),
-                None => fsutil::remove_confined(&self.root, change.path()),
-            };
-            written.map_err(io)?;
-        }
+        let writes: Vec<(&str, Option<&[u8]>)> = outcome
+            .changes
+            .iter()
+            .map(|c| (c.path(), c.new_text().map(str::as_bytes)))
+            .collect();
+        fsutil::write_all_atomic(&self.root, &writes).map_err(io)?;
         let after = self.snapshot(&Overlay::default())?;
         self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli)
     }

@@ -25,7 +25,7 @@ pub mod scan;
 pub mod store;
 
 pub use diff::diff;
-pub use fsutil::{confine, remove_confined, write_atomic};
+pub use fsutil::{confine, write_all_atomic, write_atomic};
 pub use materialize::{CopyLimits, MaterializeReport, materialize};
 pub use scan::Snapshotter;
 pub use store::{BlobStore, ContentSource, DirSource};
