@@ -506,11 +506,7 @@ pub(crate) async fn search(
                     "no cluster has a tool suggestion to try",
                 ))
                 .map_err(io)?;
-            break if steps.is_empty() {
-                RepairStatus::NoEligibleCandidate
-            } else {
-                RepairStatus::ResidualsRemain
-            };
+            break stopped_without_candidate(&trajectory);
         };
 
         let mut step = StepReport {
@@ -574,11 +570,7 @@ pub(crate) async fn search(
                     ))
                     .map_err(io)?;
                 steps.push(step);
-                break if trajectory.decisions.is_empty() {
-                    RepairStatus::NoEligibleCandidate
-                } else {
-                    RepairStatus::ResidualsRemain
-                };
+                break stopped_without_candidate(&trajectory);
             }
         };
         step.decision = Some(decision.clone());
@@ -980,6 +972,16 @@ async fn run_step(
         decision,
         chosen: Box::new(chosen),
     })
+}
+
+/// How a repair ends when a step finds no eligible candidate: nothing
+/// accepted at all, or residuals left after the accepted descents.
+fn stopped_without_candidate(trajectory: &AcceptedTrajectory) -> RepairStatus {
+    if trajectory.decisions.is_empty() {
+        RepairStatus::NoEligibleCandidate
+    } else {
+        RepairStatus::ResidualsRemain
+    }
 }
 
 /// How one branch's quantum ended.
