@@ -23,6 +23,9 @@ pub struct Candidate {
     /// Which proposer made it (`rustc-suggestions`, a model route, ...).
     pub proposer: String,
     pub edits: Vec<ByteEdit>,
+    /// Which of the tools' alternatives this candidate takes (0-based), or
+    /// `None` when it only applies single-fix suggestions.
+    pub alternative: Option<u32>,
 }
 
 impl Candidate {
@@ -127,6 +130,7 @@ impl Proposer for SuggestionProposer {
                 label: labels.into_iter().collect::<Vec<_>>().join("; "),
                 proposer: Self::ID.into(),
                 edits: unambiguous.clone(),
+                alternative: None,
             });
         }
         // The first ambiguous choice decides the alternatives; every site that
@@ -146,6 +150,7 @@ impl Proposer for SuggestionProposer {
                     label: describe(alternative),
                     proposer: Self::ID.into(),
                     edits,
+                    alternative: u32::try_from(i).ok(),
                 });
             }
         }

@@ -13,7 +13,7 @@ use crate::ledger::{
     StageOutcome,
 };
 use crate::measure::Measurement;
-use crate::search::{NoGood, SearchBranch, SearchForest};
+use crate::search::{NoGood, PartialCheckpointRef, SearchBranch, SearchForest};
 use crate::sensor::{Sensor, StageStatus};
 use crate::snapshot::{Overlay, Snapshot};
 
@@ -298,6 +298,25 @@ pub fn search_candidate_measured(
         root,
         energy,
         hard_pass,
+    }
+}
+
+/// A branch's ineligible state kept as a partial checkpoint; the
+/// `candidate_id` names the checkpoint by its content address.
+pub fn partial_checkpointed(
+    forest_id: &str,
+    branch_id: &str,
+    checkpoint: &PartialCheckpointRef,
+) -> SearchEvent {
+    SearchEvent::PartialCheckpointed {
+        forest_id: forest_id.to_owned(),
+        branch_id: branch_id.to_owned(),
+        candidate_id: format!(
+            "{}/partial/{}",
+            branch_candidate(forest_id, branch_id),
+            checkpoint.digest().short(12)
+        ),
+        root: checkpoint.state_root,
     }
 }
 

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummary, blocking, io};
 use crate::cluster::ResidualClass;
 use crate::config::Config;
-use crate::correction::CorrectionPacket;
+use crate::correction::{CorrectionOperator, CorrectionPacket};
 use crate::digest::CanonicalHasher;
 use crate::digest::Digest;
 use crate::edit::{self, ByteEdit};
@@ -33,10 +33,12 @@ use crate::measure::{Measurement, measure};
 use crate::propose::{Candidate, Proposer, SuggestionProposer};
 use crate::records;
 use crate::search::{
-    ActionKind, BranchSpec, CandidateObservation, Counters, Eligibility, Evidence, ForestBinding,
-    ForestError, Frontier, FrontierEntry, Ineligibility, InterruptedForest, NoGoodComponents,
-    NoGoodKey, NoGoodStore, Receipt, Reservation, ResumeClaim, SearchForest, Seed, Strategy,
-    Support, build_digest,
+    ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec,
+    CandidateObservation, Counters, Eligibility, Evidence, Expansion, ExpansionState,
+    ForestBinding, ForestError, Frontier, FrontierEntry, Ineligibility, InterruptedForest,
+    NoGoodComponents, NoGoodKey, NoGoodStore, OperatorKind, PartialCheckpointRef, Receipt,
+    Reservation, ResumeClaim, SearchForest, Seed, Strategy, StrategyContext, Support, build_digest,
+    next_expansion,
 };
 use crate::sensor::Sensor;
 use crate::slots::Slots;
@@ -48,7 +50,14 @@ use crate::snapshot::{self, CopyLimits, DirSource, Overlay, Snapshot, Snapshotte
 pub enum BranchOutcome {
     Selected,
     NotSelected,
-    Ineligible { reason: String },
+    Ineligible {
+        reason: String,
+    },
+    /// Ineligible, but kept as a partial checkpoint that a later quantum
+    /// continued or forked from; never accepted itself.
+    Partial {
+        reason: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,6 +65,8 @@ pub struct BranchReport {
     pub branch_id: String,
     pub label: String,
     pub proposer: String,
+    /// The quantum's strategy (`apply_suggestions`, `local_repair`, ...).
+    pub strategy: String,
     pub proposal: Digest,
     pub root: Option<Digest>,
     pub energy: Option<f64>,
@@ -473,6 +484,9 @@ pub(crate) async fn search(
     let mut steps: Vec<StepReport> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     let proposer = SuggestionProposer;
+    // Clusters whose forest found nothing eligible at the current accepted
+    // state; cleared when a step is accepted.
+    let mut exhausted: BTreeSet<String> = BTreeSet::new();
 
     let status = loop {
         if ctx.cancel.is_cancelled() {
@@ -486,28 +500,28 @@ pub(crate) async fn search(
         } else {
             None
         };
-        let unavailable = accepted.measurement.unavailable();
-        let planned = repair_order(&accepted.measurement, target)
-            .into_iter()
-            .find_map(|cluster| {
-                let packet = CorrectionPacket::for_cluster(
-                    &accepted.measurement.assessment,
-                    cluster,
-                    &ctx.config.stages.required,
-                    &unavailable,
-                );
-                let candidates = proposer.propose(&packet, max_branches);
-                (!candidates.is_empty()).then_some((packet, candidates))
-            });
-        let Some((packet, candidates)) = planned else {
+        let Some(plan) = Plan::first_actionable(
+            &accepted.measurement,
+            target,
+            &exhausted,
+            ctx.config,
+            &proposer,
+            max_branches,
+        ) else {
+            let detail = if exhausted.is_empty() {
+                "no cluster has a tool suggestion to try".to_owned()
+            } else {
+                format!(
+                    "no branch was eligible for any cluster with a tool suggestion ({} tried)",
+                    exhausted.len()
+                )
+            };
             ctx.ledger
-                .append(&records::refused_no_candidate(
-                    repair_id,
-                    "no cluster has a tool suggestion to try",
-                ))
+                .append(&records::refused_no_candidate(repair_id, &detail))
                 .map_err(io)?;
             break stopped_without_candidate(&trajectory);
         };
+        let packet = &plan.packet;
 
         let mut step = StepReport {
             forest_id: String::new(),
@@ -522,8 +536,7 @@ pub(crate) async fn search(
             session,
             &mut trajectory,
             &accepted,
-            &packet,
-            &candidates,
+            &plan,
             max_branches,
             &mut measured_roots,
             &mut step,
@@ -563,19 +576,17 @@ pub(crate) async fn search(
                 break RepairStatus::BoundReached;
             }
             StepEnd::NoEligible => {
-                ctx.ledger
-                    .append(&records::refused_no_candidate(
-                        repair_id,
-                        &format!("no branch of {} was eligible", step.forest_id),
-                    ))
-                    .map_err(io)?;
+                // This cluster is exhausted at this accepted state; the next
+                // one with a suggestion gets its own forest.
+                exhausted.insert(step.cluster_id.clone());
                 steps.push(step);
-                break stopped_without_candidate(&trajectory);
+                continue;
             }
         };
         step.decision = Some(decision.clone());
         steps.push(step);
         labels.push(label);
+        exhausted.clear();
 
         // The accepted content lives on as an overlay over the user's disk,
         // so the slot can be reused by the next step.
@@ -618,13 +629,13 @@ pub(crate) async fn search(
     })
 }
 
-/// The exact no-good components of trying `candidate` with `strategy` from
-/// the accepted state.
+/// The exact no-good components of trying `proposal` (see
+/// [`proposal_digest`]) with `strategy` from the accepted state.
 fn attempt_components(
     ctx: &Ctx<'_>,
     accepted: &Accepted,
     strategy: Strategy,
-    candidate: &Candidate,
+    proposal: Digest,
 ) -> NoGoodComponents {
     let mut required = ctx.config.stages.required.clone();
     required.sort();
@@ -653,7 +664,7 @@ fn attempt_components(
         domain_manifest: manifest.finish(),
         strategy: strategy.digest(),
         prompt_program: None,
-        proposal: candidate.digest(),
+        proposal,
         grant: grant_digest(),
         tool_catalog: tool_catalog_digest(),
         sensor_fingerprint: sensors.finish(),
@@ -715,45 +726,247 @@ fn open_forest<'a>(
     Ok(run)
 }
 
-/// One step: a forest over the accepted state, one branch per candidate
-/// until a hard pass or a closed budget, then selection and one commit.
+/// Local retries the deterministic proposer gives one branch: how often it
+/// may continue its own partial checkpoint before expansion looks elsewhere.
+const LOCAL_RETRIES: u32 = 2;
+
+/// A correction packet and the proposer's candidates for it: what a seed
+/// (the accepted state or a partial checkpoint) offers to attempts.
+pub(crate) struct Plan {
+    pub packet: CorrectionPacket,
+    pub candidates: Vec<Candidate>,
+}
+
+impl Plan {
+    /// The plan for the first cluster of `m` (`target` first, warnings
+    /// never) that the proposer has candidates for, skipping `exhausted`
+    /// clusters: the actionable evidence of a state.
+    pub(crate) fn first_actionable(
+        m: &Measurement,
+        target: Option<&str>,
+        exhausted: &BTreeSet<String>,
+        config: &Config,
+        proposer: &dyn Proposer,
+        limit: usize,
+    ) -> Option<Plan> {
+        let unavailable = m.unavailable();
+        repair_order(m, target)
+            .into_iter()
+            .filter(|cluster| !exhausted.contains(&cluster.id))
+            .find_map(|cluster| {
+                let packet = CorrectionPacket::for_cluster(
+                    &m.assessment,
+                    cluster,
+                    &config.stages.required,
+                    &unavailable,
+                );
+                let candidates = proposer.propose(&packet, limit);
+                (!candidates.is_empty()).then_some(Plan { packet, candidates })
+            })
+    }
+
+    /// The candidate that carries out `attempt`, if the deterministic
+    /// proposer can: the single-fix suggestions, or one named alternative.
+    /// A probe or a hand edit has no deterministic realization.
+    fn realize(&self, attempt: &Attempt) -> Option<&Candidate> {
+        match attempt.operator {
+            OperatorKind::ApplySuggestions => {
+                self.candidates.iter().find(|c| c.alternative.is_none())
+            }
+            OperatorKind::ChooseAlternative => self
+                .candidates
+                .iter()
+                .find(|c| c.alternative.is_some() && c.alternative == attempt.alternative),
+            OperatorKind::Edit | OperatorKind::SatisfyCounterexample => None,
+        }
+    }
+
+    /// The attempt that `candidate` makes under `strategy`.
+    fn attempt_for(candidate: &Candidate, strategy: Strategy) -> Attempt {
+        let operator = match candidate.alternative {
+            None => OperatorKind::ApplySuggestions,
+            Some(_) => OperatorKind::ChooseAlternative,
+        };
+        Attempt {
+            alternative: candidate.alternative,
+            ..Attempt::new(operator, strategy, &candidate.proposer)
+        }
+    }
+
+    /// The first attempt of a forest: the plan's best candidate, under the
+    /// strategy that declares what it assumes.
+    fn opening(&self) -> (Attempt, &Candidate) {
+        let first = &self.candidates[0];
+        let strategy = match first.alternative {
+            None => Strategy::ApplySuggestions,
+            Some(_) => Strategy::NextAlternative,
+        };
+        (Plan::attempt_for(first, strategy), first)
+    }
+
+    /// The evidence the strategy assumptions are checked against.
+    fn context(&self, tried: &[Attempt], witnessed_partial: bool) -> StrategyContext {
+        let taken = |c: &Candidate| {
+            tried
+                .iter()
+                .any(|a| a.route == c.proposer && a.alternative == c.alternative)
+        };
+        StrategyContext {
+            single_fix_suggestions: self
+                .packet
+                .operators
+                .iter()
+                .map(|op| match op {
+                    CorrectionOperator::ApplySuggestions { count } => *count,
+                    _ => 0,
+                })
+                .sum(),
+            untried_alternatives: self
+                .candidates
+                .iter()
+                .filter(|c| c.alternative.is_some() && !taken(c))
+                .count(),
+            localized_sites: self.packet.affected.spans.len() + self.packet.affected.tests.len(),
+            witnessed_partial,
+        }
+    }
+
+    /// The plan's identity, as a partial checkpoint names its correction.
+    fn digest(&self) -> Digest {
+        let mut h = CanonicalHasher::new("trellis.correction-plan.v1");
+        h.str(&self.packet.cluster_id)
+            .u64(self.candidates.len() as u64);
+        for c in &self.candidates {
+            h.digest(&c.digest());
+        }
+        h.finish()
+    }
+}
+
+/// A partial checkpoint kept in its branch's slot, with the plan that
+/// continuing it works from. It never enters the accepted fold.
+struct KeptPartial {
+    checkpoint: PartialCheckpointRef,
+    branch_id: String,
+    snapshot: Snapshot,
+    plan: Plan,
+}
+
+/// What one branch has shown so far: system 20's inputs.
+struct Track {
+    attempt: Attempt,
+    energies: Vec<f64>,
+    signatures: Vec<Digest>,
+    local_retries_left: u32,
+}
+
+/// How one quantum ended.
+enum QuantumEnd {
+    /// Measured eligible: the branch awaits selection.
+    Eligible(Box<Eligible>),
+    /// Ineligible but actionable: kept as a partial checkpoint.
+    Partial(Box<KeptPartial>),
+    /// Rejected.
+    Ineligible,
+    /// Cancelled, or the budget closed the forest: nothing more runs.
+    Stop,
+}
+
+/// The next quantum: an attempt, where it runs, and its candidate.
+struct Quantum {
+    attempt: Attempt,
+    /// `Some(branch)`: that branch continues its own partial checkpoint;
+    /// `None`: a new branch forks from `seed`.
+    continues: Option<String>,
+    seed: Seed,
+    candidate: Candidate,
+    /// Why it runs, for `branch_strategy_selected`.
+    why: String,
+}
+
+/// The no-good proposal component of a quantum: the candidate's digest,
+/// bound to the partial checkpoint it is applied on.
+fn proposal_digest(seed: &Seed, candidate: &Candidate) -> Digest {
+    match seed {
+        Seed::Accepted => candidate.digest(),
+        Seed::Partial(partial) => CanonicalHasher::new("trellis.proposal-on-partial.v1")
+            .digest(&partial.digest())
+            .digest(&candidate.digest())
+            .finish(),
+    }
+}
+
+/// The residual signature of a cluster (system 20's recurrence test).
+fn cluster_signature(cluster_id: &str) -> Digest {
+    CanonicalHasher::new("trellis.residual-signature.v1")
+        .str(cluster_id)
+        .finish()
+}
+
+/// Signatures of a measurement's required clusters: its unresolved
+/// obligations.
+fn obligations(m: &Measurement) -> Vec<Digest> {
+    repair_order(m, None)
+        .into_iter()
+        .map(|c| cluster_signature(&c.id))
+        .collect()
+}
+
+/// Digest of the structured evidence measured at a state.
+fn evidence_digest(m: &Measurement) -> Digest {
+    let mut h = CanonicalHasher::new("trellis.partial-evidence.v1");
+    h.digest(&m.profile).u64(m.assessment.clusters.len() as u64);
+    for c in &m.assessment.clusters {
+        h.str(&c.id).f64(c.energy);
+    }
+    h.finish()
+}
+
+/// One step: a forest over the accepted state. The first branch makes the
+/// plan's opening attempt; after every quantum, system 20
+/// ([`next_expansion`]) decides whether that branch continues its partial
+/// checkpoint, a new branch opens (from the accepted root or from that
+/// checkpoint), or the forest selects. Then selection and one commit.
 #[allow(clippy::too_many_arguments)]
 async fn run_step(
     ctx: &Ctx<'_>,
     session: &mut Session,
     trajectory: &mut AcceptedTrajectory,
     accepted: &Accepted,
-    packet: &CorrectionPacket,
-    candidates: &[Candidate],
+    plan: &Plan,
     max_branches: usize,
     measured_roots: &mut BTreeSet<Digest>,
     step: &mut StepReport,
 ) -> Result<StepEnd, EngineError> {
     let mut run = open_forest(ctx, session, accepted.snapshot.root, max_branches)?;
     step.forest_id = run.id().to_owned();
-    let accepted_source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
-    let targeted_before = packet_energy(&accepted.measurement, &packet.cluster_id);
-    let obligations = repair_order(&accepted.measurement, None).len() as u32;
+    let targeted_before = packet_energy(&accepted.measurement, &plan.packet.cluster_id);
     let mut frontier = Frontier::new();
     let mut rank = 0u32;
     let mut eligible: Vec<Eligible> = Vec::new();
-    // Why the previous branch did not end the step (system 20's trigger).
-    let mut trigger: Option<String> = None;
+    let mut tried: Vec<Attempt> = Vec::new();
+    let mut tracks: BTreeMap<String, Track> = BTreeMap::new();
+    let mut partials: BTreeMap<Digest, KeptPartial> = BTreeMap::new();
 
-    for (i, candidate) in candidates.iter().enumerate() {
-        if ctx.cancel.is_cancelled() || run.forest.is_closed() || !run.forest.has_branch_room() {
+    let (attempt, candidate) = plan.opening();
+    let mut next = Some(Quantum {
+        attempt,
+        continues: None,
+        seed: Seed::Accepted,
+        candidate: candidate.clone(),
+        why: "the first branch applies the compiler's suggestion".to_owned(),
+    });
+    while let Some(quantum) = next.take() {
+        if ctx.cancel.is_cancelled() || run.forest.is_closed() {
             break;
         }
-        let strategy = if i == 0 {
-            Strategy::ApplySuggestions
-        } else {
-            Strategy::NextAlternative
-        };
+        tried.push(quantum.attempt.clone());
         let mut report = BranchReport {
-            branch_id: String::new(),
-            label: candidate.label.clone(),
-            proposer: candidate.proposer.clone(),
-            proposal: candidate.digest(),
+            branch_id: quantum.continues.clone().unwrap_or_default(),
+            label: quantum.candidate.label.clone(),
+            proposer: quantum.candidate.proposer.clone(),
+            strategy: quantum.attempt.strategy.name().to_owned(),
+            proposal: proposal_digest(&quantum.seed, &quantum.candidate),
             root: None,
             energy: None,
             hard_pass: false,
@@ -762,84 +975,92 @@ async fn run_step(
             clusters: Vec::new(),
             outcome: BranchOutcome::NotSelected,
         };
-        let components = attempt_components(ctx, accepted, strategy, candidate);
+        let components =
+            attempt_components(ctx, accepted, quantum.attempt.strategy, report.proposal);
         if let Some(key) = session.nogoods.suppresses(&components) {
             // Refused for free (erratum 21): no reservation, no branch.
             let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
-            run.observe("", &format!("`{}`: {reason}", candidate.label))?;
+            run.observe(
+                &report.branch_id,
+                &format!("`{}`: {reason}", quantum.candidate.label),
+            )?;
             report.outcome = BranchOutcome::Ineligible { reason };
             step.branches.push(report);
+            let refused = Track {
+                attempt: quantum.attempt,
+                energies: Vec::new(),
+                signatures: Vec::new(),
+                local_retries_left: 0,
+            };
+            next = next_quantum(
+                &run,
+                &refused,
+                QuantumOutcome::Ineligible,
+                plan,
+                &partials,
+                quantum.continues.as_deref(),
+                &mut tried,
+                max_branches,
+            )?;
             continue;
         }
 
-        // Fork: reserve the seed's size, copy, settle with what was copied.
-        let files = accepted.snapshot.entries.len() as u64;
-        let bytes = accepted.snapshot.total_bytes();
-        let Some(reservation) = run.reserve(ActionKind::Fork { files, bytes })? else {
-            break;
-        };
-        let index = run.forest.branches.len();
-        let slot = ctx.slots.branch(index);
-        let limits = CopyLimits {
-            max_files: files.min(ctx.config.exploration.workspace_files),
-            max_bytes: bytes.min(ctx.config.exploration.workspace_bytes),
-        };
-        let copy =
-            blocking(|| snapshot::materialize(&accepted.snapshot, &accepted_source, &slot, limits));
-        let actual = match &copy {
-            Ok(r) => ActionKind::Fork {
-                files: r.files,
-                bytes: r.bytes,
-            },
-            // A failed copy is charged its whole reservation.
-            Err(_) => ActionKind::Fork { files, bytes },
-        };
-        let (receipt, exceeded) = run.settle(reservation, actual)?;
-        let copied = match copy {
-            Err(e) => Err(e.to_string()),
-            Ok(_) if exceeded => Err("the copy exceeded its reservation".to_owned()),
-            Ok(r) if r.root != accepted.snapshot.root => {
-                Err("the copy's root differs from the accepted root".to_owned())
+        let (branch_id, slot) = match &quantum.continues {
+            Some(branch_id) => (branch_id.clone(), ctx.slots.branch(branch_index(branch_id))),
+            None => {
+                let (snapshot, source) = match &quantum.seed {
+                    Seed::Accepted => (
+                        &accepted.snapshot,
+                        DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
+                    ),
+                    Seed::Partial(p) => {
+                        let kept = partials
+                            .get(&p.digest())
+                            .ok_or_else(|| forest_error(ForestError::UnknownPartial(p.digest())))?;
+                        (
+                            &kept.snapshot,
+                            DirSource::new(
+                                ctx.slots.branch(branch_index(&kept.branch_id)),
+                                Overlay::default(),
+                            ),
+                        )
+                    }
+                };
+                match fork_branch(&mut run, &quantum, snapshot, &source, &mut report)? {
+                    Some(forked) => forked,
+                    None => {
+                        step.branches.push(report);
+                        break;
+                    }
+                }
             }
-            Ok(_) => Ok(()),
         };
-        if let Err(reason) = copied {
-            let _ = std::fs::remove_dir_all(&slot);
-            run.observe("", &format!("`{}`: no branch: {reason}", candidate.label))?;
-            report.outcome = BranchOutcome::Ineligible {
-                reason: format!("the branch workspace could not be made: {reason}"),
-            };
-            step.branches.push(report);
-            // Every branch copies the same seed: the next copy would fail too.
-            break;
-        }
-        if run.forest.is_closed() {
-            let _ = std::fs::remove_dir_all(&slot);
-            break;
-        }
-        let spec = BranchSpec {
-            strategy,
-            route: candidate.proposer.clone(),
-            prompt_program: None,
-        };
+        report.branch_id = branch_id.clone();
         let branch = run
             .forest
-            .fork(Seed::Accepted, spec, receipt)
-            .map_err(forest_error)?
+            .branch(&branch_id)
+            .ok_or_else(|| forest_error(ForestError::UnknownBranch(branch_id.clone())))?
             .clone();
-        let branch_id = branch.branch_id.clone();
-        report.branch_id = branch_id.clone();
-        run.append(&records::branch_forked(run.id(), &branch))?;
-        let why = match &trigger {
-            None => "the first branch applies the compiler's suggestion".to_owned(),
-            Some(t) => format!("{t}; trying the next compiler alternative"),
+        let (obligations_now, residual) = match &quantum.seed {
+            Seed::Partial(p) => (
+                p.remaining_obligations.len() as u32,
+                tracks
+                    .get(&branch_id)
+                    .and_then(|t| t.energies.last().copied())
+                    .unwrap_or(targeted_before),
+            ),
+            Seed::Accepted => (
+                obligations(&accepted.measurement).len() as u32,
+                targeted_before,
+            ),
         };
-        run.append(&records::strategy_selected(run.id(), &branch, &why))?;
+        // Only the branch about to run is live: expansion, not the frontier,
+        // chose it; the frontier numbers its epochs and quanta.
         frontier.upsert(FrontierEntry::for_branch(
             &branch,
             false,
-            obligations,
-            targeted_before,
+            obligations_now,
+            residual,
             0,
         ));
         let Some(service) = frontier.serve() else {
@@ -860,46 +1081,280 @@ async fn run_step(
             rank,
         ))?;
         run.forest.start(&branch_id).map_err(forest_error)?;
+        if quantum.continues.is_some() {
+            run.append(&records::strategy_selected(run.id(), &branch, &quantum.why))?;
+        }
         ctx.progress.report(
-            &format!("branch {}/{}: {}", i + 1, candidates.len(), candidate.label),
-            Some((i * 100 / candidates.len()) as u32),
+            &format!("branch {branch_id}: {}", quantum.candidate.label),
+            Some((100 * run.forest.branches.len() / (max_branches + 1)) as u32),
         );
+        let track = tracks.entry(branch_id.clone()).or_insert_with(|| Track {
+            attempt: quantum.attempt.clone(),
+            energies: Vec::new(),
+            signatures: Vec::new(),
+            local_retries_left: LOCAL_RETRIES,
+        });
+        if quantum.continues.is_some() {
+            track.local_retries_left = track.local_retries_left.saturating_sub(1);
+            track.attempt = quantum.attempt.clone();
+        }
         let started = Instant::now();
-        let outcome = run_branch(
+        let end = run_quantum(
             &mut run,
             session,
             trajectory,
             accepted,
-            packet,
-            candidate,
+            plan,
+            &quantum,
             &components,
             &slot,
-            &branch_id,
             measured_roots,
             targeted_before,
+            max_branches,
+            track,
             &mut report,
         )
         .await?;
         frontier.remove(&branch_id);
         run.charge_elapsed(started)?;
         step.branches.push(report);
-        match outcome {
-            BranchEnd::Eligible(e) => {
+        let outcome = match end {
+            QuantumEnd::Stop => break,
+            QuantumEnd::Eligible(e) => {
                 let hard = e.m.hard_pass();
                 eligible.push(*e);
                 if hard {
-                    // Nothing can outrank a hard pass on key 1; stop opening branches.
+                    // Nothing can outrank a hard pass on key 1.
                     break;
                 }
-                trigger = Some(format!("branch {branch_id} did not reach a hard pass"));
+                QuantumOutcome::Eligible
             }
-            BranchEnd::Ineligible => {
-                trigger = Some(format!("branch {branch_id} measured ineligible"));
+            QuantumEnd::Partial(kept) => {
+                let checkpoint = kept.checkpoint.clone();
+                partials.insert(checkpoint.digest(), *kept);
+                QuantumOutcome::Partial(checkpoint)
             }
-            BranchEnd::Stop => break,
+            QuantumEnd::Ineligible => QuantumOutcome::Ineligible,
+        };
+        next = next_quantum(
+            &run,
+            &tracks[&branch_id],
+            outcome,
+            plan,
+            &partials,
+            Some(&branch_id),
+            &mut tried,
+            max_branches,
+        )?;
+    }
+    finish_step(ctx, session, trajectory, accepted, run, eligible, step)
+}
+
+/// Asks system 20 what follows a quantum and turns its answer into one the
+/// deterministic proposer can carry out. An attempt it cannot realize (a
+/// probe, a hand edit) is observed, counted as tried, and expansion asked
+/// again; `None` when nothing warrants another quantum.
+#[allow(clippy::too_many_arguments)]
+fn next_quantum(
+    run: &ForestRun<'_>,
+    track: &Track,
+    outcome: QuantumOutcome,
+    accepted_plan: &Plan,
+    partials: &BTreeMap<Digest, KeptPartial>,
+    branch_id: Option<&str>,
+    tried: &mut Vec<Attempt>,
+    max_branches: usize,
+) -> Result<Option<Quantum>, EngineError> {
+    let kept = match &outcome {
+        QuantumOutcome::Partial(p) => Some(
+            partials
+                .get(&p.digest())
+                .ok_or_else(|| forest_error(ForestError::UnknownPartial(p.digest())))?,
+        ),
+        _ => None,
+    };
+    // The seed a new branch would start from, and the packet it works on.
+    let plan = kept.map_or(accepted_plan, |k| &k.plan);
+    let fork = match kept {
+        Some(k) => ActionKind::Fork {
+            files: k.snapshot.entries.len() as u64,
+            bytes: k.snapshot.total_bytes(),
+        },
+        None => ActionKind::Fork { files: 0, bytes: 0 },
+    };
+    let budget = run.forest.budget();
+    let budget_remains =
+        budget.admits(&fork).is_ok() && budget.admits(&ActionKind::VerifierRun).is_ok();
+    loop {
+        let state = ExpansionState {
+            branches_opened: run.forest.branches.len(),
+            max_branches,
+            budget_remains,
+            rho: run.ctx.config.gate.rho,
+            current: BranchProgress {
+                attempt: track.attempt.clone(),
+                outcome: outcome.clone(),
+                energies: track.energies.clone(),
+                signatures: track.signatures.clone(),
+                route_changed: false,
+                local_retries_left: if kept.is_some() {
+                    track.local_retries_left
+                } else {
+                    // A measured or rejected state has nothing left for the
+                    // deterministic proposer to retry in place.
+                    0
+                },
+                correction_empty: plan.packet.diagnostics.is_empty()
+                    && plan.packet.counterexamples.is_empty(),
+            },
+            operators: plan.packet.operators.clone(),
+            routes: vec![SuggestionProposer::ID.to_owned()],
+            context: plan.context(tried, kept.is_some()),
+            tried: tried.clone(),
+        };
+        match next_expansion(&state) {
+            None => return Ok(None),
+            Some(Expansion::ContinuePartial { partial }) => {
+                let (Some(branch_id), Some(candidate)) = (branch_id, plan.candidates.first())
+                else {
+                    return Ok(None);
+                };
+                return Ok(Some(Quantum {
+                    attempt: Plan::attempt_for(candidate, Strategy::LocalRepair),
+                    continues: Some(branch_id.to_owned()),
+                    why: format!(
+                        "local repair continues partial checkpoint {} on `{}` ({} local \
+                         retries left)",
+                        partial.digest().short(12),
+                        plan.packet.cluster_title,
+                        track.local_retries_left
+                    ),
+                    seed: Seed::Partial(partial),
+                    candidate: candidate.clone(),
+                }));
+            }
+            Some(Expansion::Open {
+                triggers,
+                seed,
+                attempt,
+                novelty,
+            }) => {
+                let fired: Vec<&str> = triggers.iter().map(|t| t.name()).collect();
+                match plan.realize(&attempt) {
+                    Some(candidate) => {
+                        return Ok(Some(Quantum {
+                            why: format!(
+                                "{}: a new {} ({attempt})",
+                                fired.join(", "),
+                                novelty.name()
+                            ),
+                            attempt,
+                            continues: None,
+                            seed,
+                            candidate: candidate.clone(),
+                        }));
+                    }
+                    None => {
+                        run.observe(
+                            branch_id.unwrap_or_default(),
+                            &format!(
+                                "{}: expansion chose {attempt}, which the deterministic \
+                                 proposer cannot carry out",
+                                fired.join(", ")
+                            ),
+                        )?;
+                        tried.push(attempt);
+                    }
+                }
+            }
         }
     }
+}
 
+/// Forks a new branch from a seed: reserve the seed's size, copy, settle
+/// with what was copied, and check the copy's root. `None` (with the report
+/// saying why) when no branch could be made; nothing more should be tried.
+fn fork_branch(
+    run: &mut ForestRun<'_>,
+    quantum: &Quantum,
+    seed: &Snapshot,
+    source: &DirSource,
+    report: &mut BranchReport,
+) -> Result<Option<(String, std::path::PathBuf)>, EngineError> {
+    let ctx = run.ctx;
+    let files = seed.entries.len() as u64;
+    let bytes = seed.total_bytes();
+    let Some(reservation) = run.reserve(ActionKind::Fork { files, bytes })? else {
+        report.outcome = BranchOutcome::Ineligible {
+            reason: "the search budget has no fork left".into(),
+        };
+        return Ok(None);
+    };
+    let slot = ctx.slots.branch(run.forest.branches.len());
+    let limits = CopyLimits {
+        max_files: files.min(ctx.config.exploration.workspace_files),
+        max_bytes: bytes.min(ctx.config.exploration.workspace_bytes),
+    };
+    let copy = blocking(|| snapshot::materialize(seed, source, &slot, limits));
+    let actual = match &copy {
+        Ok(r) => ActionKind::Fork {
+            files: r.files,
+            bytes: r.bytes,
+        },
+        // A failed copy is charged its whole reservation.
+        Err(_) => ActionKind::Fork { files, bytes },
+    };
+    let (receipt, exceeded) = run.settle(reservation, actual)?;
+    let copied = match copy {
+        Err(e) => Err(e.to_string()),
+        Ok(_) if exceeded => Err("the copy exceeded its reservation".to_owned()),
+        Ok(r) if r.root != seed.root => Err("the copy's root differs from its seed".to_owned()),
+        Ok(_) => Ok(()),
+    };
+    if let Err(reason) = copied {
+        let _ = std::fs::remove_dir_all(&slot);
+        run.observe(
+            "",
+            &format!("`{}`: no branch: {reason}", quantum.candidate.label),
+        )?;
+        report.outcome = BranchOutcome::Ineligible {
+            reason: format!("the branch workspace could not be made: {reason}"),
+        };
+        return Ok(None);
+    }
+    if run.forest.is_closed() {
+        let _ = std::fs::remove_dir_all(&slot);
+        report.outcome = BranchOutcome::Ineligible {
+            reason: "the search budget closed the forest".into(),
+        };
+        return Ok(None);
+    }
+    let spec = BranchSpec {
+        strategy: quantum.attempt.strategy,
+        route: quantum.candidate.proposer.clone(),
+        prompt_program: None,
+    };
+    let branch = run
+        .forest
+        .fork(quantum.seed.clone(), spec, receipt)
+        .map_err(forest_error)?
+        .clone();
+    run.append(&records::branch_forked(run.id(), &branch))?;
+    run.append(&records::strategy_selected(run.id(), &branch, &quantum.why))?;
+    Ok(Some((branch.branch_id, slot)))
+}
+
+/// Selects among the eligible branches and commits one (Proposition 5),
+/// or closes the forest with nothing to commit.
+fn finish_step(
+    ctx: &Ctx<'_>,
+    session: &Session,
+    trajectory: &mut AcceptedTrajectory,
+    accepted: &Accepted,
+    mut run: ForestRun<'_>,
+    mut eligible: Vec<Eligible>,
+    step: &mut StepReport,
+) -> Result<StepEnd, EngineError> {
     if ctx.cancel.is_cancelled() {
         run.close("cancelled")?;
         return Ok(StepEnd::Cancelled);
@@ -984,34 +1439,34 @@ fn stopped_without_candidate(trajectory: &AcceptedTrajectory) -> RepairStatus {
     }
 }
 
-/// How one branch's quantum ended.
-enum BranchEnd {
-    Eligible(Box<Eligible>),
-    Ineligible,
-    /// Cancelled, or the budget closed the forest: open nothing more.
-    Stop,
-}
-
 /// One quantum of a running branch: realize the candidate in its slot,
-/// measure it under a verifier reservation, and record what it showed.
+/// measure it under a verifier reservation, and record what it showed. An
+/// ineligible state whose evidence the proposer can still act on is kept as
+/// a partial checkpoint; any other is rejected.
 #[allow(clippy::too_many_arguments)]
-async fn run_branch(
+async fn run_quantum(
     run: &mut ForestRun<'_>,
     session: &mut Session,
     trajectory: &AcceptedTrajectory,
     accepted: &Accepted,
-    packet: &CorrectionPacket,
-    candidate: &Candidate,
+    plan: &Plan,
+    quantum: &Quantum,
     components: &NoGoodComponents,
     slot: &Path,
-    branch_id: &str,
     measured_roots: &mut BTreeSet<Digest>,
     targeted_before: f64,
+    max_branches: usize,
+    track: &mut Track,
     report: &mut BranchReport,
-) -> Result<BranchEnd, EngineError> {
+) -> Result<QuantumEnd, EngineError> {
     let ctx = run.ctx;
+    let branch_id = report.branch_id.clone();
+    let seed_root = match &quantum.seed {
+        Seed::Accepted => accepted.snapshot.root,
+        Seed::Partial(p) => p.state_root,
+    };
     let realized = blocking(|| {
-        apply_candidate(slot, candidate).and_then(|()| {
+        apply_candidate(slot, &quantum.candidate).and_then(|()| {
             Snapshotter::new(slot, None)
                 .snapshot(&Overlay::default())
                 .map_err(|e| e.to_string())
@@ -1025,34 +1480,34 @@ async fn run_branch(
                 report,
                 format!("candidate could not be realized: {reason}"),
             )?;
-            return Ok(BranchEnd::Ineligible);
+            return Ok(QuantumEnd::Ineligible);
         }
     };
     report.root = Some(y.root);
-    if y.root == accepted.snapshot.root {
+    if y.root == seed_root {
         reject(run, report, "the candidate changed nothing".into())?;
         let support = Support::from_evidence(Evidence::UnchangedState { root: y.root });
-        record_no_good(run, session, branch_id, components, support)?;
-        return Ok(BranchEnd::Ineligible);
+        record_no_good(run, session, &branch_id, components, support)?;
+        return Ok(QuantumEnd::Ineligible);
     }
     if run.forest.is_measured_root(&y.root) || !measured_roots.insert(y.root) {
         // Not re-measured (system 20): no verifier reservation.
         reject(run, report, "duplicate of an already measured state".into())?;
-        return Ok(BranchEnd::Ineligible);
+        return Ok(QuantumEnd::Ineligible);
     }
 
     let Some(verifier) = run.reserve(ActionKind::VerifierRun)? else {
         run.forest
-            .abandon(branch_id, "no verifier run left in the budget")
+            .abandon(&branch_id, "no verifier run left in the budget")
             .map_err(forest_error)?;
         run.abandoned(
-            &[branch_id.to_owned()],
+            std::slice::from_ref(&branch_id),
             "no verifier run left in the budget",
         )?;
         report.outcome = BranchOutcome::Ineligible {
             reason: "the search budget has no verifier run left".into(),
         };
-        return Ok(BranchEnd::Stop);
+        return Ok(QuantumEnd::Stop);
     };
     let m = measure(
         y.root,
@@ -1080,27 +1535,31 @@ async fn run_branch(
         .iter()
         .map(|c| c.title.clone())
         .collect();
+    track.energies.push(m.energy());
+    if let Some(dominant) = dominant_cluster(&m, &plan.packet.cluster_id) {
+        track.signatures.push(cluster_signature(&dominant.id));
+    }
     if run.forest.is_closed() {
         report.outcome = BranchOutcome::Ineligible {
             reason: "the search budget closed the forest".into(),
         };
-        return Ok(BranchEnd::Stop);
+        return Ok(QuantumEnd::Stop);
     }
     if ctx.cancel.is_cancelled() {
         run.forest
-            .abandon(branch_id, "cancelled")
+            .abandon(&branch_id, "cancelled")
             .map_err(forest_error)?;
-        run.abandoned(&[branch_id.to_owned()], "cancelled")?;
+        run.abandoned(std::slice::from_ref(&branch_id), "cancelled")?;
         report.outcome = BranchOutcome::Ineligible {
             reason: "cancelled".into(),
         };
-        return Ok(BranchEnd::Stop);
+        return Ok(QuantumEnd::Stop);
     }
     let observation = CandidateObservation {
         root: y.root,
         energy: m.energy(),
         hard_pass: m.hard_pass(),
-        targeted_improvement: targeted_before - packet_energy(&m, &packet.cluster_id),
+        targeted_improvement: targeted_before - packet_energy(&m, &plan.packet.cluster_id),
         cost: m.cost_ms,
         profile: m.profile,
         barriers_hold: true,
@@ -1108,20 +1567,20 @@ async fn run_branch(
     };
     let eligibility = run
         .forest
-        .measure(branch_id, &observation, trajectory, receipt)
+        .measure(&branch_id, &observation, trajectory, receipt)
         .map_err(forest_error)?;
     run.append(&records::search_candidate_measured(
         run.id(),
-        branch_id,
+        &branch_id,
         y.root,
         m.energy(),
         m.hard_pass(),
     ))?;
     let reasons = match eligibility {
         Eligibility::Eligible => {
-            return Ok(BranchEnd::Eligible(Box::new(Eligible {
-                branch_id: branch_id.to_owned(),
-                label: candidate.label.clone(),
+            return Ok(QuantumEnd::Eligible(Box::new(Eligible {
+                branch_id,
+                label: quantum.candidate.label.clone(),
                 y,
                 m,
             })));
@@ -1142,11 +1601,55 @@ async fn run_branch(
     } else {
         "an operational barrier does not hold".to_owned()
     };
+    // Only a state measured by every required stage, failing only on
+    // descent, with evidence the proposer can act on, is worth keeping.
+    let actionable = (reasons == [Ineligibility::NotDescending])
+        .then(|| {
+            Plan::first_actionable(
+                &m,
+                None,
+                &BTreeSet::new(),
+                ctx.config,
+                &SuggestionProposer,
+                max_branches,
+            )
+        })
+        .flatten();
+    if let Some(next_plan) = actionable {
+        let checkpoint = run
+            .forest
+            .checkpoint_partial(
+                &branch_id,
+                y.root,
+                Some(next_plan.digest()),
+                obligations(&m),
+                evidence_digest(&m),
+            )
+            .map_err(forest_error)?;
+        run.append(&records::partial_checkpointed(
+            run.id(),
+            &branch_id,
+            &checkpoint,
+        ))?;
+        report.outcome = BranchOutcome::Partial {
+            reason: format!(
+                "{reason}; kept as partial checkpoint {} with `{}` to work on",
+                checkpoint.digest().short(12),
+                next_plan.packet.cluster_title
+            ),
+        };
+        return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
+            checkpoint,
+            branch_id,
+            snapshot: y,
+            plan: next_plan,
+        })));
+    }
     reject(run, report, reason)?;
     // Only deterministic evidence supports a no-good: a stage that could not
     // run is environmental, and a retry may succeed.
     let support = if observation.required_sensors_ran {
-        dominant_cluster(&m, &packet.cluster_id)
+        dominant_cluster(&m, &plan.packet.cluster_id)
             .map(|cluster| {
                 Support::from_evidence(Evidence::Cluster {
                     cluster,
@@ -1159,10 +1662,9 @@ async fn run_branch(
             crate::search::Environmental::SensorUnavailable,
         ))
     };
-    record_no_good(run, session, branch_id, components, support)?;
-    Ok(BranchEnd::Ineligible)
+    record_no_good(run, session, &branch_id, components, support)?;
+    Ok(QuantumEnd::Ineligible)
 }
-
 /// The residual that best explains a branch's failure: the targeted
 /// cluster if it survived, else the branch's first required one.
 fn dominant_cluster<'m>(m: &'m Measurement, target: &str) -> Option<&'m crate::cluster::Cluster> {
@@ -1253,8 +1755,8 @@ pub struct ForestStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BranchStatus {
     pub branch_id: String,
-    /// `opened`, `measured`, `ineligible`, `not_selected`, `abandoned`,
-    /// `selected` or `committed`.
+    /// `opened`, `measured`, `partial_checkpointed`, `ineligible`,
+    /// `not_selected`, `abandoned`, `selected` or `committed`.
     pub state: String,
     pub reason: Option<String>,
 }
@@ -1359,6 +1861,9 @@ impl ForestStatus {
             }
             SearchEvent::BranchCandidateMeasured { branch_id, .. } => {
                 self.set_branch(branch_id, "measured", None)
+            }
+            SearchEvent::PartialCheckpointed { branch_id, .. } => {
+                self.set_branch(branch_id, "partial_checkpointed", None)
             }
             SearchEvent::BranchIneligible {
                 branch_id, reason, ..

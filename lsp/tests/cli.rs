@@ -216,6 +216,55 @@ fn a_repair_can_take_two_accepted_steps() {
 }
 
 #[test]
+fn an_ineligible_branch_is_kept_as_a_partial_checkpoint_and_local_repair_continues_it() {
+    let ws = Workspace::of("local-repair");
+    let doc = committed(&ws);
+    let steps = doc["steps"].as_array().unwrap();
+    let first = steps[0]["branches"].as_array().unwrap();
+    // b1 imports `HashSet`; the two borrow errors it reveals weigh as much as
+    // the import did, so it does not descend but is kept ...
+    assert_eq!(first[0]["outcome"], "partial", "{doc:#}");
+    assert_eq!(first[0]["strategy"], "apply_suggestions");
+    // ... and the same branch's next quantum repairs one of them locally.
+    assert_eq!(first[1]["branch_id"], first[0]["branch_id"]);
+    assert_eq!(first[1]["strategy"], "local_repair");
+    assert_eq!(first[1]["outcome"], "selected");
+    assert_eq!(steps[0]["decision"]["verdict"], "accepted_descent");
+    assert_eq!(
+        steps.last().unwrap()["decision"]["verdict"],
+        "accepted_hard_pass"
+    );
+    let source = ws.read("src/lib.rs");
+    assert!(
+        source.contains("use std::collections::HashSet;")
+            && source.contains("let mut seen")
+            && source.contains("let mut total"),
+        "{source}"
+    );
+    assert!(ws.cargo_test_passes());
+
+    // The ledger says so: the checkpoint, and a strategy event for the
+    // continuation, inside the step's forest; never in the accepted fold.
+    let (code, rows) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{rows:#}");
+    let text = rows.to_string();
+    assert!(
+        !text.contains("/partial/"),
+        "a partial is never accepted: {text}"
+    );
+    let events = search_events(&ledger_rows(&ws));
+    let names: Vec<&str> = events.iter().map(|e| e.name()).collect();
+    let checkpoint = names
+        .iter()
+        .position(|n| *n == "partial_checkpointed")
+        .unwrap_or_else(|| panic!("no checkpoint: {names:?}"));
+    assert!(
+        names[checkpoint..].contains(&"branch_strategy_selected"),
+        "the continuation is a recorded strategy choice: {names:?}"
+    );
+}
+
+#[test]
 fn a_two_member_workspace_is_repaired_in_the_right_member() {
     let ws = Workspace::of("two-members");
     let doc = committed(&ws);

@@ -130,6 +130,32 @@ pub struct Attempt {
     pub strategy: Strategy,
     /// A model route or a deterministic proposer id.
     pub route: String,
+    /// Which of the tools' alternatives a `ChooseAlternative` attempt takes
+    /// (0-based); `None` for every other operator. Three possible imports
+    /// are three attempts, not one.
+    pub alternative: Option<u32>,
+}
+
+impl std::fmt::Display for Attempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} via {:?}", self.strategy.name(), self.operator)?;
+        if let Some(i) = self.alternative {
+            write!(f, " #{}", i + 1)?;
+        }
+        write!(f, " on {}", self.route)
+    }
+}
+
+impl Attempt {
+    /// An attempt that is not a choice between alternatives.
+    pub fn new(operator: OperatorKind, strategy: Strategy, route: &str) -> Attempt {
+        Attempt {
+            operator,
+            strategy,
+            route: route.to_owned(),
+            alternative: None,
+        }
+    }
 }
 
 /// How the current branch's last quantum ended.
@@ -194,6 +220,20 @@ pub enum Trigger {
     OutOfLocalRetries,
 }
 
+impl Trigger {
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::IneligibleMeasurement => "ineligible measurement",
+            Trigger::NonDescendingCommit => "non-descending commit",
+            Trigger::RecurringSignature => "recurring residual signature",
+            Trigger::EmptyCorrection => "empty correction packet",
+            Trigger::Plateau => "plateau",
+            Trigger::FailedAssumption => "failed strategy assumption",
+            Trigger::OutOfLocalRetries => "out of local retries",
+        }
+    }
+}
+
 /// What changed relative to the current attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -201,6 +241,16 @@ pub enum Novelty {
     Operator,
     Strategy,
     Route,
+}
+
+impl Novelty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Novelty::Operator => "correction operator",
+            Novelty::Strategy => "strategy",
+            Novelty::Route => "route",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -300,10 +350,18 @@ fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
         .iter()
         .filter_map(OperatorKind::of)
         .collect();
-    let attempt = |operator, strategy, route: &str| Attempt {
-        operator,
-        strategy,
-        route: route.to_owned(),
+    // A choice takes the first alternative not yet tried on its route; with
+    // none left, the choice is not an attempt at all.
+    let attempt = |operator, strategy, route: &str| -> Option<Attempt> {
+        let alternative = if operator == OperatorKind::ChooseAlternative {
+            Some(next_alternative(state, route)?)
+        } else {
+            None
+        };
+        Some(Attempt {
+            alternative,
+            ..Attempt::new(operator, strategy, route)
+        })
     };
     let mut out = Vec::new();
     if forced {
@@ -335,7 +393,30 @@ fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
             }
         }
     }
-    out
+    out.into_iter()
+        .filter_map(|(attempt, novelty)| Some((attempt?, novelty)))
+        .collect()
+}
+
+/// The first alternative of the packet's widest choice that no attempt on
+/// `route` has taken yet.
+fn next_alternative(state: &ExpansionState, route: &str) -> Option<u32> {
+    let offered = state
+        .operators
+        .iter()
+        .filter_map(|op| match op {
+            CorrectionOperator::ChooseAlternative { alternatives } => Some(*alternatives),
+            _ => None,
+        })
+        .max()?;
+    let taken = |i: u32| {
+        state
+            .tried
+            .iter()
+            .chain([&state.current.attempt])
+            .any(|a| a.route == route && a.alternative == Some(i))
+    };
+    (0..u32::try_from(offered).unwrap_or(u32::MAX)).find(|&i| !taken(i))
 }
 
 fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
@@ -363,11 +444,11 @@ mod tests {
     const MODEL: &str = "openai:qwen";
 
     fn apply(route: &str) -> Attempt {
-        Attempt {
-            operator: OperatorKind::ApplySuggestions,
-            strategy: Strategy::ApplySuggestions,
-            route: route.into(),
-        }
+        Attempt::new(
+            OperatorKind::ApplySuggestions,
+            Strategy::ApplySuggestions,
+            route,
+        )
     }
 
     /// A branch that applied suggestions and measured eligible: no trigger.
@@ -448,11 +529,7 @@ mod tests {
     #[test]
     fn a_strategy_with_several_operators_varies_the_operator_before_anything_else() {
         let mut s = quiet();
-        s.current.attempt = Attempt {
-            operator: OperatorKind::Edit,
-            strategy: Strategy::DiagnosticProbe,
-            route: RUSTC.into(),
-        };
+        s.current.attempt = Attempt::new(OperatorKind::Edit, Strategy::DiagnosticProbe, RUSTC);
         s.tried = vec![s.current.attempt.clone()];
         s.operators.push(CorrectionOperator::SatisfyCounterexample);
         s.current.outcome = BranchOutcome::Ineligible;
@@ -599,6 +676,32 @@ mod tests {
         assert_eq!(fired, vec![Trigger::OutOfLocalRetries]);
         assert_eq!(seed, Seed::Partial(partial(true)));
         assert_eq!(attempt.strategy, Strategy::LocalRepair);
+    }
+
+    #[test]
+    fn alternatives_are_taken_one_at_a_time_and_never_twice() {
+        let mut s = quiet();
+        s.operators = vec![CorrectionOperator::ChooseAlternative { alternatives: 2 }];
+        s.routes = vec![RUSTC.into()];
+        s.current.attempt = Attempt {
+            alternative: Some(0),
+            ..Attempt::new(
+                OperatorKind::ChooseAlternative,
+                Strategy::NextAlternative,
+                RUSTC,
+            )
+        };
+        s.tried = vec![s.current.attempt.clone()];
+        s.current.outcome = BranchOutcome::Ineligible;
+        s.context.untried_alternatives = 1;
+        let (_, seed, attempt, novelty) = opened(&s);
+        assert_eq!((seed, novelty), (Seed::Accepted, Novelty::Operator));
+        assert_eq!(attempt.alternative, Some(1));
+
+        s.tried.push(attempt.clone());
+        s.current.attempt = attempt;
+        s.context.untried_alternatives = 0;
+        assert_eq!(next_expansion(&s), None, "both alternatives were tried");
     }
 
     #[test]

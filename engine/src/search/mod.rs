@@ -172,11 +172,11 @@ mod tests {
             budget_remains: forest.budget().admits(&fork).is_ok(),
             rho: 0.5,
             current: BranchProgress {
-                attempt: Attempt {
-                    operator: OperatorKind::ApplySuggestions,
-                    strategy: Strategy::ApplySuggestions,
-                    route: "rustc-suggestions".into(),
-                },
+                attempt: Attempt::new(
+                    OperatorKind::ApplySuggestions,
+                    Strategy::ApplySuggestions,
+                    "rustc-suggestions",
+                ),
                 outcome: BranchOutcome::Partial(partial.clone()),
                 energies: vec![5.9, 5.9, 5.9],
                 signatures: vec![root("c1")],

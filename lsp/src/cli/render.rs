@@ -83,8 +83,8 @@ pub fn repair_steps(outcome: &RepairOutcome) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:<6} {:<8} {:<5} {:<28} candidate",
-            "branch", "energy", "hard", "outcome"
+            "  {:<6} {:<8} {:<5} {:<17} {:<28} candidate",
+            "branch", "energy", "hard", "strategy", "outcome"
         );
         for b in &step.branches {
             let energy = b
@@ -98,12 +98,13 @@ pub fn repair_steps(outcome: &RepairOutcome) -> String {
                 },
                 BranchOutcome::NotSelected => "not selected".into(),
                 BranchOutcome::Ineligible { reason } => format!("ineligible: {reason}"),
+                BranchOutcome::Partial { reason } => format!("partial: {reason}"),
             };
             let hard = if b.hard_pass { "yes" } else { "no" };
             let _ = writeln!(
                 out,
-                "  {:<6} {:<8} {:<5} {:<28} {}",
-                b.branch_id, energy, hard, outcome, b.label
+                "  {:<6} {:<8} {:<5} {:<17} {:<28} {}",
+                b.branch_id, energy, hard, b.strategy, outcome, b.label
             );
         }
     }

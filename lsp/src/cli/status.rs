@@ -9,8 +9,9 @@ use super::{EXIT_OK, fail, workspace};
 use crate::Format;
 
 /// The branch states shown, in the order a branch moves through them.
-const STATES: [&str; 7] = [
+const STATES: [&str; 8] = [
     "opened",
+    "partial_checkpointed",
     "measured",
     "ineligible",
     "not_selected",
