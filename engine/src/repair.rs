@@ -503,7 +503,7 @@ pub(crate) async fn search(
         let Some(plan) = Plan::first_actionable(
             &accepted.measurement,
             target,
-            &exhausted,
+            |cluster| !exhausted.contains(&cluster.id),
             ctx.config,
             &proposer,
             max_branches,
@@ -739,12 +739,12 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// The plan for the first cluster of `m` (`target` first, warnings
-    /// never) that the proposer has candidates for, skipping `exhausted`
-    /// clusters: the actionable evidence of a state.
+    /// never) that `worth` admits and the proposer has candidates for: the
+    /// actionable evidence of a state.
     pub(crate) fn first_actionable(
         m: &Measurement,
         target: Option<&str>,
-        exhausted: &BTreeSet<String>,
+        worth: impl Fn(&crate::cluster::Cluster) -> bool,
         config: &Config,
         proposer: &dyn Proposer,
         limit: usize,
@@ -752,7 +752,7 @@ impl Plan {
         let unavailable = m.unavailable();
         repair_order(m, target)
             .into_iter()
-            .filter(|cluster| !exhausted.contains(&cluster.id))
+            .filter(|cluster| worth(cluster))
             .find_map(|cluster| {
                 let packet = CorrectionPacket::for_cluster(
                     &m.assessment,
@@ -1601,14 +1601,17 @@ async fn run_quantum(
     } else {
         "an operational barrier does not hold".to_owned()
     };
-    // Only a state measured by every required stage, failing only on
-    // descent, with evidence the proposer can act on, is worth keeping.
+    // A state measured by every required stage and failing only on descent
+    // is worth keeping when the proposer can act on a cluster whose
+    // resolution alone would make the state eligible: evidence the branch
+    // can still turn into a descent, not a pre-existing residual to carry.
+    let bar = trajectory.v_best() - ctx.config.gate.rho;
     let actionable = (reasons == [Ineligibility::NotDescending])
         .then(|| {
             Plan::first_actionable(
                 &m,
                 None,
-                &BTreeSet::new(),
+                |cluster| m.energy() - cluster.energy <= bar,
                 ctx.config,
                 &SuggestionProposer,
                 max_branches,

@@ -265,6 +265,36 @@ fn an_ineligible_branch_is_kept_as_a_partial_checkpoint_and_local_repair_continu
 }
 
 #[test]
+fn a_cluster_with_no_eligible_branch_gives_way_to_the_next_cluster() {
+    let ws = Workspace::of("next-cluster");
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "residuals remain: {doc:#}");
+    let steps = doc["steps"].as_array().unwrap();
+    // The import makes things worse and nothing it reveals is worth keeping
+    // ...
+    assert!(
+        steps[0]["cluster_title"]
+            .as_str()
+            .unwrap()
+            .contains("`Reading` is not imported"),
+        "{doc:#}"
+    );
+    assert!(steps[0]["decision"].is_null());
+    // ... so the missing `mut` gets its own forest and is accepted.
+    assert!(
+        steps[1]["cluster_title"]
+            .as_str()
+            .unwrap()
+            .contains("`acc`"),
+        "{doc:#}"
+    );
+    assert_eq!(steps[1]["decision"]["verdict"], "accepted_descent");
+    assert_eq!(doc["status"], "residuals_remain");
+    assert_eq!(ws.tree(), before, "no hard pass, nothing written");
+}
+
+#[test]
 fn a_two_member_workspace_is_repaired_in_the_right_member() {
     let ws = Workspace::of("two-members");
     let doc = committed(&ws);
