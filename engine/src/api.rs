@@ -3,7 +3,7 @@
 //! Both front ends drive exactly these functions, so `trellis repair` in a
 //! terminal and the Repair code action in an editor take the same decisions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
 use crate::digest::Digest;
 use crate::ledger::{Ledger, PromotionRoute};
-use crate::measure::{Measurement, measure};
+use crate::measure::{Measurement, MeasurementCache, measure};
 use crate::records;
 use crate::repair::{Accepted, Ctx, Session, search};
 use crate::sensor::cargo::rust_sensors;
@@ -200,6 +200,10 @@ fn pin_prompt_bundles(
         .collect())
 }
 
+/// How many state roots' measurements an engine remembers: enough for a
+/// check, its repair and the edits between them.
+const MEASUREMENT_CACHE_ROOTS: usize = 32;
+
 /// One workspace's engine: configuration, snapshot cache, ledger, branch slots.
 /// `Send + Sync`; the language server shares it behind an `Arc`.
 pub struct Engine {
@@ -213,10 +217,8 @@ pub struct Engine {
     view_lock: tokio::sync::Mutex<()>,
     /// One repair at a time owns the branch slots.
     repair_lock: tokio::sync::Mutex<()>,
-    /// Measurements by state root: sensors are deterministic for a root
-    /// under one profile (PSP-10 Assumption 2), so a repair started right
-    /// after a check reuses the check's measurement.
-    measurements: Mutex<HashMap<Digest, Measurement>>,
+    /// Recent measurements by state root (see [`MeasurementCache`]).
+    measurements: Mutex<MeasurementCache>,
     /// The prompt policy and bundles pinned at start, recorded with the session.
     prompt_policy: PromptPolicy,
     prompt_bundles: Vec<PinnedBundleSection>,
@@ -293,7 +295,7 @@ impl Engine {
             sensors: OnceCell::new(),
             view_lock: tokio::sync::Mutex::new(()),
             repair_lock: tokio::sync::Mutex::new(()),
-            measurements: Mutex::new(HashMap::new()),
+            measurements: Mutex::new(MeasurementCache::new(MEASUREMENT_CACHE_ROOTS)),
             prompt_policy,
             prompt_bundles,
         })

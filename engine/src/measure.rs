@@ -123,3 +123,88 @@ pub async fn measure(
         cost_ms,
     }
 }
+
+/// Recent measurements by state root, at most `capacity` of them, the
+/// oldest forgotten first. Sensors are deterministic for a root under one
+/// profile (PSP-10 Assumption 2), so a repair started right after a check
+/// reuses the check's measurement; a long editing session must not keep
+/// every root it ever saw.
+#[derive(Debug)]
+pub struct MeasurementCache {
+    capacity: usize,
+    by_root: std::collections::HashMap<Digest, Measurement>,
+    /// Roots in insertion order, oldest first.
+    order: std::collections::VecDeque<Digest>,
+}
+
+impl MeasurementCache {
+    pub fn new(capacity: usize) -> MeasurementCache {
+        MeasurementCache {
+            capacity: capacity.max(1),
+            by_root: std::collections::HashMap::new(),
+            order: std::collections::VecDeque::new(),
+        }
+    }
+
+    pub fn get(&self, root: &Digest) -> Option<&Measurement> {
+        self.by_root.get(root)
+    }
+
+    pub fn insert(&mut self, root: Digest, measurement: Measurement) {
+        if self.by_root.insert(root, measurement).is_none() {
+            self.order.push_back(root);
+        }
+        while self.order.len() > self.capacity {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_root.remove(&oldest);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_root.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_root.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+    use crate::digest::blob_digest;
+
+    fn measured(root: Digest) -> Measurement {
+        Measurement {
+            root,
+            reports: Vec::new(),
+            assessment: crate::cluster::Assessment {
+                diagnostics: Vec::new(),
+                failures: Vec::new(),
+                clusters: Vec::new(),
+                energy: 0.0,
+                hard_pass: true,
+            },
+            profile: Digest::ZERO,
+            cost_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_cache_forgets_the_oldest_root_beyond_its_capacity() {
+        let roots: Vec<Digest> = (0..4u8).map(|i| blob_digest(&[i])).collect();
+        let mut cache = MeasurementCache::new(3);
+        for root in &roots {
+            cache.insert(*root, measured(*root));
+        }
+        assert_eq!(cache.len(), 3);
+        assert!(cache.get(&roots[0]).is_none(), "the oldest went first");
+        assert!(roots[1..].iter().all(|r| cache.get(r).is_some()));
+        // Re-inserting a known root neither grows nor reorders the cache.
+        cache.insert(roots[1], measured(roots[1]));
+        cache.insert(blob_digest(b"new"), measured(blob_digest(b"new")));
+        assert!(cache.get(&roots[1]).is_none(), "still the oldest");
+        assert_eq!(cache.len(), 3);
+    }
+}
