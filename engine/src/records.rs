@@ -273,6 +273,8 @@ pub fn no_good_recorded(forest_id: &str, branch_id: &str, nogood: &NoGood) -> Se
         key: nogood.key.digest(),
         support_kind: nogood.support.kind().to_owned(),
         evidence_digest: nogood.evidence_digest,
+        components: Some(Box::new(nogood.components.clone())),
+        support: Some(nogood.support.clone()),
     }
 }
 

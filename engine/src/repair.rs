@@ -35,8 +35,8 @@ use crate::records;
 use crate::search::{
     ActionKind, BranchSpec, CandidateObservation, Counters, Eligibility, Evidence, ForestBinding,
     ForestError, Frontier, FrontierEntry, Ineligibility, InterruptedForest, NoGoodComponents,
-    NoGoodKey, NoGoodStore, Receipt, Reservation, ResumeClaim, SearchForest, Seed, Strategy,
-    Support, build_digest,
+    NoGoodStore, Receipt, Reservation, ResumeClaim, SearchForest, Seed, Strategy, Support,
+    build_digest,
 };
 use crate::sensor::Sensor;
 use crate::slots::Slots;
@@ -156,24 +156,60 @@ fn tool_catalog_digest() -> Digest {
         .finish()
 }
 
-/// The session's exact no-goods: those recorded by this process, and those
-/// folded back from the ledger. A `no_good_recorded` row carries the key
-/// K_ng, not its components, so a restored no-good matches by that exact
-/// key: a SHA-256 over every component, so still all-components-equal.
+/// The session's exact no-goods: those recorded by this process and those
+/// folded back from the ledger, in one store that answers by equality of
+/// all nine components.
 #[derive(Default)]
 struct NoGoods {
     store: NoGoodStore,
-    restored: BTreeMap<Digest, String>,
+    /// Keys of rows written before no-goods carried their components: they
+    /// are counted and shown, never matched, because there is nothing to
+    /// compare an attempt's components against.
+    key_only: BTreeSet<Digest>,
+    /// Whether the session has said so in the ledger yet.
+    key_only_noted: bool,
 }
 
 impl NoGoods {
+    /// Restores the ledger's no-goods. The fold verified every exact record
+    /// already; the store checks again rather than trust its caller.
+    fn restore(folded: impl IntoIterator<Item = ledger::FoldedNoGood>) -> Result<NoGoods, String> {
+        let mut nogoods = NoGoods::default();
+        for folded in folded {
+            match folded.record {
+                ledger::NoGoodRecord::Exact(nogood) => {
+                    nogoods.store.restore(*nogood).map_err(|e| {
+                        format!("event {}: no_good_recorded is refused: {e}", folded.seq)
+                    })?;
+                }
+                ledger::NoGoodRecord::KeyOnly { key, .. } => {
+                    nogoods.key_only.insert(key);
+                }
+            }
+        }
+        Ok(nogoods)
+    }
+
     /// The key of the no-good refusing `attempt`, if one matches exactly.
     fn suppresses(&self, attempt: &NoGoodComponents) -> Option<Digest> {
-        if let Some(nogood) = self.store.suppresses(attempt) {
-            return Some(nogood.key.digest());
+        self.store
+            .suppresses(attempt)
+            .map(|nogood| nogood.key.digest())
+    }
+
+    /// The observation the first forest of the session ledgers about
+    /// key-only no-goods, once.
+    fn key_only_notice(&mut self) -> Option<String> {
+        if self.key_only.is_empty() || self.key_only_noted {
+            return None;
         }
-        let key = NoGoodKey::of(attempt).digest();
-        self.restored.contains_key(&key).then_some(key)
+        self.key_only_noted = true;
+        Some(format!(
+            "{} recorded no-good(s) carry only their key (written by an older trellis): \
+             counted, never matched, since an attempt can only be refused by equality of \
+             every component",
+            self.key_only.len()
+        ))
     }
 }
 
@@ -286,14 +322,7 @@ impl Session {
             None => Vec::new(),
         };
         let claim = ResumeClaim::fold(interrupted).map_err(|e| refuse(&e))?;
-        let nogoods = NoGoods {
-            store: NoGoodStore::new(),
-            restored: resume
-                .no_goods
-                .into_values()
-                .map(|n| (n.key, n.forest_id))
-                .collect(),
-        };
+        let nogoods = NoGoods::restore(resume.no_goods.into_values()).map_err(|e| refuse(&e))?;
         Ok(Session {
             node,
             generation,
@@ -690,6 +719,9 @@ fn open_forest<'a>(
     .map_err(forest_error)?;
     let run = ForestRun { ctx, forest };
     run.append(&records::search_opened(&run.forest))?;
+    if let Some(notice) = session.nogoods.key_only_notice() {
+        run.observe("", &notice)?;
+    }
     if let Some(bypass) = seed.bypass {
         // The interrupted forest can never be claimed by its owner now (its
         // attempt restarted under a new generation): close it, so the next
@@ -1406,6 +1438,7 @@ mod tests {
 
     use super::*;
     use crate::digest::blob_digest;
+    use crate::search::NoGoodKey;
 
     fn opened(forest_id: &str, node: &str, generation: u32, root: Digest) -> SearchEvent {
         SearchEvent::SearchOpened {
@@ -1565,6 +1598,8 @@ mod tests {
                 key: blob_digest(b"key"),
                 support_kind: "compiler_code".into(),
                 evidence_digest: blob_digest(b"evidence"),
+                components: None,
+                support: None,
             },
             records::search_closed("f", "no eligible candidate"),
         ]);
@@ -1577,5 +1612,120 @@ mod tests {
             Counters::DEFAULT_LIMITS.actions - 5
         );
         assert_eq!((forest.no_goods, status.no_goods), (1, 1));
+    }
+
+    fn components(seed: &[u8; 9]) -> NoGoodComponents {
+        let part = |i: usize| blob_digest(&[seed[i], i as u8]);
+        NoGoodComponents {
+            accepted_root: part(0),
+            domain_manifest: part(1),
+            strategy: part(2),
+            prompt_program: Some(part(3)),
+            proposal: part(4),
+            grant: part(5),
+            tool_catalog: part(6),
+            sensor_fingerprint: part(7),
+            runtime_build: part(8),
+        }
+    }
+
+    /// `c` with component `index` replaced by `value`.
+    fn with_component(mut c: NoGoodComponents, index: usize, value: Digest) -> NoGoodComponents {
+        match index {
+            0 => c.accepted_root = value,
+            1 => c.domain_manifest = value,
+            2 => c.strategy = value,
+            3 => c.prompt_program = Some(value),
+            4 => c.proposal = value,
+            5 => c.grant = value,
+            6 => c.tool_catalog = value,
+            7 => c.sensor_fingerprint = value,
+            _ => c.runtime_build = value,
+        }
+        c
+    }
+
+    /// A session folded from a real ledger in which forest `f` recorded an
+    /// exact no-good for `recorded`.
+    fn session_restoring(recorded: &NoGoodComponents) -> Session {
+        let root = blob_digest(b"x0");
+        let nogood = crate::search::NoGood::new(
+            recorded.clone(),
+            Support::UnchangedState {
+                root: recorded.accepted_root,
+            },
+        );
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            records::no_good_recorded("f", "b1", &nogood),
+            records::search_closed("f", "no eligible candidate"),
+        ]);
+        Session::begin(&ledger, root).unwrap()
+    }
+
+    #[test]
+    fn gate_ab_a_restored_no_good_matches_only_when_every_component_is_equal() {
+        let recorded = components(&[7; 9]);
+        let session = session_restoring(&recorded);
+        assert!(session.nogoods.suppresses(&recorded).is_some());
+        for index in 0..9 {
+            let changed = with_component(recorded.clone(), index, blob_digest(b"changed"));
+            assert!(
+                session.nogoods.suppresses(&changed).is_none(),
+                "component {index} changed, yet the restored no-good matched"
+            );
+        }
+        let mut no_program = recorded;
+        no_program.prompt_program = None;
+        assert!(session.nogoods.suppresses(&no_program).is_none());
+    }
+
+    #[test]
+    fn a_key_only_no_good_is_counted_and_noted_once_but_never_matches() {
+        let root = blob_digest(b"x0");
+        let attempt = components(&[3; 9]);
+        // An older trellis recorded exactly this attempt's key, without components.
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            SearchEvent::NoGoodRecorded {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                key: NoGoodKey::of(&attempt).digest(),
+                support_kind: "unchanged_state".into(),
+                evidence_digest: blob_digest(b"evidence"),
+                components: None,
+                support: None,
+            },
+            records::search_closed("f", "no eligible candidate"),
+        ]);
+        let mut session = Session::begin(&ledger, root).unwrap();
+        assert!(session.nogoods.suppresses(&attempt).is_none());
+        assert_eq!(session.nogoods.key_only.len(), 1);
+        let notice = session.nogoods.key_only_notice().expect("noted");
+        assert!(notice.contains("never matched"), "{notice}");
+        assert!(session.nogoods.key_only_notice().is_none(), "once");
+        assert_eq!(SearchStatus::from_rows(&ledger.rows().unwrap()).no_goods, 1);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Gate AB over the ledger: a no-good written by one process and
+        /// restored by the next never matches an attempt that differs from
+        /// it in any one component.
+        #[test]
+        fn gate_ab_unequal_keys_never_match_after_a_restore(
+            seed in proptest::prelude::any::<[u8; 9]>(),
+            index in 0usize..9,
+            replacement in proptest::prelude::any::<[u8; 32]>(),
+        ) {
+            let recorded = components(&seed);
+            let session = session_restoring(&recorded);
+            proptest::prop_assert!(session.nogoods.suppresses(&recorded).is_some());
+            let probe = with_component(recorded.clone(), index, Digest(replacement));
+            if probe != recorded {
+                proptest::prop_assert!(session.nogoods.suppresses(&probe).is_none());
+            }
+        }
     }
 }

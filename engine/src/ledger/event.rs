@@ -21,6 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
+use crate::search::{NoGoodComponents, Support};
 use crate::sensor::SensorFingerprint;
 
 /// The `kind` column of every search row.
@@ -416,6 +417,15 @@ pub enum SearchEvent {
         /// Which deterministic evidence supports it (`compiler_code`, `failed_test`, ...).
         support_kind: String,
         evidence_digest: Digest,
+        /// The nine components K_ng is computed from, so a resumed session
+        /// matches by component equality and replay can recompute the key.
+        /// Absent only in rows written before trellis recorded them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        components: Option<Box<NoGoodComponents>>,
+        /// The supporting evidence itself; `evidence_digest` is its digest.
+        /// Present exactly when `components` is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        support: Option<Support>,
     },
     SearchUsageSnapshot {
         forest_id: String,
@@ -611,9 +621,16 @@ impl fmt::Display for SearchEvent {
                 write!(f, ": {candidate_id}")
             }
             NoGoodRecorded {
-                key, support_kind, ..
+                key,
+                support_kind,
+                components,
+                ..
             } => {
-                write!(f, ": {} ({support_kind})", key.short(12))
+                write!(f, ": {} ({support_kind})", key.short(12))?;
+                if components.is_none() {
+                    f.write_str(" [key only]")?;
+                }
+                Ok(())
             }
             SearchUsageSnapshot { usage, .. } => {
                 f.write_str(":")?;

@@ -23,8 +23,8 @@ pub use event::{
     SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
 };
 pub use fold::{
-    AcceptedFold, CandidateKey, FoldError, FoldedCandidate, InterruptedForest, NoGood, ResumeFold,
-    fold_accepted, fold_resume,
+    AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,
+    NoGoodRecord, ResumeFold, fold_accepted, fold_resume,
 };
 pub use store::{EventRef, Ledger, LedgerError, Row};
 pub use verify::{ChainError, VerifyReport};
