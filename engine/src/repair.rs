@@ -40,7 +40,9 @@ use crate::search::{
 };
 use crate::sensor::Sensor;
 use crate::slots::Slots;
-use crate::snapshot::{self, CopyLimits, DirSource, Overlay, Snapshot, Snapshotter};
+use crate::snapshot::{
+    self, BlobStore, CopyLimits, DirSource, Entry, EntryKind, Overlay, Snapshot, Snapshotter,
+};
 
 /// How one branch ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -227,6 +229,90 @@ pub(crate) struct Session {
     next_forest: usize,
     /// Interrupted forests this session closed as superseded (once each).
     superseded: BTreeSet<String>,
+    /// The interrupted generation's record, when this session continues it
+    /// from its last accepted state; [`search`] takes it.
+    continuation: Option<Continuation>,
+    /// The resumed forest, opened before the first step to re-measure the
+    /// accepted state it continues from; that step runs in it.
+    resumed_forest: Option<SearchForest>,
+}
+
+/// What the ledger recorded about a generation that committed accepted
+/// steps and was interrupted in a later one: enough to rebuild its
+/// trajectory and its last accepted state, each checked, never trusted.
+struct Continuation {
+    /// x₀ as measured when the generation started.
+    x0: Observation,
+    /// Every decision of the generation, in order.
+    decisions: Vec<GateDecision>,
+    /// The last accepted state's content relative to x₀...
+    stored: ledger::AcceptedStateStored,
+    /// ...and how it measured when it was accepted.
+    measured: Observation,
+}
+
+impl Continuation {
+    /// Reads the record of `node`'s `generation` from the accepted fold.
+    /// `None` when the generation cannot be continued from `root` (the
+    /// interrupted forest's): it accepted nothing, its last accepted state
+    /// is elsewhere, or that state's content was never stored (a ledger
+    /// from a trellis that did not store it); the attempt then starts a
+    /// new generation. An error when the record contradicts itself.
+    fn of(
+        fold: &ledger::AcceptedFold,
+        node: &str,
+        generation: u32,
+        root: Digest,
+        start_root: Digest,
+    ) -> Result<Option<Continuation>, String> {
+        let decided: Vec<&ledger::FoldedCandidate> = fold
+            .decision_order
+            .iter()
+            .filter(|k| k.node == node && k.generation == generation)
+            .filter_map(|k| fold.candidates.get(k))
+            .collect();
+        let last_accepted = decided
+            .iter()
+            .rev()
+            .find(|c| c.decision.as_ref().is_some_and(|d| d.verdict.is_accepted()));
+        let Some((last, stored)) = last_accepted
+            .filter(|c| c.measurement.root == root)
+            .and_then(|c| Some((c, c.stored.clone()?)))
+        else {
+            return Ok(None);
+        };
+        let x0_id = format!("{node}/{generation}/x0");
+        let x0 = fold
+            .candidates
+            .get(&ledger::CandidateKey {
+                node: node.to_owned(),
+                generation,
+                candidate_id: x0_id.clone(),
+            })
+            .ok_or_else(|| format!("generation {generation} decided without a recorded {x0_id}"))?;
+        if x0.measurement.root != start_root {
+            return Err(format!(
+                "{x0_id} was measured at {}, not at the view's root {}",
+                x0.measurement.root.short(12),
+                start_root.short(12)
+            ));
+        }
+        let observed = |m: &ledger::CandidateMeasured| Observation {
+            root: m.root,
+            energy: m.energy,
+            hard_pass: m.hard_pass,
+        };
+        Ok(Some(Continuation {
+            x0: observed(&x0.measurement),
+            decisions: decided
+                .iter()
+                .filter_map(|c| c.decision.as_ref())
+                .map(records::recorded_decision)
+                .collect(),
+            stored,
+            measured: observed(&last.measurement),
+        }))
+    }
 }
 
 impl Session {
@@ -266,16 +352,34 @@ impl Session {
             .collect();
         used.extend(opened.iter().filter(|(n, _)| *n == node).map(|(_, g)| *g));
 
-        // The interrupted attempt is continued only when it is this node's,
-        // at this root, and decided nothing yet: its candidate ids are then
-        // still free, so the resumed forest can claim its usage.
-        let resumable = resume.interrupted.as_ref().filter(|f| {
-            f.node == node
-                && f.accepted_root == start_root
-                && !accepted
+        // The interrupted attempt is continued only when it is this node's
+        // and its forest sits at the generation's last accepted state: the
+        // start root when the generation decided nothing yet (its candidate
+        // ids are then still free), else the root of its last accepted
+        // decision, rebuilt from the content stored when it was committed.
+        // Either way the resumed forest claims the interrupted usage.
+        let mut continuation = None;
+        let resumable = match resume.interrupted.as_ref().filter(|f| f.node == node) {
+            Some(f)
+                if !accepted
                     .decisions()
-                    .any(|d| d.node == node && d.generation == f.generation)
-        });
+                    .any(|d| d.node == node && d.generation == f.generation) =>
+            {
+                (f.accepted_root == start_root).then_some(f)
+            }
+            Some(f) => {
+                continuation =
+                    Continuation::of(&accepted, &node, f.generation, f.accepted_root, start_root)
+                        .map_err(|e| {
+                        refuse(&format!(
+                            "interrupted forest {} cannot be continued: {e}",
+                            f.forest_id
+                        ))
+                    })?;
+                continuation.is_some().then_some(f)
+            }
+            None => None,
+        };
         let generation = match resumable {
             Some(f) => f.generation,
             None => used.last().map_or(0, |g| g + 1),
@@ -331,6 +435,8 @@ impl Session {
             nogoods,
             next_forest,
             superseded: BTreeSet::new(),
+            continuation,
+            resumed_forest: None,
         })
     }
 
@@ -490,17 +596,33 @@ pub(crate) async fn search(
         .max_branches
         .clamp(1, 3)
         .min(ctx.config.exploration.max_branches);
-    let x0 = Observation {
-        root: start.snapshot.root,
-        energy: start.measurement.energy(),
-        hard_pass: start.measurement.hard_pass(),
+    // Accepted states are stored relative to the generation's start x₀.
+    let x0_snapshot = start.snapshot.clone();
+    let (mut trajectory, mut accepted) = match session.continuation.take() {
+        Some(continuation) => {
+            continue_generation(ctx, session, continuation, start, max_branches).await?
+        }
+        None => {
+            let x0 = Observation {
+                root: start.snapshot.root,
+                energy: start.measurement.energy(),
+                hard_pass: start.measurement.hard_pass(),
+            };
+            let trajectory =
+                AcceptedTrajectory::new(&session.node, session.generation, x0, ctx.config.gate);
+            (trajectory, start)
+        }
     };
-    let mut trajectory =
-        AcceptedTrajectory::new(&session.node, session.generation, x0, ctx.config.gate);
-    let mut accepted = start;
-    let mut measured_roots: BTreeSet<Digest> = BTreeSet::from([accepted.snapshot.root]);
+    // Every state the generation accepted has been measured already.
+    let mut measured_roots: BTreeSet<Digest> =
+        trajectory.states.iter().map(|state| state.root).collect();
     let mut steps: Vec<StepReport> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
+    let mut labels: Vec<String> = trajectory
+        .decisions
+        .iter()
+        .filter(|d| d.verdict.accepted())
+        .map(|d| format!("kept {} of the interrupted repair", d.candidate_id))
+        .collect();
     let proposer = SuggestionProposer;
 
     let status = loop {
@@ -635,16 +757,292 @@ pub(crate) async fn search(
             overlay,
             measurement: m,
         };
+        store_accepted_state(
+            ctx,
+            session,
+            &decision.candidate_id,
+            &x0_snapshot,
+            &accepted,
+        )?;
         if decision.verdict == Verdict::AcceptedHardPass {
             break RepairStatus::HardPass;
         }
     };
+    if let Some(forest) = session.resumed_forest.take() {
+        // The loop ended before any step ran in it.
+        ForestRun { ctx, forest }.close("no step ran from the resumed state")?;
+    }
     Ok(SearchResult {
         status,
         steps,
         last: accepted,
         labels,
     })
+}
+
+/// Where accepted states' content is stored, under the workspace's `.trellis/`.
+fn accepted_objects(ctx: &Ctx<'_>) -> std::path::PathBuf {
+    ctx.root.join(".trellis").join("objects")
+}
+
+/// Stores a newly accepted state's content relative to x₀ (every file whose
+/// entry differs) in the blob store and ledgers it, so a crash in a later
+/// step can be continued from here. The blobs are written first: a row
+/// never names content that is not on disk.
+fn store_accepted_state(
+    ctx: &Ctx<'_>,
+    session: &Session,
+    candidate_id: &str,
+    x0: &Snapshot,
+    accepted: &Accepted,
+) -> Result<(), EngineError> {
+    let files = blocking(|| -> Result<Vec<(String, Digest)>, String> {
+        if let Some(path) = x0
+            .entries
+            .keys()
+            .find(|path| !accepted.snapshot.entries.contains_key(*path))
+        {
+            return Err(format!(
+                "`{path}`: the accepted state deletes this file; only file contents are stored"
+            ));
+        }
+        let store = BlobStore::open(accepted_objects(ctx)).map_err(|e| e.to_string())?;
+        let mut files = Vec::new();
+        for (path, entry) in &accepted.snapshot.entries {
+            if x0.entries.get(path) == Some(entry) {
+                continue;
+            }
+            let content = accepted.overlay.get(path).ok_or_else(|| {
+                format!("`{path}`: changed, but the accepted overlay holds no content for it")
+            })?;
+            let blob = store.put(content).map_err(|e| e.to_string())?;
+            if blob != entry.blob {
+                return Err(format!(
+                    "`{path}`: the overlay's content is blob {}, the accepted snapshot's is {}",
+                    blob.short(12),
+                    entry.blob.short(12)
+                ));
+            }
+            files.push((path.clone(), blob));
+        }
+        Ok(files)
+    })
+    .map_err(|e| {
+        EngineError::Io(format!(
+            "cannot store accepted state {candidate_id} under {}: {e}",
+            accepted_objects(ctx).display()
+        ))
+    })?;
+    ctx.ledger
+        .append(&records::accepted_state_stored(
+            &session.node,
+            session.generation,
+            candidate_id,
+            accepted.snapshot.root,
+            files,
+        ))
+        .map_err(io)?;
+    Ok(())
+}
+
+/// Rebuilds a stored accepted state over the start view: x₀'s entries with
+/// each stored file's blob, and that content, read back verified from the
+/// blob store, in the overlay. The rebuilt root must be the recorded one.
+fn rebuild_accepted(
+    objects: &Path,
+    start: &Accepted,
+    stored: &ledger::AcceptedStateStored,
+) -> Result<(Snapshot, Overlay), String> {
+    let store = BlobStore::open(objects).map_err(|e| e.to_string())?;
+    let mut entries = start.snapshot.entries.clone();
+    let mut overlay = start.overlay.clone();
+    for file in &stored.files {
+        snapshot::fsutil::check_rel_path(&file.path).map_err(|e| e.to_string())?;
+        let content = store
+            .get(&file.blob)
+            .map_err(|e| format!("`{}`: {e}", file.path))?;
+        let kind = entries
+            .get(&file.path)
+            .map_or(EntryKind::File { executable: false }, |entry| entry.kind);
+        entries.insert(
+            file.path.clone(),
+            Entry {
+                kind,
+                blob: file.blob,
+                size: content.len() as u64,
+            },
+        );
+        overlay.buffers.insert(file.path.clone(), content);
+    }
+    let snapshot = Snapshot::from_entries(entries);
+    if snapshot.root != stored.root {
+        return Err(format!(
+            "the stored files rebuild root {}, not the accepted root {}",
+            snapshot.root.short(12),
+            stored.root.short(12)
+        ));
+    }
+    Ok((snapshot, overlay))
+}
+
+/// Continues an interrupted generation from its last accepted state
+/// (errata 1, 25, 35): replays the recorded decisions through the gate,
+/// rebuilds the accepted state from the stored blobs and checks its root,
+/// then re-measures it in the resumed forest, which claims the interrupted
+/// forest's usage and pays for the copy and the verifier run like any other
+/// action. That forest stays open for the step at this state. Anything that
+/// does not line up refuses the repair, naming the ledger and the reason.
+async fn continue_generation(
+    ctx: &Ctx<'_>,
+    session: &mut Session,
+    continuation: Continuation,
+    start: Accepted,
+    max_branches: usize,
+) -> Result<(AcceptedTrajectory, Accepted), EngineError> {
+    let prefix = format!(
+        "{}: cannot continue the interrupted repair {}/{}",
+        ctx.ledger.path().display(),
+        session.node,
+        session.generation
+    );
+    let refuse = |reason: &str| EngineError::Io(format!("{prefix}: {reason}"));
+    let Continuation {
+        x0,
+        decisions,
+        stored,
+        measured,
+    } = continuation;
+    let trajectory = AcceptedTrajectory::replay(
+        &session.node,
+        session.generation,
+        x0,
+        ctx.config.gate,
+        &decisions,
+    )
+    .map_err(|e| refuse(&e.to_string()))?;
+    if trajectory.is_terminal() {
+        return Err(refuse("its trajectory already reached hard pass"));
+    }
+    if trajectory.current().root != stored.root {
+        return Err(refuse(&format!(
+            "its last accepted state is {}, but the stored state is {}",
+            trajectory.current().root.short(12),
+            stored.root.short(12)
+        )));
+    }
+    let objects = accepted_objects(ctx);
+    let (snapshot, overlay) =
+        blocking(|| rebuild_accepted(&objects, &start, &stored)).map_err(|e| {
+            refuse(&format!(
+                "{e} (in {}; a changed workspace starts a fresh attempt)",
+                objects.display()
+            ))
+        })?;
+
+    let mut run = open_forest(ctx, session, snapshot.root, max_branches)?;
+    let measurement = match remeasure(&mut run, &snapshot, &overlay).await? {
+        Ok(measurement) => measurement,
+        Err(reason) => {
+            run.close(&reason)?;
+            return Err(refuse(&reason));
+        }
+    };
+    if ctx.cancel.is_cancelled() {
+        run.close("cancelled")?;
+    } else if (measurement.energy(), measurement.hard_pass())
+        != (measured.energy, measured.hard_pass)
+    {
+        let reason = format!(
+            "accepted state {} re-measures at energy {} (hard pass: {}) but was accepted at \
+             energy {} (hard pass: {}); the sensors no longer reproduce it",
+            snapshot.root.short(12),
+            measurement.energy(),
+            measurement.hard_pass(),
+            measured.energy,
+            measured.hard_pass
+        );
+        run.close(&reason)?;
+        return Err(refuse(&reason));
+    } else {
+        session.resumed_forest = Some(run.forest);
+    }
+    Ok((
+        trajectory,
+        Accepted {
+            snapshot,
+            overlay,
+            measurement,
+        },
+    ))
+}
+
+/// Re-measures a rebuilt accepted state in branch slot 0, reserving the
+/// copy and the verifier run against `run`'s budget first and settling
+/// each. `Ok(Err(reason))` when the budget or the copy refuses.
+async fn remeasure(
+    run: &mut ForestRun<'_>,
+    state: &Snapshot,
+    overlay: &Overlay,
+) -> Result<Result<Measurement, String>, EngineError> {
+    let ctx = run.ctx;
+    let files = state.entries.len() as u64;
+    let bytes = state.total_bytes();
+    let Some(reservation) = run.reserve(ActionKind::Fork { files, bytes })? else {
+        return Ok(Err(
+            "the resumed budget cannot pay for a copy of the accepted state".into(),
+        ));
+    };
+    let slot = ctx.slots.branch(0);
+    let source = DirSource::new(ctx.root.to_path_buf(), overlay.clone());
+    let limits = CopyLimits {
+        max_files: files.min(ctx.config.exploration.workspace_files),
+        max_bytes: bytes.min(ctx.config.exploration.workspace_bytes),
+    };
+    let copy = blocking(|| snapshot::materialize(state, &source, &slot, limits));
+    let actual = match &copy {
+        Ok(r) => ActionKind::Fork {
+            files: r.files,
+            bytes: r.bytes,
+        },
+        // A failed copy is charged its whole reservation.
+        Err(_) => ActionKind::Fork { files, bytes },
+    };
+    let (_, exceeded) = run.settle(reservation, actual)?;
+    match copy {
+        Err(e) => return Ok(Err(format!("the accepted state could not be copied: {e}"))),
+        Ok(_) if exceeded => {
+            return Ok(Err(
+                "the copy of the accepted state exceeded its reservation".into(),
+            ));
+        }
+        Ok(_) => {}
+    }
+    let Some(verifier) = run.reserve(ActionKind::VerifierRun)? else {
+        return Ok(Err(
+            "the resumed budget has no verifier run left to re-measure the accepted state".into(),
+        ));
+    };
+    let m = measure(
+        state.root,
+        &slot,
+        &ctx.slots.branch_target(),
+        ctx.sensors,
+        ctx.config,
+        "the accepted state",
+        ctx.progress,
+        ctx.cancel,
+    )
+    .await;
+    run.settle(verifier, ActionKind::VerifierRun)?;
+    run.observe(
+        "",
+        &format!(
+            "re-measured accepted state {} to continue the interrupted repair: energy {}",
+            state.root.short(12),
+            m.energy()
+        ),
+    )?;
+    Ok(Ok(m))
 }
 
 /// The exact no-good components of trying `candidate` with `strategy` from
@@ -703,6 +1101,13 @@ fn open_forest<'a>(
         generation: session.generation,
         accepted_root,
     };
+    if let Some(forest) = session
+        .resumed_forest
+        .take_if(|forest| forest.accepted_root == accepted_root)
+    {
+        // Opened (and ledgered) by `continue_generation` already.
+        return Ok(ForestRun { ctx, forest });
+    }
     let forest_id = format!(
         "{}/{}/f{}",
         session.node, session.generation, session.next_forest

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::event::{
-    CandidateMeasured, DecodedRow, GateDecisionRecorded, LedgerEvent, Promoted, Refused,
-    SearchCounters, SearchEvent,
+    AcceptedStateStored, CandidateMeasured, DecodedRow, GateDecisionRecorded, LedgerEvent,
+    Promoted, Refused, SearchCounters, SearchEvent,
 };
 use super::store::Row;
 use crate::digest::Digest;
@@ -39,6 +39,12 @@ pub enum FoldError {
         candidate_id: String,
         decided: Digest,
         measured: Digest,
+    },
+    #[error("event {seq}: stored state of {candidate_id} is refused: {problem}")]
+    InvalidStoredState {
+        seq: u64,
+        candidate_id: String,
+        problem: String,
     },
     #[error("event {seq}: forest {forest_id} is opened a second time")]
     ForestReopened { seq: u64, forest_id: String },
@@ -85,11 +91,14 @@ pub struct CandidateKey {
     pub candidate_id: String,
 }
 
-/// A measured candidate and, if it was submitted, the gate's decision on it.
+/// A measured candidate and, if it was submitted, the gate's decision on it
+/// and, if accepted, its stored content.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FoldedCandidate {
     pub measurement: CandidateMeasured,
     pub decision: Option<GateDecisionRecorded>,
+    /// What a resumed session rebuilds the accepted state from.
+    pub stored: Option<AcceptedStateStored>,
 }
 
 /// The accepted projection of a ledger (PSP-10 system 21): what was measured,
@@ -167,6 +176,7 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
                     FoldedCandidate {
                         measurement: measurement.clone(),
                         decision: None,
+                        stored: None,
                     },
                 );
             }
@@ -198,6 +208,39 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
                 }
                 candidate.decision = Some(decision.clone());
                 fold.decision_order.push(key);
+            }
+            LedgerEvent::AcceptedStateStored(stored) => {
+                let key = CandidateKey {
+                    node: stored.node.clone(),
+                    generation: stored.generation,
+                    candidate_id: stored.candidate_id.clone(),
+                };
+                let invalid = |problem: &str| FoldError::InvalidStoredState {
+                    seq: row.seq,
+                    candidate_id: stored.candidate_id.clone(),
+                    problem: problem.to_owned(),
+                };
+                let Some(candidate) = fold.candidates.get_mut(&key) else {
+                    return Err(invalid("the candidate was never measured"));
+                };
+                if !candidate
+                    .decision
+                    .as_ref()
+                    .is_some_and(|d| d.verdict.is_accepted())
+                {
+                    return Err(invalid("the gate never accepted it"));
+                }
+                if candidate.measurement.root != stored.root {
+                    return Err(invalid(&format!(
+                        "it names root {} but the candidate was measured at {}",
+                        stored.root.short(12),
+                        candidate.measurement.root.short(12)
+                    )));
+                }
+                if candidate.stored.is_some() {
+                    return Err(invalid("it was stored before"));
+                }
+                candidate.stored = Some(stored.clone());
             }
             LedgerEvent::Promoted(promoted) => fold.promotions.push(promoted.clone()),
             LedgerEvent::Refused(refused) => fold.refusals.push(refused.clone()),
@@ -634,6 +677,71 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_stored_state_folds_onto_its_accepted_candidate_or_is_refused_naming_the_seq() {
+        let descent = decided("n", 0, "n/0/c1", 0, GateVerdict::AcceptedDescent, 1.0, 2.0);
+        let rejection = decided(
+            "n",
+            0,
+            "n/0/c1",
+            0,
+            GateVerdict::RejectedNonDescending,
+            3.0,
+            2.0,
+        );
+        let measured = || measured("n", 0, "n/0/c1", 1.0);
+        let (_dir, ledger) = temp_ledger();
+        for event in [measured(), descent.clone(), stored("n", 0, "n/0/c1")] {
+            ledger.append(&event).unwrap();
+        }
+        let fold = fold_of(&ledger).unwrap();
+        let candidate = fold.candidates.values().next().unwrap();
+        assert_eq!(candidate.stored.as_ref().unwrap().files.len(), 1);
+
+        let LedgerEvent::AcceptedStateStored(mut elsewhere) = stored("n", 0, "n/0/c1") else {
+            unreachable!()
+        };
+        elsewhere.root = root("elsewhere");
+        let cases: Vec<(Vec<LedgerEvent>, &str)> = vec![
+            (vec![stored("n", 0, "n/0/c1")], "never measured"),
+            (vec![measured(), stored("n", 0, "n/0/c1")], "never accepted"),
+            (
+                vec![measured(), rejection, stored("n", 0, "n/0/c1")],
+                "never accepted",
+            ),
+            (
+                vec![
+                    measured(),
+                    descent.clone(),
+                    LedgerEvent::AcceptedStateStored(elsewhere),
+                ],
+                "names root",
+            ),
+            (
+                vec![
+                    measured(),
+                    descent,
+                    stored("n", 0, "n/0/c1"),
+                    stored("n", 0, "n/0/c1"),
+                ],
+                "stored before",
+            ),
+        ];
+        for (events, says) in cases {
+            let (_dir, ledger) = temp_ledger();
+            for event in &events {
+                ledger.append(event).unwrap();
+            }
+            let error = fold_of(&ledger).unwrap_err();
+            let seq = events.len() as u64;
+            assert!(
+                matches!(&error, FoldError::InvalidStoredState { seq: s, problem, .. }
+                    if *s == seq && problem.contains(says)),
+                "{error}"
+            );
+        }
+    }
+
     // -- gate W: Proposition 2 --------------------------------------------
 
     /// One step of a generated ordinary trajectory.
@@ -696,6 +804,11 @@ mod tests {
                         ));
                         decisions[*node] += 1;
                         if verdict.is_accepted() {
+                            // Every other acceptance stores its state, so
+                            // generated ledgers hold decisions with and without.
+                            if decisions[*node] % 2 == 0 {
+                                events.push(stored(name, generation[*node], &id));
+                            }
                             generation[*node] += 1;
                         }
                     }

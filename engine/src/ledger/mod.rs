@@ -18,9 +18,10 @@ pub mod verify;
 mod test_support;
 
 pub use event::{
-    CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded, GateVerdict, LedgerEvent,
-    Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters, SearchEncoding,
-    SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
+    AcceptedStateStored, CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded,
+    GateVerdict, LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters,
+    SearchEncoding, SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
+    StoredFile,
 };
 pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,

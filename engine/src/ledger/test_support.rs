@@ -64,6 +64,20 @@ pub fn decided(
     })
 }
 
+/// The stored state of `candidate`, at the root [`measured`] gives it.
+pub fn stored(node: &str, generation: u32, candidate: &str) -> LedgerEvent {
+    LedgerEvent::AcceptedStateStored(AcceptedStateStored {
+        node: node.into(),
+        generation,
+        candidate_id: candidate.into(),
+        root: root(candidate),
+        files: vec![StoredFile {
+            path: "src/lib.rs".into(),
+            blob: blob_digest(candidate.as_bytes()),
+        }],
+    })
+}
+
 pub fn promoted(repair_id: &str) -> LedgerEvent {
     LedgerEvent::Promoted(Promoted {
         repair_id: repair_id.into(),
