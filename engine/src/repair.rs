@@ -850,12 +850,12 @@ fn store_accepted_state(
 /// blob store, in the overlay. The rebuilt root must be the recorded one.
 fn rebuild_accepted(
     objects: &Path,
-    start: &Accepted,
+    start: (&Snapshot, &Overlay),
     stored: &ledger::AcceptedStateStored,
 ) -> Result<(Snapshot, Overlay), String> {
     let store = BlobStore::open(objects).map_err(|e| e.to_string())?;
-    let mut entries = start.snapshot.entries.clone();
-    let mut overlay = start.overlay.clone();
+    let mut entries = start.0.entries.clone();
+    let mut overlay = start.1.clone();
     for file in &stored.files {
         snapshot::fsutil::check_rel_path(&file.path).map_err(|e| e.to_string())?;
         let content = store
@@ -932,12 +932,13 @@ async fn continue_generation(
     }
     let objects = accepted_objects(ctx);
     let (snapshot, overlay) =
-        blocking(|| rebuild_accepted(&objects, &start, &stored)).map_err(|e| {
-            refuse(&format!(
-                "{e} (in {}; a changed workspace starts a fresh attempt)",
-                objects.display()
-            ))
-        })?;
+        blocking(|| rebuild_accepted(&objects, (&start.snapshot, &start.overlay), &stored))
+            .map_err(|e| {
+                refuse(&format!(
+                    "{e} (in {}; a changed workspace starts a fresh attempt)",
+                    objects.display()
+                ))
+            })?;
 
     let mut run = open_forest(ctx, session, snapshot.root, max_branches)?;
     let measurement = match remeasure(&mut run, &snapshot, &overlay).await? {
@@ -2132,5 +2133,173 @@ mod tests {
                 proptest::prop_assert!(session.nogoods.suppresses(&probe).is_none());
             }
         }
+    }
+
+    // -- continuing a generation after an accepted step ---------------------
+
+    /// A ledger in which generation 0 of `x0`'s node accepted `c1` at `y1`
+    /// (stored when `store` says so), then opened forest `f2` at `forest_root`.
+    fn accepted_then_interrupted(
+        x0: Digest,
+        x0_measured_at: Digest,
+        store: bool,
+        forest_root: Digest,
+    ) -> (tempfile::TempDir, Ledger) {
+        let node = records::node_id(&x0);
+        let y1 = blob_digest(b"y1");
+        let measured = |id: &str, root: Digest, energy: f64| {
+            ledger::LedgerEvent::CandidateMeasured(ledger::CandidateMeasured {
+                node: node.clone(),
+                generation: 0,
+                candidate_id: format!("{node}/0/{id}"),
+                root,
+                energy,
+                hard_pass: false,
+                clusters: vec![],
+                stages: vec![],
+            })
+        };
+        let f1 = format!("{node}/0/f1");
+        let (dir, ledger) = ledger_with(&[]);
+        ledger.append(&measured("x0", x0_measured_at, 4.0)).unwrap();
+        ledger.append_search(&opened(&f1, &node, 0, x0)).unwrap();
+        ledger.append(&measured("c1", y1, 2.0)).unwrap();
+        let decision = GateDecision {
+            candidate_id: format!("{node}/0/c1"),
+            index: 0,
+            verdict: Verdict::AcceptedDescent,
+            root: y1,
+            observed_energy: 2.0,
+            best_before: 4.0,
+        };
+        ledger
+            .append(&records::gate_decision(&node, 0, &decision))
+            .unwrap();
+        ledger
+            .append_search(&records::search_closed(&f1, "committed"))
+            .unwrap();
+        if store {
+            ledger
+                .append(&records::accepted_state_stored(
+                    &node,
+                    0,
+                    &decision.candidate_id,
+                    y1,
+                    vec![("src/lib.rs".into(), blob_digest(b"fixed"))],
+                ))
+                .unwrap();
+        }
+        for event in [
+            opened(&format!("{node}/0/f2"), &node, 0, forest_root),
+            usage(&format!("{node}/0/f2"), 3),
+        ] {
+            ledger.append_search(&event).unwrap();
+        }
+        (dir, ledger)
+    }
+
+    #[test]
+    fn a_forest_at_the_last_stored_accepted_state_continues_its_generation() {
+        let x0 = blob_digest(b"x0");
+        let y1 = blob_digest(b"y1");
+        let (_dir, ledger) = accepted_then_interrupted(x0, x0, true, y1);
+        let mut session = Session::begin(&ledger, x0).unwrap();
+        assert_eq!((session.generation, session.next_forest), (0, 3));
+        assert!(session.x0_recorded);
+        let continuation = session.continuation.take().expect("continued");
+        assert_eq!((continuation.x0.root, continuation.x0.energy), (x0, 4.0));
+        assert_eq!(continuation.decisions.len(), 1);
+        assert_eq!(continuation.decisions[0].verdict, Verdict::AcceptedDescent);
+        assert_eq!(continuation.stored.root, y1);
+        assert_eq!(continuation.measured.energy, 2.0);
+        let binding = ForestBinding {
+            node: session.node.clone(),
+            generation: 0,
+            accepted_root: y1,
+        };
+        let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
+        assert_eq!(seed.resumed_from, Some(format!("{}/0/f2", session.node)));
+        assert_eq!(seed.budget.usage().actions, 3, "no refill");
+    }
+
+    #[test]
+    fn an_unstored_or_older_accepted_state_starts_a_new_generation() {
+        let x0 = blob_digest(b"x0");
+        let y1 = blob_digest(b"y1");
+        // Written by a trellis that did not store accepted states.
+        let (_dir, ledger) = accepted_then_interrupted(x0, x0, false, y1);
+        let session = Session::begin(&ledger, x0).unwrap();
+        assert_eq!(session.generation, 1);
+        assert!(session.continuation.is_none());
+        // A forest at x0 although the generation accepted y1 since.
+        let (_dir, ledger) = accepted_then_interrupted(x0, x0, true, x0);
+        let session = Session::begin(&ledger, x0).unwrap();
+        assert_eq!(session.generation, 1);
+        assert!(session.continuation.is_none());
+    }
+
+    #[test]
+    fn a_generation_whose_start_was_measured_elsewhere_is_refused() {
+        let x0 = blob_digest(b"x0");
+        let (_dir, ledger) =
+            accepted_then_interrupted(x0, blob_digest(b"elsewhere"), true, blob_digest(b"y1"));
+        let Err(err) = Session::begin(&ledger, x0) else {
+            panic!("a contradictory record must be refused");
+        };
+        let message = err.to_string();
+        assert!(
+            message.contains("ledger.db") && message.contains("/0/x0 was measured at"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_stored_state_is_rebuilt_over_the_start_view_and_its_root_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = dir.path().join("objects");
+        let file = |content: &[u8]| Entry {
+            kind: EntryKind::File { executable: false },
+            blob: blob_digest(content),
+            size: content.len() as u64,
+        };
+        let start = Snapshot::from_entries(BTreeMap::from([
+            ("Cargo.toml".to_owned(), file(b"[package]")),
+            ("src/lib.rs".to_owned(), file(b"old")),
+        ]));
+        let accepted = Snapshot::from_entries(BTreeMap::from([
+            ("Cargo.toml".to_owned(), file(b"[package]")),
+            ("src/lib.rs".to_owned(), file(b"new")),
+        ]));
+        let stored = |path: &str, root: Digest| ledger::AcceptedStateStored {
+            node: "n".into(),
+            generation: 0,
+            candidate_id: "n/0/c1".into(),
+            root,
+            files: vec![ledger::StoredFile {
+                path: path.into(),
+                blob: blob_digest(b"new"),
+            }],
+        };
+        let start_view = (&start, &Overlay::default());
+
+        let missing = rebuild_accepted(&objects, start_view, &stored("src/lib.rs", accepted.root))
+            .unwrap_err();
+        assert!(
+            missing.contains("`src/lib.rs`") && missing.contains("not in the store"),
+            "{missing}"
+        );
+
+        BlobStore::open(&objects).unwrap().put(b"new").unwrap();
+        let (rebuilt, overlay) =
+            rebuild_accepted(&objects, start_view, &stored("src/lib.rs", accepted.root)).unwrap();
+        assert_eq!(rebuilt, accepted);
+        assert_eq!(overlay.get("src/lib.rs"), Some(&b"new"[..]));
+
+        let moved = rebuild_accepted(&objects, start_view, &stored("src/main.rs", accepted.root))
+            .unwrap_err();
+        assert!(moved.contains("rebuild root"), "{moved}");
+        let escaping = rebuild_accepted(&objects, start_view, &stored("../lib.rs", accepted.root))
+            .unwrap_err();
+        assert!(escaping.contains("../lib.rs"), "{escaping}");
     }
 }

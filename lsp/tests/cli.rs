@@ -347,7 +347,9 @@ fn ledger_replay_folds_the_accepted_trajectory_without_running_anything() {
 // The search plane at runtime: status, gates W and AC, crash and resume
 // ---------------------------------------------------------------------------
 
-use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, Row, SearchEvent, fold_resume};
+use trellis_engine::ledger::{
+    DecodedRow, InterruptedForest, Ledger, LedgerEvent, Row, SearchEvent, fold_resume,
+};
 
 /// The ambiguous import, with the wrong alternative also mistyped: trying it
 /// trades the unresolved name (energy 3) for a type error (energy 2), which
@@ -725,9 +727,25 @@ fn count_rows(db: &Path, filter: &str) -> i64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_repair_killed_after_an_accepted_step_continues_from_it() {
-    let ws = Workspace::of("two-steps");
+/// The gate decisions of a ledger: (candidate id, verdict), in order.
+fn decisions(rows: &[Row]) -> Vec<(String, String)> {
+    rows.iter()
+        .filter_map(|row| match &row.event {
+            DecodedRow::Ledger(LedgerEvent::GateDecisionRecorded(d)) => {
+                Some((d.candidate_id.clone(), d.verdict.as_str().to_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs `trellis repair` on the two-steps fixture and SIGKILLs it once
+/// step 1 is decided and step 2's forest has reserved its first fork (step
+/// 2 then still has a copy, a build and a test to run). Returns the forest
+/// left open and the start root.
+fn killed_in_its_second_step(
+    ws: &Workspace,
+) -> (InterruptedForest, trellis_engine::digest::Digest) {
     let before = ws.tree();
     let mut child = ws
         .command(&["repair", "--format", "json"])
@@ -735,8 +753,6 @@ fn a_repair_killed_after_an_accepted_step_continues_from_it() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until step 1 is decided and step 2's forest has reserved its
-    // first fork: step 2 then still has a copy, a build and a test to run.
     let db = ws.path().join(".trellis/ledger.db");
     loop {
         assert!(
@@ -763,17 +779,7 @@ fn a_repair_killed_after_an_accepted_step_continues_from_it() {
         "a killed repair never touches the user's files"
     );
 
-    let rows = ledger_rows(&ws);
-    let decisions = |rows: &[Row]| -> Vec<(String, String)> {
-        rows.iter()
-            .filter_map(|row| match &row.event {
-                DecodedRow::Ledger(LedgerEvent::GateDecisionRecorded(d)) => {
-                    Some((d.candidate_id.clone(), d.verdict.as_str().to_owned()))
-                }
-                _ => None,
-            })
-            .collect()
-    };
+    let rows = ledger_rows(ws);
     let first = decisions(&rows);
     assert_eq!(
         first.len(),
@@ -796,6 +802,14 @@ fn a_repair_killed_after_an_accepted_step_continues_from_it() {
         killed.accepted_root, start_root,
         "the killed forest searches from the first accepted state"
     );
+    (killed, start_root)
+}
+
+#[test]
+fn a_repair_killed_after_an_accepted_step_continues_from_it() {
+    let ws = Workspace::of("two-steps");
+    let (killed, start_root) = killed_in_its_second_step(&ws);
+    let first = decisions(&ledger_rows(&ws));
 
     let doc = committed(&ws);
     let steps = doc["steps"].as_array().unwrap();
@@ -866,6 +880,46 @@ fn a_repair_killed_after_an_accepted_step_continues_from_it() {
     assert!(ws.cargo_test_passes());
     let verify = ws.trellis(&["ledger", "verify"]);
     assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+}
+
+#[test]
+fn an_interrupted_repair_whose_accepted_state_cannot_be_rebuilt_is_refused() {
+    let ws = Workspace::of("two-steps");
+    let (killed, _) = killed_in_its_second_step(&ws);
+    let before = ws.tree();
+    let refused = |what: &str, says: &str| {
+        let out = ws.trellis(&["repair", "--commit"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            err.contains("ledger.db") && err.contains("cannot continue") && err.contains(says),
+            "{what}: {err}"
+        );
+        assert_eq!(ws.tree(), before, "{what}: nothing is written");
+        let rows = ledger_rows(&ws);
+        assert_eq!(
+            fold_resume(&rows).unwrap().interrupted.map(|f| f.forest_id),
+            Some(killed.forest_id.clone()),
+            "{what}: the interrupted forest is left for a later resume"
+        );
+    };
+
+    // The stored content is gone.
+    let objects = ws.path().join(".trellis/objects");
+    let aside = ws.path().join(".trellis/objects-aside");
+    std::fs::rename(&objects, &aside).unwrap();
+    refused("missing blobs", "not in the store");
+    std::fs::rename(&aside, &objects).unwrap();
+
+    // A gate under which the recorded descent is not one.
+    let user_config = ws.cache.path().join("config/trellis/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::fs::write(&user_config, "[gate]\nrho = 1000.0\n").unwrap();
+    refused("a stricter gate", "does not replay");
+    std::fs::remove_file(&user_config).unwrap();
+
+    // With everything back in place it continues.
+    committed(&ws);
 }
 
 /// A bundle section replacing `branch_correct/role`, in the section format.
