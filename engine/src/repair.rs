@@ -317,8 +317,9 @@ impl Continuation {
 
 impl Session {
     /// Folds the ledger for a repair starting at `start_root`. Refuses an
-    /// unreadable or ambiguous ledger (two unclosed forests) rather than
-    /// guessing which search to continue.
+    /// unreadable or ambiguous ledger (two unclosed forests), or a
+    /// contradictory record of the generation it would continue, rather
+    /// than guessing which search to continue.
     pub(crate) fn begin(ledger: &Ledger, start_root: Digest) -> Result<Session, EngineError> {
         let refuse = |e: &dyn std::fmt::Display| {
             EngineError::Io(format!(

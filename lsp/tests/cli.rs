@@ -348,7 +348,7 @@ fn ledger_replay_folds_the_accepted_trajectory_without_running_anything() {
 // ---------------------------------------------------------------------------
 
 use trellis_engine::ledger::{
-    DecodedRow, InterruptedForest, Ledger, LedgerEvent, Row, SearchEvent, fold_resume,
+    DecodedRow, InterruptedForest, Ledger, LedgerEvent, NoGoodRecord, Row, SearchEvent, fold_resume,
 };
 
 /// The ambiguous import, with the wrong alternative also mistyped: trying it
@@ -669,6 +669,13 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
         .expect("the killed forest is unclosed");
     let keys: Vec<_> = interrupted.no_goods.keys().copied().collect();
     assert_eq!(keys.len(), 1);
+    assert!(
+        interrupted
+            .no_goods
+            .values()
+            .all(|n| matches!(n.record, NoGoodRecord::Exact(_))),
+        "the killed process recorded the no-good with its components"
+    );
 
     let (code, doc) = ws.json(&["repair"]);
     assert_eq!(code, 0, "the resumed repair still finds the fix: {doc:#}");
