@@ -65,6 +65,25 @@ pub enum GateRefusal {
     RejectionBudgetSpent { budget: u32 },
 }
 
+/// Why a recorded decision sequence cannot be replayed through the gate.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ReplayError {
+    #[error("recorded decision #{index} ({candidate_id}) is refused by the gate: {refusal}")]
+    Refused {
+        index: usize,
+        candidate_id: String,
+        refusal: GateRefusal,
+    },
+    #[error(
+        "recorded decision #{index} does not replay: recorded {recorded:?}, the gate decides {replayed:?}"
+    )]
+    Diverged {
+        index: usize,
+        recorded: Box<GateDecision>,
+        replayed: Box<GateDecision>,
+    },
+}
+
 /// An accepted state x_i of the trajectory.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AcceptedState {
@@ -209,6 +228,44 @@ impl AcceptedTrajectory {
         self.decisions.push(decision.clone());
         Ok(decision)
     }
+
+    /// Rebuilds a trajectory from x₀ and its recorded decisions by submitting
+    /// each recorded observation again: the gate re-checks every decision
+    /// (bound, rejection budget, terminal state, verdict) and the decision it
+    /// makes must equal the recorded one, id, index and energies included.
+    /// V_best, the rejection count and the accepted states then follow from
+    /// the replay rather than being trusted from the record.
+    pub fn replay(
+        node: &str,
+        generation: u32,
+        x0: Observation,
+        params: GateParams,
+        recorded: &[GateDecision],
+    ) -> Result<AcceptedTrajectory, ReplayError> {
+        let mut trajectory = AcceptedTrajectory::new(node, generation, x0, params);
+        for (index, decision) in recorded.iter().enumerate() {
+            let y = Observation {
+                root: decision.root,
+                energy: decision.observed_energy,
+                hard_pass: decision.verdict == Verdict::AcceptedHardPass,
+            };
+            let replayed = trajectory
+                .submit(&y)
+                .map_err(|refusal| ReplayError::Refused {
+                    index,
+                    candidate_id: decision.candidate_id.clone(),
+                    refusal,
+                })?;
+            if replayed != *decision {
+                return Err(ReplayError::Diverged {
+                    index,
+                    recorded: Box::new(decision.clone()),
+                    replayed: Box::new(replayed),
+                });
+            }
+        }
+        Ok(trajectory)
+    }
 }
 
 #[cfg(test)]
@@ -307,5 +364,68 @@ mod tests {
                 prop_assert!(after as u32 <= bound);
             }
         }
+    }
+
+    #[test]
+    fn replaying_recorded_decisions_rebuilds_the_trajectory() {
+        let x0 = obs(3.0, false);
+        let mut original = AcceptedTrajectory::new("n", 1, x0, params());
+        let rejected = original.submit(&obs(3.2, false)).unwrap();
+        assert_eq!(rejected.verdict, Verdict::RejectedNonDescending);
+        original.submit(&obs(2.0, false)).unwrap();
+        original.submit(&obs(1.0, false)).unwrap();
+
+        let replayed =
+            AcceptedTrajectory::replay("n", 1, x0, params(), &original.decisions).unwrap();
+        assert_eq!(replayed, original);
+        assert_eq!(replayed.next_candidate_id(), "n/1/c4");
+        assert_eq!(replayed.v_best(), 1.0);
+    }
+
+    #[test]
+    fn a_decision_the_gate_would_not_make_does_not_replay() {
+        let x0 = obs(3.0, false);
+        let mut original = AcceptedTrajectory::new("n", 0, x0, params());
+        original.submit(&obs(2.0, false)).unwrap();
+        let recorded = original.decisions.clone();
+
+        // A recorded descent that is not one under the gate it is replayed with.
+        let stricter = GateParams {
+            rho: 1.5,
+            rejection_budget: 2,
+        };
+        let error = AcceptedTrajectory::replay("n", 0, x0, stricter, &recorded).unwrap_err();
+        assert!(
+            matches!(error, ReplayError::Diverged { index: 0, .. }),
+            "{error}"
+        );
+
+        // A recorded best-before that the start state does not give.
+        let error =
+            AcceptedTrajectory::replay("n", 0, obs(4.0, false), params(), &recorded).unwrap_err();
+        assert!(
+            matches!(error, ReplayError::Diverged { index: 0, .. }),
+            "{error}"
+        );
+
+        // A decision after hard pass is refused outright.
+        let mut terminal = recorded.clone();
+        terminal[0].verdict = Verdict::AcceptedHardPass;
+        let mut after = terminal[0].clone();
+        after.candidate_id = "n/0/c2".into();
+        after.index = 1;
+        terminal.push(after);
+        let error = AcceptedTrajectory::replay("n", 0, x0, params(), &terminal).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ReplayError::Refused {
+                    index: 1,
+                    refusal: GateRefusal::Terminal,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 }

@@ -5,12 +5,13 @@ use std::path::Path;
 
 use crate::api::{PinnedBundleSection, Promotion, PromptPolicy, RepairStatus};
 use crate::config::Config;
+use crate::diagnostic::RelPath;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{GateDecision, Verdict};
 use crate::ledger::{
-    CandidateMeasured, ClusterSummary, GateDecisionRecorded, GateVerdict, LedgerEvent, Promoted,
-    PromotionRoute, RefusalReason, Refused, SearchEvent, SessionStarted, SnapshotTaken,
-    StageOutcome,
+    AcceptedStateStored, CandidateMeasured, ClusterSummary, GateDecisionRecorded, GateVerdict,
+    LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchEvent, SessionStarted,
+    SnapshotTaken, StageOutcome, StoredFile,
 };
 use crate::measure::Measurement;
 use crate::search::{NoGood, PartialCheckpointRef, SearchBranch, SearchForest};
@@ -137,6 +138,44 @@ pub fn gate_decision(node: &str, generation: u32, d: &GateDecision) -> LedgerEve
         observed_energy: d.observed_energy,
         best_before: d.best_before,
         root: d.root,
+    })
+}
+
+/// The gate's decision as the ledger recorded it: the inverse of
+/// [`gate_decision`], for replaying a recorded trajectory.
+pub fn recorded_decision(d: &GateDecisionRecorded) -> GateDecision {
+    GateDecision {
+        candidate_id: d.candidate_id.clone(),
+        index: d.decision_index,
+        verdict: match d.verdict {
+            GateVerdict::AcceptedHardPass => Verdict::AcceptedHardPass,
+            GateVerdict::AcceptedDescent => Verdict::AcceptedDescent,
+            GateVerdict::RejectedNonDescending => Verdict::RejectedNonDescending,
+        },
+        root: d.root,
+        observed_energy: d.observed_energy,
+        best_before: d.best_before,
+    }
+}
+
+/// The content of accepted candidate `candidate_id` at `root`: `files` are
+/// (path, blob) of every file that differs from the generation's x0.
+pub fn accepted_state_stored(
+    node: &str,
+    generation: u32,
+    candidate_id: &str,
+    root: Digest,
+    files: Vec<(RelPath, Digest)>,
+) -> LedgerEvent {
+    LedgerEvent::AcceptedStateStored(AcceptedStateStored {
+        node: node.to_owned(),
+        generation,
+        candidate_id: candidate_id.to_owned(),
+        root,
+        files: files
+            .into_iter()
+            .map(|(path, blob)| StoredFile { path, blob })
+            .collect(),
     })
 }
 
@@ -273,6 +312,8 @@ pub fn no_good_recorded(forest_id: &str, branch_id: &str, nogood: &NoGood) -> Se
         key: nogood.key.digest(),
         support_kind: nogood.support.kind().to_owned(),
         evidence_digest: nogood.evidence_digest,
+        components: Some(Box::new(nogood.components.clone())),
+        support: Some(nogood.support.clone()),
     }
 }
 

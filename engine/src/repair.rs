@@ -36,13 +36,15 @@ use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec,
     CandidateObservation, Counters, Eligibility, Evidence, Expansion, ExpansionState,
     ForestBinding, ForestError, Frontier, FrontierEntry, Ineligibility, InterruptedForest,
-    NoGoodComponents, NoGoodKey, NoGoodStore, OperatorKind, PartialCheckpointRef, Receipt,
-    Reservation, ResumeClaim, SearchForest, Seed, Strategy, StrategyContext, Support, build_digest,
+    NoGoodComponents, NoGoodStore, OperatorKind, PartialCheckpointRef, Receipt, Reservation,
+    ResumeClaim, SearchForest, Seed, Strategy, StrategyContext, Support, build_digest,
     next_expansion,
 };
 use crate::sensor::Sensor;
 use crate::slots::Slots;
-use crate::snapshot::{self, CopyLimits, DirSource, Overlay, Snapshot, Snapshotter};
+use crate::snapshot::{
+    self, BlobStore, CopyLimits, DirSource, Entry, EntryKind, Overlay, Snapshot, Snapshotter,
+};
 
 /// How one branch ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,24 +169,60 @@ fn tool_catalog_digest() -> Digest {
         .finish()
 }
 
-/// The session's exact no-goods: those recorded by this process, and those
-/// folded back from the ledger. A `no_good_recorded` row carries the key
-/// K_ng, not its components, so a restored no-good matches by that exact
-/// key: a SHA-256 over every component, so still all-components-equal.
+/// The session's exact no-goods: those recorded by this process and those
+/// folded back from the ledger, in one store that answers by equality of
+/// all nine components.
 #[derive(Default)]
 struct NoGoods {
     store: NoGoodStore,
-    restored: BTreeMap<Digest, String>,
+    /// Keys of rows written before no-goods carried their components: they
+    /// are counted and shown, never matched, because there is nothing to
+    /// compare an attempt's components against.
+    key_only: BTreeSet<Digest>,
+    /// Whether the session has said so in the ledger yet.
+    key_only_noted: bool,
 }
 
 impl NoGoods {
+    /// Restores the ledger's no-goods. The fold verified every exact record
+    /// already; the store checks again rather than trust its caller.
+    fn restore(folded: impl IntoIterator<Item = ledger::FoldedNoGood>) -> Result<NoGoods, String> {
+        let mut nogoods = NoGoods::default();
+        for folded in folded {
+            match folded.record {
+                ledger::NoGoodRecord::Exact(nogood) => {
+                    nogoods.store.restore(*nogood).map_err(|e| {
+                        format!("event {}: no_good_recorded is refused: {e}", folded.seq)
+                    })?;
+                }
+                ledger::NoGoodRecord::KeyOnly { key, .. } => {
+                    nogoods.key_only.insert(key);
+                }
+            }
+        }
+        Ok(nogoods)
+    }
+
     /// The key of the no-good refusing `attempt`, if one matches exactly.
     fn suppresses(&self, attempt: &NoGoodComponents) -> Option<Digest> {
-        if let Some(nogood) = self.store.suppresses(attempt) {
-            return Some(nogood.key.digest());
+        self.store
+            .suppresses(attempt)
+            .map(|nogood| nogood.key.digest())
+    }
+
+    /// The observation the first forest of the session ledgers about
+    /// key-only no-goods, once.
+    fn key_only_notice(&mut self) -> Option<String> {
+        if self.key_only.is_empty() || self.key_only_noted {
+            return None;
         }
-        let key = NoGoodKey::of(attempt).digest();
-        self.restored.contains_key(&key).then_some(key)
+        self.key_only_noted = true;
+        Some(format!(
+            "{} recorded no-good(s) carry only their key (written by an older trellis): \
+             counted, never matched, since an attempt can only be refused by equality of \
+             every component",
+            self.key_only.len()
+        ))
     }
 }
 
@@ -202,12 +240,97 @@ pub(crate) struct Session {
     next_forest: usize,
     /// Interrupted forests this session closed as superseded (once each).
     superseded: BTreeSet<String>,
+    /// The interrupted generation's record, when this session continues it
+    /// from its last accepted state; [`search`] takes it.
+    continuation: Option<Continuation>,
+    /// The resumed forest, opened before the first step to re-measure the
+    /// accepted state it continues from; that step runs in it.
+    resumed_forest: Option<SearchForest>,
+}
+
+/// What the ledger recorded about a generation that committed accepted
+/// steps and was interrupted in a later one: enough to rebuild its
+/// trajectory and its last accepted state, each checked, never trusted.
+struct Continuation {
+    /// x₀ as measured when the generation started.
+    x0: Observation,
+    /// Every decision of the generation, in order.
+    decisions: Vec<GateDecision>,
+    /// The last accepted state's content relative to x₀...
+    stored: ledger::AcceptedStateStored,
+    /// ...and how it measured when it was accepted.
+    measured: Observation,
+}
+
+impl Continuation {
+    /// Reads the record of `node`'s `generation` from the accepted fold.
+    /// `None` when the generation cannot be continued from `root` (the
+    /// interrupted forest's): it accepted nothing, its last accepted state
+    /// is elsewhere, or that state's content was never stored (a ledger
+    /// from a trellis that did not store it); the attempt then starts a
+    /// new generation. An error when the record contradicts itself.
+    fn of(
+        fold: &ledger::AcceptedFold,
+        node: &str,
+        generation: u32,
+        root: Digest,
+        start_root: Digest,
+    ) -> Result<Option<Continuation>, String> {
+        let decided: Vec<&ledger::FoldedCandidate> = fold
+            .decision_order
+            .iter()
+            .filter(|k| k.node == node && k.generation == generation)
+            .filter_map(|k| fold.candidates.get(k))
+            .collect();
+        let last_accepted = decided
+            .iter()
+            .rev()
+            .find(|c| c.decision.as_ref().is_some_and(|d| d.verdict.is_accepted()));
+        let Some((last, stored)) = last_accepted
+            .filter(|c| c.measurement.root == root)
+            .and_then(|c| Some((c, c.stored.clone()?)))
+        else {
+            return Ok(None);
+        };
+        let x0_id = format!("{node}/{generation}/x0");
+        let x0 = fold
+            .candidates
+            .get(&ledger::CandidateKey {
+                node: node.to_owned(),
+                generation,
+                candidate_id: x0_id.clone(),
+            })
+            .ok_or_else(|| format!("generation {generation} decided without a recorded {x0_id}"))?;
+        if x0.measurement.root != start_root {
+            return Err(format!(
+                "{x0_id} was measured at {}, not at the view's root {}",
+                x0.measurement.root.short(12),
+                start_root.short(12)
+            ));
+        }
+        let observed = |m: &ledger::CandidateMeasured| Observation {
+            root: m.root,
+            energy: m.energy,
+            hard_pass: m.hard_pass,
+        };
+        Ok(Some(Continuation {
+            x0: observed(&x0.measurement),
+            decisions: decided
+                .iter()
+                .filter_map(|c| c.decision.as_ref())
+                .map(records::recorded_decision)
+                .collect(),
+            stored,
+            measured: observed(&last.measurement),
+        }))
+    }
 }
 
 impl Session {
     /// Folds the ledger for a repair starting at `start_root`. Refuses an
-    /// unreadable or ambiguous ledger (two unclosed forests) rather than
-    /// guessing which search to continue.
+    /// unreadable or ambiguous ledger (two unclosed forests), or a
+    /// contradictory record of the generation it would continue, rather
+    /// than guessing which search to continue.
     pub(crate) fn begin(ledger: &Ledger, start_root: Digest) -> Result<Session, EngineError> {
         let refuse = |e: &dyn std::fmt::Display| {
             EngineError::Io(format!(
@@ -241,16 +364,34 @@ impl Session {
             .collect();
         used.extend(opened.iter().filter(|(n, _)| *n == node).map(|(_, g)| *g));
 
-        // The interrupted attempt is continued only when it is this node's,
-        // at this root, and decided nothing yet: its candidate ids are then
-        // still free, so the resumed forest can claim its usage.
-        let resumable = resume.interrupted.as_ref().filter(|f| {
-            f.node == node
-                && f.accepted_root == start_root
-                && !accepted
+        // The interrupted attempt is continued only when it is this node's
+        // and its forest sits at the generation's last accepted state: the
+        // start root when the generation decided nothing yet (its candidate
+        // ids are then still free), else the root of its last accepted
+        // decision, rebuilt from the content stored when it was committed.
+        // Either way the resumed forest claims the interrupted usage.
+        let mut continuation = None;
+        let resumable = match resume.interrupted.as_ref().filter(|f| f.node == node) {
+            Some(f)
+                if !accepted
                     .decisions()
-                    .any(|d| d.node == node && d.generation == f.generation)
-        });
+                    .any(|d| d.node == node && d.generation == f.generation) =>
+            {
+                (f.accepted_root == start_root).then_some(f)
+            }
+            Some(f) => {
+                continuation =
+                    Continuation::of(&accepted, &node, f.generation, f.accepted_root, start_root)
+                        .map_err(|e| {
+                        refuse(&format!(
+                            "interrupted forest {} cannot be continued: {e}",
+                            f.forest_id
+                        ))
+                    })?;
+                continuation.is_some().then_some(f)
+            }
+            None => None,
+        };
         let generation = match resumable {
             Some(f) => f.generation,
             None => used.last().map_or(0, |g| g + 1),
@@ -297,14 +438,7 @@ impl Session {
             None => Vec::new(),
         };
         let claim = ResumeClaim::fold(interrupted).map_err(|e| refuse(&e))?;
-        let nogoods = NoGoods {
-            store: NoGoodStore::new(),
-            restored: resume
-                .no_goods
-                .into_values()
-                .map(|n| (n.key, n.forest_id))
-                .collect(),
-        };
+        let nogoods = NoGoods::restore(resume.no_goods.into_values()).map_err(|e| refuse(&e))?;
         Ok(Session {
             node,
             generation,
@@ -313,6 +447,8 @@ impl Session {
             nogoods,
             next_forest,
             superseded: BTreeSet::new(),
+            continuation,
+            resumed_forest: None,
         })
     }
 
@@ -472,17 +608,33 @@ pub(crate) async fn search(
         .max_branches
         .clamp(1, 3)
         .min(ctx.config.exploration.max_branches);
-    let x0 = Observation {
-        root: start.snapshot.root,
-        energy: start.measurement.energy(),
-        hard_pass: start.measurement.hard_pass(),
+    // Accepted states are stored relative to the generation's start x₀.
+    let x0_snapshot = start.snapshot.clone();
+    let (mut trajectory, mut accepted) = match session.continuation.take() {
+        Some(continuation) => {
+            continue_generation(ctx, session, continuation, start, max_branches).await?
+        }
+        None => {
+            let x0 = Observation {
+                root: start.snapshot.root,
+                energy: start.measurement.energy(),
+                hard_pass: start.measurement.hard_pass(),
+            };
+            let trajectory =
+                AcceptedTrajectory::new(&session.node, session.generation, x0, ctx.config.gate);
+            (trajectory, start)
+        }
     };
-    let mut trajectory =
-        AcceptedTrajectory::new(&session.node, session.generation, x0, ctx.config.gate);
-    let mut accepted = start;
-    let mut measured_roots: BTreeSet<Digest> = BTreeSet::from([accepted.snapshot.root]);
+    // Every state the generation accepted has been measured already.
+    let mut measured_roots: BTreeSet<Digest> =
+        trajectory.states.iter().map(|state| state.root).collect();
     let mut steps: Vec<StepReport> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
+    let mut labels: Vec<String> = trajectory
+        .decisions
+        .iter()
+        .filter(|d| d.verdict.accepted())
+        .map(|d| format!("kept {} of the interrupted repair", d.candidate_id))
+        .collect();
     let proposer = SuggestionProposer;
     // Clusters whose forest found nothing eligible at the current accepted
     // state; cleared when a step is accepted.
@@ -617,16 +769,293 @@ pub(crate) async fn search(
             overlay,
             measurement: m,
         };
+        store_accepted_state(
+            ctx,
+            session,
+            &decision.candidate_id,
+            &x0_snapshot,
+            &accepted,
+        )?;
         if decision.verdict == Verdict::AcceptedHardPass {
             break RepairStatus::HardPass;
         }
     };
+    if let Some(forest) = session.resumed_forest.take() {
+        // The loop ended before any step ran in it.
+        ForestRun { ctx, forest }.close("no step ran from the resumed state")?;
+    }
     Ok(SearchResult {
         status,
         steps,
         last: accepted,
         labels,
     })
+}
+
+/// Where accepted states' content is stored, under the workspace's `.trellis/`.
+fn accepted_objects(ctx: &Ctx<'_>) -> std::path::PathBuf {
+    ctx.root.join(".trellis").join("objects")
+}
+
+/// Stores a newly accepted state's content relative to x₀ (every file whose
+/// entry differs) in the blob store and ledgers it, so a crash in a later
+/// step can be continued from here. The blobs are written first: a row
+/// never names content that is not on disk.
+fn store_accepted_state(
+    ctx: &Ctx<'_>,
+    session: &Session,
+    candidate_id: &str,
+    x0: &Snapshot,
+    accepted: &Accepted,
+) -> Result<(), EngineError> {
+    let files = blocking(|| -> Result<Vec<(String, Digest)>, String> {
+        if let Some(path) = x0
+            .entries
+            .keys()
+            .find(|path| !accepted.snapshot.entries.contains_key(*path))
+        {
+            return Err(format!(
+                "`{path}`: the accepted state deletes this file; only file contents are stored"
+            ));
+        }
+        let store = BlobStore::open(accepted_objects(ctx)).map_err(|e| e.to_string())?;
+        let mut files = Vec::new();
+        for (path, entry) in &accepted.snapshot.entries {
+            if x0.entries.get(path) == Some(entry) {
+                continue;
+            }
+            let content = accepted.overlay.get(path).ok_or_else(|| {
+                format!("`{path}`: changed, but the accepted overlay holds no content for it")
+            })?;
+            let blob = store.put(content).map_err(|e| e.to_string())?;
+            if blob != entry.blob {
+                return Err(format!(
+                    "`{path}`: the overlay's content is blob {}, the accepted snapshot's is {}",
+                    blob.short(12),
+                    entry.blob.short(12)
+                ));
+            }
+            files.push((path.clone(), blob));
+        }
+        Ok(files)
+    })
+    .map_err(|e| {
+        EngineError::Io(format!(
+            "cannot store accepted state {candidate_id} under {}: {e}",
+            accepted_objects(ctx).display()
+        ))
+    })?;
+    ctx.ledger
+        .append(&records::accepted_state_stored(
+            &session.node,
+            session.generation,
+            candidate_id,
+            accepted.snapshot.root,
+            files,
+        ))
+        .map_err(io)?;
+    Ok(())
+}
+
+/// Rebuilds a stored accepted state over the start view: x₀'s entries with
+/// each stored file's blob, and that content, read back verified from the
+/// blob store, in the overlay. The rebuilt root must be the recorded one.
+fn rebuild_accepted(
+    objects: &Path,
+    start: (&Snapshot, &Overlay),
+    stored: &ledger::AcceptedStateStored,
+) -> Result<(Snapshot, Overlay), String> {
+    let store = BlobStore::open(objects).map_err(|e| e.to_string())?;
+    let mut entries = start.0.entries.clone();
+    let mut overlay = start.1.clone();
+    for file in &stored.files {
+        snapshot::fsutil::check_rel_path(&file.path).map_err(|e| e.to_string())?;
+        let content = store
+            .get(&file.blob)
+            .map_err(|e| format!("`{}`: {e}", file.path))?;
+        let kind = entries
+            .get(&file.path)
+            .map_or(EntryKind::File { executable: false }, |entry| entry.kind);
+        entries.insert(
+            file.path.clone(),
+            Entry {
+                kind,
+                blob: file.blob,
+                size: content.len() as u64,
+            },
+        );
+        overlay.buffers.insert(file.path.clone(), content);
+    }
+    let snapshot = Snapshot::from_entries(entries);
+    if snapshot.root != stored.root {
+        return Err(format!(
+            "the stored files rebuild root {}, not the accepted root {}",
+            snapshot.root.short(12),
+            stored.root.short(12)
+        ));
+    }
+    Ok((snapshot, overlay))
+}
+
+/// Continues an interrupted generation from its last accepted state
+/// (errata 1, 25, 35): replays the recorded decisions through the gate,
+/// rebuilds the accepted state from the stored blobs and checks its root,
+/// then re-measures it in the resumed forest, which claims the interrupted
+/// forest's usage and pays for the copy and the verifier run like any other
+/// action. That forest stays open for the step at this state. Anything that
+/// does not line up refuses the repair, naming the ledger and the reason.
+async fn continue_generation(
+    ctx: &Ctx<'_>,
+    session: &mut Session,
+    continuation: Continuation,
+    start: Accepted,
+    max_branches: usize,
+) -> Result<(AcceptedTrajectory, Accepted), EngineError> {
+    let prefix = format!(
+        "{}: cannot continue the interrupted repair {}/{}",
+        ctx.ledger.path().display(),
+        session.node,
+        session.generation
+    );
+    let refuse = |reason: &str| EngineError::Io(format!("{prefix}: {reason}"));
+    let Continuation {
+        x0,
+        decisions,
+        stored,
+        measured,
+    } = continuation;
+    let trajectory = AcceptedTrajectory::replay(
+        &session.node,
+        session.generation,
+        x0,
+        ctx.config.gate,
+        &decisions,
+    )
+    .map_err(|e| refuse(&e.to_string()))?;
+    if trajectory.is_terminal() {
+        return Err(refuse("its trajectory already reached hard pass"));
+    }
+    if trajectory.current().root != stored.root {
+        return Err(refuse(&format!(
+            "its last accepted state is {}, but the stored state is {}",
+            trajectory.current().root.short(12),
+            stored.root.short(12)
+        )));
+    }
+    let objects = accepted_objects(ctx);
+    let (snapshot, overlay) =
+        blocking(|| rebuild_accepted(&objects, (&start.snapshot, &start.overlay), &stored))
+            .map_err(|e| {
+                refuse(&format!(
+                    "{e} (in {}; a changed workspace starts a fresh attempt)",
+                    objects.display()
+                ))
+            })?;
+
+    let mut run = open_forest(ctx, session, snapshot.root, max_branches)?;
+    let measurement = match remeasure(&mut run, &snapshot, &overlay).await? {
+        Ok(measurement) => measurement,
+        Err(reason) => {
+            run.close(&reason)?;
+            return Err(refuse(&reason));
+        }
+    };
+    if ctx.cancel.is_cancelled() {
+        run.close("cancelled")?;
+    } else if (measurement.energy(), measurement.hard_pass())
+        != (measured.energy, measured.hard_pass)
+    {
+        let reason = format!(
+            "accepted state {} re-measures at energy {} (hard pass: {}) but was accepted at \
+             energy {} (hard pass: {}); the sensors no longer reproduce it",
+            snapshot.root.short(12),
+            measurement.energy(),
+            measurement.hard_pass(),
+            measured.energy,
+            measured.hard_pass
+        );
+        run.close(&reason)?;
+        return Err(refuse(&reason));
+    } else {
+        session.resumed_forest = Some(run.forest);
+    }
+    Ok((
+        trajectory,
+        Accepted {
+            snapshot,
+            overlay,
+            measurement,
+        },
+    ))
+}
+
+/// Re-measures a rebuilt accepted state in branch slot 0, reserving the
+/// copy and the verifier run against `run`'s budget first and settling
+/// each. `Ok(Err(reason))` when the budget or the copy refuses.
+async fn remeasure(
+    run: &mut ForestRun<'_>,
+    state: &Snapshot,
+    overlay: &Overlay,
+) -> Result<Result<Measurement, String>, EngineError> {
+    let ctx = run.ctx;
+    let files = state.entries.len() as u64;
+    let bytes = state.total_bytes();
+    let Some(reservation) = run.reserve(ActionKind::Fork { files, bytes })? else {
+        return Ok(Err(
+            "the resumed budget cannot pay for a copy of the accepted state".into(),
+        ));
+    };
+    let slot = ctx.slots.branch(0);
+    let source = DirSource::new(ctx.root.to_path_buf(), overlay.clone());
+    let limits = CopyLimits {
+        max_files: files.min(ctx.config.exploration.workspace_files),
+        max_bytes: bytes.min(ctx.config.exploration.workspace_bytes),
+    };
+    let copy = blocking(|| snapshot::materialize(state, &source, &slot, limits));
+    let actual = match &copy {
+        Ok(r) => ActionKind::Fork {
+            files: r.files,
+            bytes: r.bytes,
+        },
+        // A failed copy is charged its whole reservation.
+        Err(_) => ActionKind::Fork { files, bytes },
+    };
+    let (_, exceeded) = run.settle(reservation, actual)?;
+    match copy {
+        Err(e) => return Ok(Err(format!("the accepted state could not be copied: {e}"))),
+        Ok(_) if exceeded => {
+            return Ok(Err(
+                "the copy of the accepted state exceeded its reservation".into(),
+            ));
+        }
+        Ok(_) => {}
+    }
+    let Some(verifier) = run.reserve(ActionKind::VerifierRun)? else {
+        return Ok(Err(
+            "the resumed budget has no verifier run left to re-measure the accepted state".into(),
+        ));
+    };
+    let m = measure(
+        state.root,
+        &slot,
+        &ctx.slots.branch_target(),
+        ctx.sensors,
+        ctx.config,
+        "the accepted state",
+        ctx.progress,
+        ctx.cancel,
+    )
+    .await;
+    run.settle(verifier, ActionKind::VerifierRun)?;
+    run.observe(
+        "",
+        &format!(
+            "re-measured accepted state {} to continue the interrupted repair: energy {}",
+            state.root.short(12),
+            m.energy()
+        ),
+    )?;
+    Ok(Ok(m))
 }
 
 /// The exact no-good components of trying `proposal` (see
@@ -685,6 +1114,13 @@ fn open_forest<'a>(
         generation: session.generation,
         accepted_root,
     };
+    if let Some(forest) = session
+        .resumed_forest
+        .take_if(|forest| forest.accepted_root == accepted_root)
+    {
+        // Opened (and ledgered) by `continue_generation` already.
+        return Ok(ForestRun { ctx, forest });
+    }
     let forest_id = format!(
         "{}/{}/f{}",
         session.node, session.generation, session.next_forest
@@ -701,6 +1137,9 @@ fn open_forest<'a>(
     .map_err(forest_error)?;
     let run = ForestRun { ctx, forest };
     run.append(&records::search_opened(&run.forest))?;
+    if let Some(notice) = session.nogoods.key_only_notice() {
+        run.observe("", &notice)?;
+    }
     if let Some(bypass) = seed.bypass {
         // The interrupted forest can never be claimed by its owner now (its
         // attempt restarted under a new generation): close it, so the next
@@ -1914,6 +2353,7 @@ mod tests {
 
     use super::*;
     use crate::digest::blob_digest;
+    use crate::search::NoGoodKey;
 
     fn opened(forest_id: &str, node: &str, generation: u32, root: Digest) -> SearchEvent {
         SearchEvent::SearchOpened {
@@ -2073,6 +2513,8 @@ mod tests {
                 key: blob_digest(b"key"),
                 support_kind: "compiler_code".into(),
                 evidence_digest: blob_digest(b"evidence"),
+                components: None,
+                support: None,
             },
             records::search_closed("f", "no eligible candidate"),
         ]);
@@ -2085,5 +2527,288 @@ mod tests {
             Counters::DEFAULT_LIMITS.actions - 5
         );
         assert_eq!((forest.no_goods, status.no_goods), (1, 1));
+    }
+
+    fn components(seed: &[u8; 9]) -> NoGoodComponents {
+        let part = |i: usize| blob_digest(&[seed[i], i as u8]);
+        NoGoodComponents {
+            accepted_root: part(0),
+            domain_manifest: part(1),
+            strategy: part(2),
+            prompt_program: Some(part(3)),
+            proposal: part(4),
+            grant: part(5),
+            tool_catalog: part(6),
+            sensor_fingerprint: part(7),
+            runtime_build: part(8),
+        }
+    }
+
+    /// `c` with component `index` replaced by `value`.
+    fn with_component(mut c: NoGoodComponents, index: usize, value: Digest) -> NoGoodComponents {
+        match index {
+            0 => c.accepted_root = value,
+            1 => c.domain_manifest = value,
+            2 => c.strategy = value,
+            3 => c.prompt_program = Some(value),
+            4 => c.proposal = value,
+            5 => c.grant = value,
+            6 => c.tool_catalog = value,
+            7 => c.sensor_fingerprint = value,
+            _ => c.runtime_build = value,
+        }
+        c
+    }
+
+    /// A session folded from a real ledger in which forest `f` recorded an
+    /// exact no-good for `recorded`.
+    fn session_restoring(recorded: &NoGoodComponents) -> Session {
+        let root = blob_digest(b"x0");
+        let nogood = crate::search::NoGood::new(
+            recorded.clone(),
+            Support::UnchangedState {
+                root: recorded.accepted_root,
+            },
+        );
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            records::no_good_recorded("f", "b1", &nogood),
+            records::search_closed("f", "no eligible candidate"),
+        ]);
+        Session::begin(&ledger, root).unwrap()
+    }
+
+    #[test]
+    fn gate_ab_a_restored_no_good_matches_only_when_every_component_is_equal() {
+        let recorded = components(&[7; 9]);
+        let session = session_restoring(&recorded);
+        assert!(session.nogoods.suppresses(&recorded).is_some());
+        for index in 0..9 {
+            let changed = with_component(recorded.clone(), index, blob_digest(b"changed"));
+            assert!(
+                session.nogoods.suppresses(&changed).is_none(),
+                "component {index} changed, yet the restored no-good matched"
+            );
+        }
+        let mut no_program = recorded;
+        no_program.prompt_program = None;
+        assert!(session.nogoods.suppresses(&no_program).is_none());
+    }
+
+    #[test]
+    fn a_key_only_no_good_is_counted_and_noted_once_but_never_matches() {
+        let root = blob_digest(b"x0");
+        let attempt = components(&[3; 9]);
+        // An older trellis recorded exactly this attempt's key, without components.
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", &records::node_id(&root), 0, root),
+            SearchEvent::NoGoodRecorded {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                key: NoGoodKey::of(&attempt).digest(),
+                support_kind: "unchanged_state".into(),
+                evidence_digest: blob_digest(b"evidence"),
+                components: None,
+                support: None,
+            },
+            records::search_closed("f", "no eligible candidate"),
+        ]);
+        let mut session = Session::begin(&ledger, root).unwrap();
+        assert!(session.nogoods.suppresses(&attempt).is_none());
+        assert_eq!(session.nogoods.key_only.len(), 1);
+        let notice = session.nogoods.key_only_notice().expect("noted");
+        assert!(notice.contains("never matched"), "{notice}");
+        assert!(session.nogoods.key_only_notice().is_none(), "once");
+        assert_eq!(SearchStatus::from_rows(&ledger.rows().unwrap()).no_goods, 1);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Gate AB over the ledger: a no-good written by one process and
+        /// restored by the next never matches an attempt that differs from
+        /// it in any one component.
+        #[test]
+        fn gate_ab_unequal_keys_never_match_after_a_restore(
+            seed in proptest::prelude::any::<[u8; 9]>(),
+            index in 0usize..9,
+            replacement in proptest::prelude::any::<[u8; 32]>(),
+        ) {
+            let recorded = components(&seed);
+            let session = session_restoring(&recorded);
+            proptest::prop_assert!(session.nogoods.suppresses(&recorded).is_some());
+            let probe = with_component(recorded.clone(), index, Digest(replacement));
+            if probe != recorded {
+                proptest::prop_assert!(session.nogoods.suppresses(&probe).is_none());
+            }
+        }
+    }
+
+    // -- continuing a generation after an accepted step ---------------------
+
+    /// A ledger in which generation 0 of `x0`'s node accepted `c1` at `y1`
+    /// (stored when `store` says so), then opened forest `f2` at `forest_root`.
+    fn accepted_then_interrupted(
+        x0: Digest,
+        x0_measured_at: Digest,
+        store: bool,
+        forest_root: Digest,
+    ) -> (tempfile::TempDir, Ledger) {
+        let node = records::node_id(&x0);
+        let y1 = blob_digest(b"y1");
+        let measured = |id: &str, root: Digest, energy: f64| {
+            ledger::LedgerEvent::CandidateMeasured(ledger::CandidateMeasured {
+                node: node.clone(),
+                generation: 0,
+                candidate_id: format!("{node}/0/{id}"),
+                root,
+                energy,
+                hard_pass: false,
+                clusters: vec![],
+                stages: vec![],
+            })
+        };
+        let f1 = format!("{node}/0/f1");
+        let (dir, ledger) = ledger_with(&[]);
+        ledger.append(&measured("x0", x0_measured_at, 4.0)).unwrap();
+        ledger.append_search(&opened(&f1, &node, 0, x0)).unwrap();
+        ledger.append(&measured("c1", y1, 2.0)).unwrap();
+        let decision = GateDecision {
+            candidate_id: format!("{node}/0/c1"),
+            index: 0,
+            verdict: Verdict::AcceptedDescent,
+            root: y1,
+            observed_energy: 2.0,
+            best_before: 4.0,
+        };
+        ledger
+            .append(&records::gate_decision(&node, 0, &decision))
+            .unwrap();
+        ledger
+            .append_search(&records::search_closed(&f1, "committed"))
+            .unwrap();
+        if store {
+            ledger
+                .append(&records::accepted_state_stored(
+                    &node,
+                    0,
+                    &decision.candidate_id,
+                    y1,
+                    vec![("src/lib.rs".into(), blob_digest(b"fixed"))],
+                ))
+                .unwrap();
+        }
+        for event in [
+            opened(&format!("{node}/0/f2"), &node, 0, forest_root),
+            usage(&format!("{node}/0/f2"), 3),
+        ] {
+            ledger.append_search(&event).unwrap();
+        }
+        (dir, ledger)
+    }
+
+    #[test]
+    fn a_forest_at_the_last_stored_accepted_state_continues_its_generation() {
+        let x0 = blob_digest(b"x0");
+        let y1 = blob_digest(b"y1");
+        let (_dir, ledger) = accepted_then_interrupted(x0, x0, true, y1);
+        let mut session = Session::begin(&ledger, x0).unwrap();
+        assert_eq!((session.generation, session.next_forest), (0, 3));
+        assert!(session.x0_recorded);
+        let continuation = session.continuation.take().expect("continued");
+        assert_eq!((continuation.x0.root, continuation.x0.energy), (x0, 4.0));
+        assert_eq!(continuation.decisions.len(), 1);
+        assert_eq!(continuation.decisions[0].verdict, Verdict::AcceptedDescent);
+        assert_eq!(continuation.stored.root, y1);
+        assert_eq!(continuation.measured.energy, 2.0);
+        let binding = ForestBinding {
+            node: session.node.clone(),
+            generation: 0,
+            accepted_root: y1,
+        };
+        let seed = session.claim.open(&binding, Counters::DEFAULT_LIMITS);
+        assert_eq!(seed.resumed_from, Some(format!("{}/0/f2", session.node)));
+        assert_eq!(seed.budget.usage().actions, 3, "no refill");
+    }
+
+    #[test]
+    fn an_unstored_or_older_accepted_state_starts_a_new_generation() {
+        let x0 = blob_digest(b"x0");
+        let y1 = blob_digest(b"y1");
+        // Written by a trellis that did not store accepted states.
+        let (_dir, ledger) = accepted_then_interrupted(x0, x0, false, y1);
+        let session = Session::begin(&ledger, x0).unwrap();
+        assert_eq!(session.generation, 1);
+        assert!(session.continuation.is_none());
+        // A forest at x0 although the generation accepted y1 since.
+        let (_dir, ledger) = accepted_then_interrupted(x0, x0, true, x0);
+        let session = Session::begin(&ledger, x0).unwrap();
+        assert_eq!(session.generation, 1);
+        assert!(session.continuation.is_none());
+    }
+
+    #[test]
+    fn a_generation_whose_start_was_measured_elsewhere_is_refused() {
+        let x0 = blob_digest(b"x0");
+        let (_dir, ledger) =
+            accepted_then_interrupted(x0, blob_digest(b"elsewhere"), true, blob_digest(b"y1"));
+        let Err(err) = Session::begin(&ledger, x0) else {
+            panic!("a contradictory record must be refused");
+        };
+        let message = err.to_string();
+        assert!(
+            message.contains("ledger.db") && message.contains("/0/x0 was measured at"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_stored_state_is_rebuilt_over_the_start_view_and_its_root_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = dir.path().join("objects");
+        let file = |content: &[u8]| Entry {
+            kind: EntryKind::File { executable: false },
+            blob: blob_digest(content),
+            size: content.len() as u64,
+        };
+        let start = Snapshot::from_entries(BTreeMap::from([
+            ("Cargo.toml".to_owned(), file(b"[package]")),
+            ("src/lib.rs".to_owned(), file(b"old")),
+        ]));
+        let accepted = Snapshot::from_entries(BTreeMap::from([
+            ("Cargo.toml".to_owned(), file(b"[package]")),
+            ("src/lib.rs".to_owned(), file(b"new")),
+        ]));
+        let stored = |path: &str, root: Digest| ledger::AcceptedStateStored {
+            node: "n".into(),
+            generation: 0,
+            candidate_id: "n/0/c1".into(),
+            root,
+            files: vec![ledger::StoredFile {
+                path: path.into(),
+                blob: blob_digest(b"new"),
+            }],
+        };
+        let start_view = (&start, &Overlay::default());
+
+        let missing = rebuild_accepted(&objects, start_view, &stored("src/lib.rs", accepted.root))
+            .unwrap_err();
+        assert!(
+            missing.contains("`src/lib.rs`") && missing.contains("not in the store"),
+            "{missing}"
+        );
+
+        BlobStore::open(&objects).unwrap().put(b"new").unwrap();
+        let (rebuilt, overlay) =
+            rebuild_accepted(&objects, start_view, &stored("src/lib.rs", accepted.root)).unwrap();
+        assert_eq!(rebuilt, accepted);
+        assert_eq!(overlay.get("src/lib.rs"), Some(&b"new"[..]));
+
+        let moved = rebuild_accepted(&objects, start_view, &stored("src/main.rs", accepted.root))
+            .unwrap_err();
+        assert!(moved.contains("rebuild root"), "{moved}");
+        let escaping = rebuild_accepted(&objects, start_view, &stored("../lib.rs", accepted.root))
+            .unwrap_err();
+        assert!(escaping.contains("../lib.rs"), "{escaping}");
     }
 }

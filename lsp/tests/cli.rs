@@ -426,7 +426,9 @@ fn ledger_replay_folds_the_accepted_trajectory_without_running_anything() {
 // The search plane at runtime: status, gates W and AC, crash and resume
 // ---------------------------------------------------------------------------
 
-use trellis_engine::ledger::{DecodedRow, Ledger, Row, SearchEvent, fold_resume};
+use trellis_engine::ledger::{
+    DecodedRow, InterruptedForest, Ledger, LedgerEvent, NoGoodRecord, Row, SearchEvent, fold_resume,
+};
 
 /// The ambiguous import, with the wrong alternative also mistyped: trying it
 /// trades the unresolved name (energy 3) for a type error (energy 2), which
@@ -746,6 +748,13 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
         .expect("the killed forest is unclosed");
     let keys: Vec<_> = interrupted.no_goods.keys().copied().collect();
     assert_eq!(keys.len(), 1);
+    assert!(
+        interrupted
+            .no_goods
+            .values()
+            .all(|n| matches!(n.record, NoGoodRecord::Exact(_))),
+        "the killed process recorded the no-good with its components"
+    );
 
     let (code, doc) = ws.json(&["repair"]);
     assert_eq!(code, 0, "the resumed repair still finds the fix: {doc:#}");
@@ -789,6 +798,214 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
         "the resumed search refuses the recorded no-good: {doc:#}"
     );
     assert_gate_ac(&rows);
+}
+
+/// Counts rows from a second, read-only connection while trellis writes.
+fn count_rows(db: &Path, filter: &str) -> i64 {
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|c| {
+            c.query_row(
+                &format!("SELECT count(*) FROM events WHERE {filter}"),
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .unwrap_or(0)
+}
+
+/// The gate decisions of a ledger: (candidate id, verdict), in order.
+fn decisions(rows: &[Row]) -> Vec<(String, String)> {
+    rows.iter()
+        .filter_map(|row| match &row.event {
+            DecodedRow::Ledger(LedgerEvent::GateDecisionRecorded(d)) => {
+                Some((d.candidate_id.clone(), d.verdict.as_str().to_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs `trellis repair` on the two-steps fixture and SIGKILLs it once
+/// step 1 is decided and step 2's forest has reserved its first fork (step
+/// 2 then still has a copy, a build and a test to run). Returns the forest
+/// left open and the start root.
+fn killed_in_its_second_step(
+    ws: &Workspace,
+) -> (InterruptedForest, trellis_engine::digest::Digest) {
+    let before = ws.tree();
+    let mut child = ws
+        .command(&["repair", "--format", "json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = ws.path().join(".trellis/ledger.db");
+    loop {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "trellis finished before it could be killed in its second step"
+        );
+        let decided = count_rows(&db, "kind = 'gate_decision_recorded'");
+        let second_forest_reserved = count_rows(
+            &db,
+            "kind = 'search' AND payload LIKE '%\"kind\":\"search_usage_snapshot\"%' \
+             AND payload LIKE '%/f2\"%' AND payload LIKE '%\"workspace_files\":%' \
+             AND payload NOT LIKE '%\"workspace_files\":0%'",
+        );
+        if decided > 0 && second_forest_reserved > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no cleanup runs.
+    child.wait().unwrap();
+    assert_eq!(
+        ws.tree(),
+        before,
+        "a killed repair never touches the user's files"
+    );
+
+    let rows = ledger_rows(ws);
+    let first = decisions(&rows);
+    assert_eq!(
+        first.len(),
+        1,
+        "killed after exactly one decision: {first:?}"
+    );
+    assert_eq!(first[0].1, "accepted_descent");
+    let killed = fold_resume(&rows)
+        .unwrap()
+        .interrupted
+        .expect("the second step's forest is left open");
+    let start_root = rows
+        .iter()
+        .find_map(|row| match &row.event {
+            DecodedRow::Ledger(LedgerEvent::SnapshotTaken(s)) => Some(s.root),
+            _ => None,
+        })
+        .unwrap();
+    assert_ne!(
+        killed.accepted_root, start_root,
+        "the killed forest searches from the first accepted state"
+    );
+    (killed, start_root)
+}
+
+#[test]
+fn a_repair_killed_after_an_accepted_step_continues_from_it() {
+    let ws = Workspace::of("two-steps");
+    let (killed, start_root) = killed_in_its_second_step(&ws);
+    let first = decisions(&ledger_rows(&ws));
+
+    let doc = committed(&ws);
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(
+        steps.len(),
+        1,
+        "only the interrupted step runs again: {doc:#}"
+    );
+    assert_eq!(
+        steps[0]["decision"]["verdict"], "accepted_hard_pass",
+        "{doc:#}"
+    );
+    assert_eq!(doc["start_root"], serde_json::to_value(start_root).unwrap());
+
+    let rows = ledger_rows(&ws);
+    let events = search_events(&rows);
+    let (resumed, generation, limits) = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchOpened {
+                forest_id,
+                generation,
+                limits,
+                resumed_from: Some(from),
+                ..
+            } if *from == killed.forest_id => {
+                Some((forest_id.clone(), *generation, limits.clone()))
+            }
+            _ => None,
+        })
+        .expect("a forest resumes the killed one");
+    assert_eq!(
+        generation, killed.generation,
+        "the same generation continues"
+    );
+    assert_eq!(limits, killed.limits, "limits are never refilled");
+    let first_usage = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchUsageSnapshot {
+                forest_id, usage, ..
+            } if *forest_id == resumed => Some(usage.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        counters_cover(&first_usage, &killed.usage),
+        "the resumed forest starts with at least the reserved usage: {first_usage:?} vs {:?}",
+        killed.usage
+    );
+    let all = decisions(&rows);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all[0], first[0], "the first decision stands");
+    assert!(
+        all[1].0.ends_with("/c2") && all[1].1 == "accepted_hard_pass",
+        "the continued generation's next candidate: {all:?}"
+    );
+    assert!(fold_resume(&rows).unwrap().interrupted.is_none());
+    assert_gate_ac(&rows);
+
+    let source = ws.read("src/lib.rs");
+    assert_eq!(
+        source.matches("use std::collections::HashMap;").count(),
+        1,
+        "{source}"
+    );
+    assert_eq!(source.matches("let mut counts").count(), 1, "{source}");
+    assert!(ws.cargo_test_passes());
+    let verify = ws.trellis(&["ledger", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+}
+
+#[test]
+fn an_interrupted_repair_whose_accepted_state_cannot_be_rebuilt_is_refused() {
+    let ws = Workspace::of("two-steps");
+    let (killed, _) = killed_in_its_second_step(&ws);
+    let before = ws.tree();
+    let refused = |what: &str, says: &str| {
+        let out = ws.trellis(&["repair", "--commit"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            err.contains("ledger.db") && err.contains("cannot continue") && err.contains(says),
+            "{what}: {err}"
+        );
+        assert_eq!(ws.tree(), before, "{what}: nothing is written");
+        let rows = ledger_rows(&ws);
+        assert_eq!(
+            fold_resume(&rows).unwrap().interrupted.map(|f| f.forest_id),
+            Some(killed.forest_id.clone()),
+            "{what}: the interrupted forest is left for a later resume"
+        );
+    };
+
+    // The stored content is gone.
+    let objects = ws.path().join(".trellis/objects");
+    let aside = ws.path().join(".trellis/objects-aside");
+    std::fs::rename(&objects, &aside).unwrap();
+    refused("missing blobs", "not in the store");
+    std::fs::rename(&aside, &objects).unwrap();
+
+    // A gate under which the recorded descent is not one.
+    let user_config = ws.cache.path().join("config/trellis/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::fs::write(&user_config, "[gate]\nrho = 1000.0\n").unwrap();
+    refused("a stricter gate", "does not replay");
+    std::fs::remove_file(&user_config).unwrap();
+
+    // With everything back in place it continues.
+    committed(&ws);
 }
 
 /// A bundle section replacing `branch_correct/role`, in the section format.

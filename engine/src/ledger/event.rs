@@ -3,8 +3,8 @@
 //! PSP-10 system 21 keeps two layers apart, and so do we:
 //!
 //! * [`LedgerEvent`] — the *mechanism* events: a session started, a snapshot
-//!   was taken, a candidate was measured, the gate decided, something was
-//!   promoted or refused. These are the only events the accepted fold reads.
+//!   was taken, a candidate was measured, the gate decided, an accepted
+//!   state's content was stored, something was promoted or refused. These are the only events the accepted fold reads.
 //! * [`SearchEvent`] — the *runtime search* events: forests opening, branches
 //!   forking, measuring, being abandoned or selected, no-goods, usage. Each is
 //!   written exactly once, inside a [`SearchEnvelopeV1`] in a row of kind
@@ -21,6 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
+use crate::search::{NoGoodComponents, Support};
 use crate::sensor::SensorFingerprint;
 
 /// The `kind` column of every search row.
@@ -45,6 +46,7 @@ pub enum LedgerEvent {
     SnapshotTaken(SnapshotTaken),
     CandidateMeasured(CandidateMeasured),
     GateDecisionRecorded(GateDecisionRecorded),
+    AcceptedStateStored(AcceptedStateStored),
     Promoted(Promoted),
     Refused(Refused),
 }
@@ -103,6 +105,32 @@ pub struct GateDecisionRecorded {
     /// V_best before this decision.
     pub best_before: f64,
     pub root: Digest,
+}
+
+/// The content of an accepted state, stored so a resumed session can
+/// rebuild it: every file whose content differs from the generation's start
+/// state x0, by blob address in `.trellis/objects`. Written once per
+/// accepted decision, right after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptedStateStored {
+    pub node: String,
+    pub generation: u32,
+    /// The accepted candidate: `{node}/{generation}/c{n}`.
+    pub candidate_id: String,
+    pub root: Digest,
+    /// In path order.
+    pub files: Vec<StoredFile>,
+}
+
+/// One file of a stored accepted state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredFile {
+    /// Workspace-relative, `/`-separated.
+    pub path: String,
+    /// [`crate::digest::blob_digest`] of the content.
+    pub blob: Digest,
 }
 
 /// A hard-passing root was written into the user's files.
@@ -208,6 +236,7 @@ impl LedgerEvent {
             LedgerEvent::SnapshotTaken(_) => "snapshot_taken",
             LedgerEvent::CandidateMeasured(_) => "candidate_measured",
             LedgerEvent::GateDecisionRecorded(_) => "gate_decision_recorded",
+            LedgerEvent::AcceptedStateStored(_) => "accepted_state_stored",
             LedgerEvent::Promoted(_) => "promoted",
             LedgerEvent::Refused(_) => "refused",
         }
@@ -265,6 +294,13 @@ impl fmt::Display for LedgerEvent {
                 e.verdict.as_str(),
                 e.observed_energy,
                 e.best_before
+            ),
+            LedgerEvent::AcceptedStateStored(e) => write!(
+                f,
+                "stored accepted state {} at {}: {} changed file(s)",
+                e.candidate_id,
+                e.root.short(12),
+                e.files.len()
             ),
             LedgerEvent::Promoted(e) => write!(
                 f,
@@ -416,6 +452,15 @@ pub enum SearchEvent {
         /// Which deterministic evidence supports it (`compiler_code`, `failed_test`, ...).
         support_kind: String,
         evidence_digest: Digest,
+        /// The nine components K_ng is computed from, so a resumed session
+        /// matches by component equality and replay can recompute the key.
+        /// Absent only in rows written before trellis recorded them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        components: Option<Box<NoGoodComponents>>,
+        /// The supporting evidence itself; `evidence_digest` is its digest.
+        /// Present exactly when `components` is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        support: Option<Support>,
     },
     SearchUsageSnapshot {
         forest_id: String,
@@ -611,9 +656,16 @@ impl fmt::Display for SearchEvent {
                 write!(f, ": {candidate_id}")
             }
             NoGoodRecorded {
-                key, support_kind, ..
+                key,
+                support_kind,
+                components,
+                ..
             } => {
-                write!(f, ": {} ({support_kind})", key.short(12))
+                write!(f, ": {} ({support_kind})", key.short(12))?;
+                if components.is_none() {
+                    f.write_str(" [key only]")?;
+                }
+                Ok(())
             }
             SearchUsageSnapshot { usage, .. } => {
                 f.write_str(":")?;
@@ -763,6 +815,7 @@ mod tests {
             measured("n", 0, "n/0/c1", 2.5),
             decided("n", 0, "n/0/c1", 0, GateVerdict::AcceptedDescent, 2.5, 4.0),
             promoted("r1"),
+            stored("n", 0, "n/0/c1"),
             refused("r2"),
         ]
     }
@@ -847,8 +900,9 @@ mod tests {
             assert!(!line.contains('\n') && !line.is_empty(), "{line:?}");
         }
         assert!(lines[3].contains("accepted_descent"), "{}", lines[3]);
-        assert!(lines[5].contains("stale root"), "{}", lines[5]);
-        assert!(lines[6].contains("resuming f0"), "{}", lines[6]);
-        assert_eq!(lines[7], "search_usage_snapshot f1: actions=4");
+        assert!(lines[5].contains("1 changed file"), "{}", lines[5]);
+        assert!(lines[6].contains("stale root"), "{}", lines[6]);
+        assert!(lines[7].contains("resuming f0"), "{}", lines[7]);
+        assert_eq!(lines[8], "search_usage_snapshot f1: actions=4");
     }
 }

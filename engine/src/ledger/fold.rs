@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::event::{
-    CandidateMeasured, DecodedRow, GateDecisionRecorded, LedgerEvent, Promoted, Refused,
-    SearchCounters, SearchEvent,
+    AcceptedStateStored, CandidateMeasured, DecodedRow, GateDecisionRecorded, LedgerEvent,
+    Promoted, Refused, SearchCounters, SearchEvent,
 };
 use super::store::Row;
 use crate::digest::Digest;
@@ -40,6 +40,12 @@ pub enum FoldError {
         decided: Digest,
         measured: Digest,
     },
+    #[error("event {seq}: stored state of {candidate_id} is refused: {problem}")]
+    InvalidStoredState {
+        seq: u64,
+        candidate_id: String,
+        problem: String,
+    },
     #[error("event {seq}: forest {forest_id} is opened a second time")]
     ForestReopened { seq: u64, forest_id: String },
     #[error("event {seq}: {event} names forest {forest_id}, which was never opened")]
@@ -62,6 +68,10 @@ pub enum FoldError {
         problem: String,
     },
     #[error(
+        "event {seq}: no_good_recorded is refused (altered, or written in a drifted format): {problem}"
+    )]
+    InvalidNoGood { seq: u64, problem: String },
+    #[error(
         "{} unclosed search forests ({}): the interrupted search is ambiguous; refusing to resume",
         forests.len(),
         forests.join(", ")
@@ -81,11 +91,14 @@ pub struct CandidateKey {
     pub candidate_id: String,
 }
 
-/// A measured candidate and, if it was submitted, the gate's decision on it.
+/// A measured candidate and, if it was submitted, the gate's decision on it
+/// and, if accepted, its stored content.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FoldedCandidate {
     pub measurement: CandidateMeasured,
     pub decision: Option<GateDecisionRecorded>,
+    /// What a resumed session rebuilds the accepted state from.
+    pub stored: Option<AcceptedStateStored>,
 }
 
 /// The accepted projection of a ledger (PSP-10 system 21): what was measured,
@@ -163,6 +176,7 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
                     FoldedCandidate {
                         measurement: measurement.clone(),
                         decision: None,
+                        stored: None,
                     },
                 );
             }
@@ -195,6 +209,39 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
                 candidate.decision = Some(decision.clone());
                 fold.decision_order.push(key);
             }
+            LedgerEvent::AcceptedStateStored(stored) => {
+                let key = CandidateKey {
+                    node: stored.node.clone(),
+                    generation: stored.generation,
+                    candidate_id: stored.candidate_id.clone(),
+                };
+                let invalid = |problem: &str| FoldError::InvalidStoredState {
+                    seq: row.seq,
+                    candidate_id: stored.candidate_id.clone(),
+                    problem: problem.to_owned(),
+                };
+                let Some(candidate) = fold.candidates.get_mut(&key) else {
+                    return Err(invalid("the candidate was never measured"));
+                };
+                if !candidate
+                    .decision
+                    .as_ref()
+                    .is_some_and(|d| d.verdict.is_accepted())
+                {
+                    return Err(invalid("the gate never accepted it"));
+                }
+                if candidate.measurement.root != stored.root {
+                    return Err(invalid(&format!(
+                        "it names root {} but the candidate was measured at {}",
+                        stored.root.short(12),
+                        candidate.measurement.root.short(12)
+                    )));
+                }
+                if candidate.stored.is_some() {
+                    return Err(invalid("it was stored before"));
+                }
+                candidate.stored = Some(stored.clone());
+            }
             LedgerEvent::Promoted(promoted) => fold.promotions.push(promoted.clone()),
             LedgerEvent::Refused(refused) => fold.refusals.push(refused.clone()),
             LedgerEvent::SessionStarted(_) | LedgerEvent::SnapshotTaken(_) => {}
@@ -207,14 +254,80 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
 // The resume fold
 // ---------------------------------------------------------------------------
 
-/// An exact-key no-good, as recorded.
+/// A recorded no-good, as the resume fold hands it over.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NoGood {
-    pub key: Digest,
-    pub support_kind: String,
-    pub evidence_digest: Digest,
-    /// The forest that recorded it first.
+pub struct FoldedNoGood {
+    /// The forest that recorded it first, and where.
     pub forest_id: String,
+    pub seq: u64,
+    pub record: NoGoodRecord,
+}
+
+/// What a `no_good_recorded` row let the fold establish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoGoodRecord {
+    /// Components and support recorded, and the key and evidence digest
+    /// recomputed from them equal the recorded ones: matchable by exact
+    /// component equality.
+    Exact(Box<crate::search::NoGood>),
+    /// A row written before trellis recorded components: only the key.
+    /// Display only: with no components there is nothing to compare an
+    /// attempt against, so it never suppresses one.
+    KeyOnly {
+        key: Digest,
+        support_kind: String,
+        evidence_digest: Digest,
+    },
+}
+
+impl FoldedNoGood {
+    /// K_ng as recorded.
+    pub fn key(&self) -> Digest {
+        match &self.record {
+            NoGoodRecord::Exact(nogood) => nogood.key.digest(),
+            NoGoodRecord::KeyOnly { key, .. } => *key,
+        }
+    }
+}
+
+/// Checks a `no_good_recorded` row: with components and support, the key,
+/// evidence digest and support kind must all follow from them (otherwise
+/// the row was altered or written in a drifted format); a row carrying only
+/// one of the two is malformed.
+fn fold_no_good(
+    seq: u64,
+    key: Digest,
+    support_kind: &str,
+    evidence_digest: Digest,
+    components: Option<&crate::search::NoGoodComponents>,
+    support: Option<&crate::search::Support>,
+) -> Result<NoGoodRecord, FoldError> {
+    let invalid = |problem: String| FoldError::InvalidNoGood { seq, problem };
+    match (components, support) {
+        (None, None) => Ok(NoGoodRecord::KeyOnly {
+            key,
+            support_kind: support_kind.to_owned(),
+            evidence_digest,
+        }),
+        (Some(components), Some(support)) => {
+            if support.kind() != support_kind {
+                return Err(invalid(format!(
+                    "records support kind `{support_kind}` but its support is `{}`",
+                    support.kind()
+                )));
+            }
+            crate::search::NoGood::from_record(
+                key,
+                evidence_digest,
+                components.clone(),
+                support.clone(),
+            )
+            .map(|nogood| NoGoodRecord::Exact(Box::new(nogood)))
+            .map_err(|refusal| invalid(refusal.to_string()))
+        }
+        (Some(_), None) => Err(invalid("carries components without their support".into())),
+        (None, Some(_)) => Err(invalid("carries support without its components".into())),
+    }
 }
 
 /// A forest a crash left open: the only forest whose consumption a resumed
@@ -234,8 +347,9 @@ pub struct InterruptedForest {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResumeFold {
     /// Every recorded no-good, by exact key; they seed every forest opened
-    /// in the resumed session.
-    pub no_goods: BTreeMap<Digest, NoGood>,
+    /// in the resumed session. The first record of a key stays, unless it
+    /// was key-only and a later row of the same key is exact.
+    pub no_goods: BTreeMap<Digest, FoldedNoGood>,
     /// The forest to resume, to be re-opened as a new forest whose
     /// `resumed_from` names it.
     pub interrupted: Option<InterruptedForest>,
@@ -250,8 +364,9 @@ struct ForestState {
 
 /// Folds the search state a resumed session starts from.
 ///
-/// Refuses an unknown envelope version, events for forests never opened or
-/// already closed, a resume that does not match the interrupted forest's
+/// Refuses an unknown envelope version, a no-good whose recorded key or
+/// evidence digest does not follow from its components and support, events
+/// for forests never opened or already closed, a resume that does not match the interrupted forest's
 /// node, generation and root or claims it twice, and more than one forest
 /// left open (it would have to guess which one to resume).
 pub fn fold_resume(rows: &[Row]) -> Result<ResumeFold, FoldError> {
@@ -326,14 +441,32 @@ pub fn fold_resume(rows: &[Row]) -> Result<ResumeFold, FoldError> {
                 key,
                 support_kind,
                 evidence_digest,
+                components,
+                support,
                 ..
             } => {
-                fold.no_goods.entry(*key).or_insert_with(|| NoGood {
-                    key: *key,
-                    support_kind: support_kind.clone(),
-                    evidence_digest: *evidence_digest,
-                    forest_id: forest_id.to_owned(),
+                let record = fold_no_good(
+                    row.seq,
+                    *key,
+                    support_kind,
+                    *evidence_digest,
+                    components.as_deref(),
+                    support.as_ref(),
+                )?;
+                let upgrades = fold.no_goods.get(key).is_none_or(|first| {
+                    matches!(first.record, NoGoodRecord::KeyOnly { .. })
+                        && matches!(record, NoGoodRecord::Exact(_))
                 });
+                if upgrades {
+                    fold.no_goods.insert(
+                        *key,
+                        FoldedNoGood {
+                            forest_id: forest_id.to_owned(),
+                            seq: row.seq,
+                            record,
+                        },
+                    );
+                }
             }
             _ => {}
         }
@@ -544,6 +677,71 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_stored_state_folds_onto_its_accepted_candidate_or_is_refused_naming_the_seq() {
+        let descent = decided("n", 0, "n/0/c1", 0, GateVerdict::AcceptedDescent, 1.0, 2.0);
+        let rejection = decided(
+            "n",
+            0,
+            "n/0/c1",
+            0,
+            GateVerdict::RejectedNonDescending,
+            3.0,
+            2.0,
+        );
+        let measured = || measured("n", 0, "n/0/c1", 1.0);
+        let (_dir, ledger) = temp_ledger();
+        for event in [measured(), descent.clone(), stored("n", 0, "n/0/c1")] {
+            ledger.append(&event).unwrap();
+        }
+        let fold = fold_of(&ledger).unwrap();
+        let candidate = fold.candidates.values().next().unwrap();
+        assert_eq!(candidate.stored.as_ref().unwrap().files.len(), 1);
+
+        let LedgerEvent::AcceptedStateStored(mut elsewhere) = stored("n", 0, "n/0/c1") else {
+            unreachable!()
+        };
+        elsewhere.root = root("elsewhere");
+        let cases: Vec<(Vec<LedgerEvent>, &str)> = vec![
+            (vec![stored("n", 0, "n/0/c1")], "never measured"),
+            (vec![measured(), stored("n", 0, "n/0/c1")], "never accepted"),
+            (
+                vec![measured(), rejection, stored("n", 0, "n/0/c1")],
+                "never accepted",
+            ),
+            (
+                vec![
+                    measured(),
+                    descent.clone(),
+                    LedgerEvent::AcceptedStateStored(elsewhere),
+                ],
+                "names root",
+            ),
+            (
+                vec![
+                    measured(),
+                    descent,
+                    stored("n", 0, "n/0/c1"),
+                    stored("n", 0, "n/0/c1"),
+                ],
+                "stored before",
+            ),
+        ];
+        for (events, says) in cases {
+            let (_dir, ledger) = temp_ledger();
+            for event in &events {
+                ledger.append(event).unwrap();
+            }
+            let error = fold_of(&ledger).unwrap_err();
+            let seq = events.len() as u64;
+            assert!(
+                matches!(&error, FoldError::InvalidStoredState { seq: s, problem, .. }
+                    if *s == seq && problem.contains(says)),
+                "{error}"
+            );
+        }
+    }
+
     // -- gate W: Proposition 2 --------------------------------------------
 
     /// One step of a generated ordinary trajectory.
@@ -606,6 +804,11 @@ mod tests {
                         ));
                         decisions[*node] += 1;
                         if verdict.is_accepted() {
+                            // Every other acceptance stores its state, so
+                            // generated ledgers hold decisions with and without.
+                            if decisions[*node] % 2 == 0 {
+                                events.push(stored(name, generation[*node], &id));
+                            }
                             generation[*node] += 1;
                         }
                     }
@@ -649,6 +852,9 @@ mod tests {
             forest.clone().prop_map(|f| abandoned(&f, "b2")),
             (forest.clone(), any::<u8>()).prop_map(|(f, n)| usage(&f, u64::from(n))),
             forest.clone().prop_map(|f| no_good(&f, "k")),
+            forest
+                .clone()
+                .prop_map(|f| exact_no_good_row(&f, &exact_no_good("k"))),
             forest.prop_map(|f| closed(&f)),
         ]
     }
@@ -892,5 +1098,134 @@ mod tests {
             reopened,
             Err(FoldError::ForestReopened { seq: 3, .. })
         ));
+    }
+
+    // -- exact no-goods restored by their components (gate AB) -------------
+
+    #[test]
+    fn an_exact_no_good_folds_back_with_every_component_and_its_support() {
+        let recorded = exact_no_good("adds");
+        let fold = resume_of(&[
+            opened("f1", "n", None),
+            exact_no_good_row("f1", &recorded),
+            closed("f1"),
+        ])
+        .unwrap();
+        let folded = &fold.no_goods[&recorded.key.digest()];
+        assert_eq!((folded.forest_id.as_str(), folded.seq), ("f1", 3));
+        assert_eq!(folded.record, NoGoodRecord::Exact(Box::new(recorded)));
+    }
+
+    #[test]
+    fn a_no_good_whose_key_does_not_follow_from_its_record_is_refused_naming_the_seq() {
+        let recorded = exact_no_good("adds");
+        let row = || exact_no_good_row("f1", &recorded);
+        let mut other_grant = row();
+        let mut other_evidence = row();
+        let mut other_kind = row();
+        let mut half = row();
+        if let (
+            SearchEvent::NoGoodRecorded { components, .. },
+            SearchEvent::NoGoodRecorded { support, .. },
+            SearchEvent::NoGoodRecorded { support_kind, .. },
+            SearchEvent::NoGoodRecorded {
+                support: half_support,
+                ..
+            },
+        ) = (
+            &mut other_grant,
+            &mut other_evidence,
+            &mut other_kind,
+            &mut half,
+        ) {
+            components.as_mut().unwrap().grant = root("a wider grant");
+            *support = Some(crate::search::Support::FailedTest {
+                tests: vec!["lib::tests::other".into()],
+            });
+            *support_kind = "compiler_code".into();
+            *half_support = None;
+        }
+        for (event, says) in [
+            (other_grant, "does not match its components"),
+            (other_evidence, "does not match its support"),
+            (other_kind, "support kind `compiler_code`"),
+            (half, "components without their support"),
+        ] {
+            let error = resume_of(&[opened("f1", "n", None), event]).unwrap_err();
+            assert!(
+                matches!(&error, FoldError::InvalidNoGood { seq: 3, problem } if problem.contains(says)),
+                "{error}"
+            );
+            assert!(error.to_string().starts_with("event 3: "), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_no_good_altered_on_disk_and_resealed_passes_verify_but_not_the_fold() {
+        let (_dir, ledger) = temp_ledger();
+        let recorded = exact_no_good("adds");
+        ledger.append_search(&opened("f1", "n", None)).unwrap();
+        ledger
+            .append_search(&exact_no_good_row("f1", &recorded))
+            .unwrap();
+        let proposal = recorded.components.proposal.to_hex();
+        tamper(
+            &ledger,
+            &format!(
+                "UPDATE events SET payload = replace(payload, '{proposal}', '{}') WHERE seq = 2",
+                root("another proposal").to_hex()
+            ),
+        );
+        reseal(&ledger, 2);
+        assert_eq!(ledger.verify().unwrap().events, 2, "a forger can reseal");
+        let error = fold_resume(&ledger.rows().unwrap()).unwrap_err();
+        assert!(
+            matches!(error, FoldError::InvalidNoGood { seq: 2, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn key_only_rows_fold_as_display_only_and_an_exact_row_of_the_same_key_wins() {
+        let recorded = exact_no_good("adds");
+        let key = recorded.key.digest();
+        let SearchEvent::NoGoodRecorded {
+            forest_id,
+            branch_id,
+            support_kind,
+            evidence_digest,
+            ..
+        } = exact_no_good_row("f1", &recorded)
+        else {
+            unreachable!()
+        };
+        let key_only = SearchEvent::NoGoodRecorded {
+            forest_id,
+            branch_id,
+            key,
+            support_kind,
+            evidence_digest,
+            components: None,
+            support: None,
+        };
+        assert!(key_only.to_string().ends_with("[key only]"), "{key_only}");
+        let fold = resume_of(&[opened("f1", "n", None), key_only.clone()]).unwrap();
+        assert!(matches!(
+            fold.no_goods[&key].record,
+            NoGoodRecord::KeyOnly { .. }
+        ));
+        assert_eq!(fold.no_goods[&key].key(), key);
+
+        let fold = resume_of(&[
+            opened("f1", "n", None),
+            key_only,
+            exact_no_good_row("f1", &recorded),
+        ])
+        .unwrap();
+        assert_eq!(fold.no_goods.len(), 1);
+        assert_eq!(
+            fold.no_goods[&key].record,
+            NoGoodRecord::Exact(Box::new(recorded))
+        );
     }
 }

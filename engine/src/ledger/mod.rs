@@ -18,13 +18,14 @@ pub mod verify;
 mod test_support;
 
 pub use event::{
-    CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded, GateVerdict, LedgerEvent,
-    Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters, SearchEncoding,
-    SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
+    AcceptedStateStored, CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded,
+    GateVerdict, LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters,
+    SearchEncoding, SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
+    StoredFile,
 };
 pub use fold::{
-    AcceptedFold, CandidateKey, FoldError, FoldedCandidate, InterruptedForest, NoGood, ResumeFold,
-    fold_accepted, fold_resume,
+    AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,
+    NoGoodRecord, ResumeFold, fold_accepted, fold_resume,
 };
 pub use store::{EventRef, Ledger, LedgerError, Row};
 pub use verify::{ChainError, VerifyReport};

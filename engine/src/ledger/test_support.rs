@@ -8,6 +8,7 @@ use tempfile::TempDir;
 use super::event::*;
 use super::store::{Ledger, event_hash};
 use crate::digest::{Digest, blob_digest};
+use crate::search::{NoGood, NoGoodComponents, Support};
 
 /// A fresh ledger in `<tmp>/.trellis`; keep the `TempDir` alive.
 pub fn temp_ledger() -> (TempDir, Ledger) {
@@ -60,6 +61,20 @@ pub fn decided(
         observed_energy,
         best_before,
         root: root(candidate),
+    })
+}
+
+/// The stored state of `candidate`, at the root [`measured`] gives it.
+pub fn stored(node: &str, generation: u32, candidate: &str) -> LedgerEvent {
+    LedgerEvent::AcceptedStateStored(AcceptedStateStored {
+        node: node.into(),
+        generation,
+        candidate_id: candidate.into(),
+        root: root(candidate),
+        files: vec![StoredFile {
+            path: "src/lib.rs".into(),
+            blob: blob_digest(candidate.as_bytes()),
+        }],
     })
 }
 
@@ -120,6 +135,8 @@ pub fn closed(forest: &str) -> SearchEvent {
     }
 }
 
+/// A key-only no-good row, as trellis wrote them before rows carried the
+/// key's components.
 pub fn no_good(forest: &str, key: &str) -> SearchEvent {
     SearchEvent::NoGoodRecorded {
         forest_id: forest.into(),
@@ -127,7 +144,35 @@ pub fn no_good(forest: &str, key: &str) -> SearchEvent {
         key: root(key),
         support_kind: "compiler_code".into(),
         evidence_digest: root("E0425"),
+        components: None,
+        support: None,
     }
+}
+
+/// An exact no-good whose nine components all derive from `label`.
+pub fn exact_no_good(label: &str) -> NoGood {
+    let part = |i: u8| blob_digest(&[label.as_bytes(), &[i]].concat());
+    NoGood::new(
+        NoGoodComponents {
+            accepted_root: part(0),
+            domain_manifest: part(1),
+            strategy: part(2),
+            prompt_program: None,
+            proposal: part(4),
+            grant: part(5),
+            tool_catalog: part(6),
+            sensor_fingerprint: part(7),
+            runtime_build: part(8),
+        },
+        Support::FailedTest {
+            tests: vec![format!("lib::tests::{label}")],
+        },
+    )
+}
+
+/// The `no_good_recorded` row trellis writes for `nogood`.
+pub fn exact_no_good_row(forest: &str, nogood: &NoGood) -> SearchEvent {
+    crate::records::no_good_recorded(forest, "b1", nogood)
 }
 
 fn db(ledger: &Ledger) -> Connection {

@@ -36,8 +36,10 @@ pub fn build_digest() -> Digest {
 
 /// The nine components of K_ng. Each is an exact digest; `prompt_program`
 /// is `None` for a deterministic proposer, which is itself an exact value
-/// ("no program"), never a wildcard.
+/// ("no program"), never a wildcard. Ledgered with every record and decoded
+/// strictly: an unknown field is format drift, never ignored.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NoGoodComponents {
     pub accepted_root: Digest,
     /// Residual schema, energy model, hard-gate policy, verifier suite.
@@ -86,7 +88,7 @@ impl NoGoodKey {
 /// the sensor preserved none, a class-tagged hash of the residual's
 /// identity. Never the message prose.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "form", rename_all = "snake_case")]
+#[serde(tag = "form", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CompilerEvidence {
     /// Sorted, distinct codes of the clustered diagnostics.
     Codes { codes: Vec<String> },
@@ -98,7 +100,7 @@ pub enum CompilerEvidence {
 
 /// Deterministic support for a no-good (erratum 4's eligibility table).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "support_kind", rename_all = "snake_case")]
+#[serde(tag = "support_kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Support {
     CompilerCode {
         evidence: CompilerEvidence,
@@ -313,6 +315,24 @@ impl NoGood {
             components,
             support,
         }
+    }
+
+    /// A record read back from the ledger: its recorded key and evidence
+    /// digest must be the ones its components and support give.
+    pub fn from_record(
+        key: Digest,
+        evidence_digest: Digest,
+        components: NoGoodComponents,
+        support: Support,
+    ) -> Result<NoGood, NoGoodRefusal> {
+        let nogood = NoGood {
+            key: NoGoodKey(key),
+            components,
+            support,
+            evidence_digest,
+        };
+        nogood.verify()?;
+        Ok(nogood)
     }
 
     /// Re-derives the key and the evidence digest of a record read back from
