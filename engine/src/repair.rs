@@ -15,13 +15,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{EngineError, Progress, RepairOptions, RepairStatus, StageSummary, blocking, io};
-use crate::cluster::ResidualClass;
+use crate::cluster::{EnergyModel, ResidualClass, assess};
 use crate::config::Config;
 use crate::correction::{CorrectionOperator, CorrectionPacket};
 use crate::digest::CanonicalHasher;
@@ -38,9 +38,9 @@ use crate::search::{
     ForestBinding, ForestError, Frontier, FrontierEntry, Ineligibility, InterruptedForest,
     NoGoodComponents, NoGoodStore, OperatorKind, PartialCheckpointRef, Receipt, Reservation,
     ResumeClaim, SearchForest, Seed, Strategy, StrategyContext, Support, build_digest,
-    next_expansion,
+    next_expansion, probe_attempt, probe_first,
 };
-use crate::sensor::Sensor;
+use crate::sensor::{Sensor, SensorRun, StageReport};
 use crate::slots::Slots;
 use crate::snapshot::{
     self, BlobStore, CopyLimits, DirSource, Entry, EntryKind, Overlay, Snapshot, Snapshotter,
@@ -658,7 +658,7 @@ pub(crate) async fn search(
             |cluster| !exhausted.contains(&cluster.id),
             ctx.config,
             &proposer,
-            max_branches,
+            PLAN_CANDIDATES,
         ) else {
             let detail = if exhausted.is_empty() {
                 "no cluster has a tool suggestion to try".to_owned()
@@ -1169,6 +1169,18 @@ fn open_forest<'a>(
 /// may continue its own partial checkpoint before expansion looks elsewhere.
 const LOCAL_RETRIES: u32 = 2;
 
+/// How many candidates a plan asks the proposer for: every alternative a
+/// diagnostic probe may have to narrow down, far more than the branches
+/// that could try them one by one.
+const PLAN_CANDIDATES: usize = 16;
+
+/// How an attempt is carried out by the deterministic proposer.
+enum Realization<'p> {
+    Candidate(&'p Candidate),
+    /// A diagnostic probe picks the alternative in the branch.
+    Probe,
+}
+
 /// A correction packet and the proposer's candidates for it: what a seed
 /// (the accepted state or a partial checkpoint) offers to attempts.
 pub(crate) struct Plan {
@@ -1207,16 +1219,24 @@ impl Plan {
     /// The candidate that carries out `attempt`, if the deterministic
     /// proposer can: the single-fix suggestions, or one named alternative.
     /// A probe or a hand edit has no deterministic realization.
-    fn realize(&self, attempt: &Attempt) -> Option<&Candidate> {
-        match attempt.operator {
-            OperatorKind::ApplySuggestions => {
-                self.candidates.iter().find(|c| c.alternative.is_none())
-            }
-            OperatorKind::ChooseAlternative => self
+    fn realize(&self, attempt: &Attempt) -> Option<Realization<'_>> {
+        match (attempt.operator, attempt.strategy) {
+            (OperatorKind::ApplySuggestions, _) => self
                 .candidates
                 .iter()
-                .find(|c| c.alternative.is_some() && c.alternative == attempt.alternative),
-            OperatorKind::Edit | OperatorKind::SatisfyCounterexample => None,
+                .find(|c| c.alternative.is_none())
+                .map(Realization::Candidate),
+            (OperatorKind::ChooseAlternative, Strategy::DiagnosticProbe) => self
+                .candidates
+                .iter()
+                .any(|c| c.alternative.is_some())
+                .then_some(Realization::Probe),
+            (OperatorKind::ChooseAlternative, _) => self
+                .candidates
+                .iter()
+                .find(|c| c.alternative.is_some() && c.alternative == attempt.alternative)
+                .map(Realization::Candidate),
+            (OperatorKind::Edit | OperatorKind::SatisfyCounterexample, _) => None,
         }
     }
 
@@ -1233,14 +1253,25 @@ impl Plan {
     }
 
     /// The first attempt of a forest: the plan's best candidate, under the
-    /// strategy that declares what it assumes.
-    fn opening(&self) -> (Attempt, &Candidate) {
+    /// strategy that declares what it assumes; a choice with more
+    /// alternatives than the forest has branches is probed instead.
+    fn opening(&self, max_branches: usize) -> (Attempt, Option<&Candidate>) {
         let first = &self.candidates[0];
+        if first.alternative.is_some() && probe_first(self.alternatives(), max_branches) {
+            return (probe_attempt(&first.proposer), None);
+        }
         let strategy = match first.alternative {
             None => Strategy::ApplySuggestions,
             Some(_) => Strategy::NextAlternative,
         };
-        (Plan::attempt_for(first, strategy), first)
+        (Plan::attempt_for(first, strategy), Some(first))
+    }
+
+    fn alternatives(&self) -> usize {
+        self.candidates
+            .iter()
+            .filter(|c| c.alternative.is_some())
+            .count()
     }
 
     /// The evidence the strategy assumptions are checked against.
@@ -1288,6 +1319,7 @@ struct KeptPartial {
     checkpoint: PartialCheckpointRef,
     branch_id: String,
     snapshot: Snapshot,
+    measurement: Measurement,
     plan: Plan,
 }
 
@@ -1318,19 +1350,40 @@ struct Quantum {
     /// `None`: a new branch forks from `seed`.
     continues: Option<String>,
     seed: Seed,
-    candidate: Candidate,
+    /// The candidate, or `None` while a diagnostic probe has yet to pick it.
+    candidate: Option<Candidate>,
     /// Why it runs, for `branch_strategy_selected`.
     why: String,
 }
 
-/// The no-good proposal component of a quantum: the candidate's digest,
-/// bound to the partial checkpoint it is applied on.
-fn proposal_digest(seed: &Seed, candidate: &Candidate) -> Digest {
-    match seed {
-        Seed::Accepted => candidate.digest(),
+impl Quantum {
+    fn label(&self, plan: &Plan) -> String {
+        match &self.candidate {
+            Some(c) => c.label.clone(),
+            None => format!(
+                "diagnostic probe over {} alternatives of `{}`",
+                plan.alternatives(),
+                plan.packet.cluster_title
+            ),
+        }
+    }
+}
+
+/// The no-good proposal component of a quantum: the candidate's digest (a
+/// probe's is its plan's, since the probe's pick follows from it), bound to
+/// the partial checkpoint it is applied on.
+fn proposal_digest(quantum: &Quantum, plan: &Plan) -> Digest {
+    let proposal = match &quantum.candidate {
+        Some(candidate) => candidate.digest(),
+        None => CanonicalHasher::new("trellis.probe.v1")
+            .digest(&plan.digest())
+            .finish(),
+    };
+    match &quantum.seed {
+        Seed::Accepted => proposal,
         Seed::Partial(partial) => CanonicalHasher::new("trellis.proposal-on-partial.v1")
             .digest(&partial.digest())
-            .digest(&candidate.digest())
+            .digest(&proposal)
             .finish(),
     }
 }
@@ -1387,25 +1440,55 @@ async fn run_step(
     let mut tracks: BTreeMap<String, Track> = BTreeMap::new();
     let mut partials: BTreeMap<Digest, KeptPartial> = BTreeMap::new();
 
-    let (attempt, candidate) = plan.opening();
+    let (attempt, candidate) = plan.opening(max_branches);
     let mut next = Some(Quantum {
+        why: match candidate {
+            Some(_) => "the first branch applies the compiler's suggestion".to_owned(),
+            None => format!(
+                "{} alternatives and {max_branches} branches: a diagnostic probe narrows them first",
+                plan.alternatives()
+            ),
+        },
         attempt,
         continues: None,
         seed: Seed::Accepted,
-        candidate: candidate.clone(),
-        why: "the first branch applies the compiler's suggestion".to_owned(),
+        candidate: candidate.cloned(),
     });
     while let Some(quantum) = next.take() {
         if ctx.cancel.is_cancelled() || run.forest.is_closed() {
             break;
         }
         tried.push(quantum.attempt.clone());
+        // The seed the quantum starts from: its content, its measurement and
+        // the plan its evidence offers.
+        let (seed_snapshot, seed_source, seed_measurement, seed_plan) = match &quantum.seed {
+            Seed::Accepted => (
+                &accepted.snapshot,
+                DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
+                &accepted.measurement,
+                plan,
+            ),
+            Seed::Partial(p) => {
+                let kept = partials
+                    .get(&p.digest())
+                    .ok_or_else(|| forest_error(ForestError::UnknownPartial(p.digest())))?;
+                (
+                    &kept.snapshot,
+                    DirSource::new(
+                        ctx.slots.branch(branch_index(&kept.branch_id)),
+                        Overlay::default(),
+                    ),
+                    &kept.measurement,
+                    &kept.plan,
+                )
+            }
+        };
         let mut report = BranchReport {
             branch_id: quantum.continues.clone().unwrap_or_default(),
-            label: quantum.candidate.label.clone(),
-            proposer: quantum.candidate.proposer.clone(),
+            label: quantum.label(seed_plan),
+            proposer: seed_plan.candidates[0].proposer.clone(),
             strategy: quantum.attempt.strategy.name().to_owned(),
-            proposal: proposal_digest(&quantum.seed, &quantum.candidate),
+            proposal: proposal_digest(&quantum, seed_plan),
             root: None,
             energy: None,
             hard_pass: false,
@@ -1419,10 +1502,7 @@ async fn run_step(
         if let Some(key) = session.nogoods.suppresses(&components) {
             // Refused for free (erratum 21): no reservation, no branch.
             let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
-            run.observe(
-                &report.branch_id,
-                &format!("`{}`: {reason}", quantum.candidate.label),
-            )?;
+            run.observe(&report.branch_id, &format!("`{}`: {reason}", report.label))?;
             report.outcome = BranchOutcome::Ineligible { reason };
             step.branches.push(report);
             let refused = Track {
@@ -1447,25 +1527,7 @@ async fn run_step(
         let (branch_id, slot) = match &quantum.continues {
             Some(branch_id) => (branch_id.clone(), ctx.slots.branch(branch_index(branch_id))),
             None => {
-                let (snapshot, source) = match &quantum.seed {
-                    Seed::Accepted => (
-                        &accepted.snapshot,
-                        DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
-                    ),
-                    Seed::Partial(p) => {
-                        let kept = partials
-                            .get(&p.digest())
-                            .ok_or_else(|| forest_error(ForestError::UnknownPartial(p.digest())))?;
-                        (
-                            &kept.snapshot,
-                            DirSource::new(
-                                ctx.slots.branch(branch_index(&kept.branch_id)),
-                                Overlay::default(),
-                            ),
-                        )
-                    }
-                };
-                match fork_branch(&mut run, &quantum, snapshot, &source, &mut report)? {
+                match fork_branch(&mut run, &quantum, seed_snapshot, &seed_source, &mut report)? {
                     Some(forked) => forked,
                     None => {
                         step.branches.push(report);
@@ -1524,7 +1586,7 @@ async fn run_step(
             run.append(&records::strategy_selected(run.id(), &branch, &quantum.why))?;
         }
         ctx.progress.report(
-            &format!("branch {branch_id}: {}", quantum.candidate.label),
+            &format!("branch {branch_id}: {}", report.label),
             Some((100 * run.forest.branches.len() / (max_branches + 1)) as u32),
         );
         let track = tracks.entry(branch_id.clone()).or_insert_with(|| Track {
@@ -1538,22 +1600,66 @@ async fn run_step(
             track.attempt = quantum.attempt.clone();
         }
         let started = Instant::now();
-        let end = run_quantum(
-            &mut run,
-            session,
-            trajectory,
-            accepted,
-            plan,
-            &quantum,
-            &components,
-            &slot,
-            measured_roots,
-            targeted_before,
-            max_branches,
-            track,
-            &mut report,
-        )
-        .await?;
+        let candidate = match &quantum.candidate {
+            Some(candidate) => Some(candidate.clone()),
+            None => {
+                let picked = probe_alternatives(
+                    &mut run,
+                    seed_plan,
+                    seed_measurement,
+                    seed_snapshot,
+                    &seed_source,
+                    &slot,
+                    &branch_id,
+                    &tried,
+                )
+                .await?;
+                if let Some(candidate) = &picked {
+                    report.label = candidate.label.clone();
+                    tried.push(Attempt {
+                        alternative: candidate.alternative,
+                        ..quantum.attempt.clone()
+                    });
+                }
+                picked
+            }
+        };
+        let end = match &candidate {
+            Some(candidate) => {
+                run_quantum(
+                    &mut run,
+                    session,
+                    trajectory,
+                    accepted,
+                    plan,
+                    &quantum,
+                    candidate,
+                    &components,
+                    &slot,
+                    measured_roots,
+                    targeted_before,
+                    track,
+                    &mut report,
+                )
+                .await?
+            }
+            None if ctx.cancel.is_cancelled() || run.forest.is_closed() => {
+                report.outcome = BranchOutcome::Ineligible {
+                    reason: "the probe was stopped before it implicated an alternative".into(),
+                };
+                QuantumEnd::Stop
+            }
+            None => {
+                reject(
+                    &mut run,
+                    &mut report,
+                    "the diagnostic probe implicated no alternative: none built better than \
+                     the seed"
+                        .into(),
+                )?;
+                QuantumEnd::Ineligible
+            }
+        };
         frontier.remove(&branch_id);
         run.charge_elapsed(started)?;
         step.branches.push(report);
@@ -1669,7 +1775,7 @@ fn next_quantum(
                         track.local_retries_left
                     ),
                     seed: Seed::Partial(partial),
-                    candidate: candidate.clone(),
+                    candidate: Some(candidate.clone()),
                 }));
             }
             Some(Expansion::Open {
@@ -1679,7 +1785,12 @@ fn next_quantum(
                 novelty,
             }) => {
                 let fired: Vec<&str> = triggers.iter().map(|t| t.name()).collect();
-                match plan.realize(&attempt) {
+                let candidate = match plan.realize(&attempt) {
+                    Some(Realization::Candidate(candidate)) => Some(Some(candidate.clone())),
+                    Some(Realization::Probe) => Some(None),
+                    None => None,
+                };
+                match candidate {
                     Some(candidate) => {
                         return Ok(Some(Quantum {
                             why: format!(
@@ -1690,7 +1801,7 @@ fn next_quantum(
                             attempt,
                             continues: None,
                             seed,
-                            candidate: candidate.clone(),
+                            candidate,
                         }));
                     }
                     None => {
@@ -1708,6 +1819,124 @@ fn next_quantum(
             }
         }
     }
+}
+
+/// A diagnostic probe over a choice. Each untried alternative is applied
+/// alone in the branch slot and measured by the build stage only (a
+/// narrowed sensor run, reserved like any verifier run and never a gate
+/// decision), then the slot is synced back to its seed. The probe
+/// implicates the alternative that builds with the lowest energy, if that
+/// is below the seed's; only that one is then edited and measured in full.
+#[allow(clippy::too_many_arguments)]
+async fn probe_alternatives(
+    run: &mut ForestRun<'_>,
+    plan: &Plan,
+    seed_measurement: &Measurement,
+    seed: &Snapshot,
+    source: &DirSource,
+    slot: &Path,
+    branch_id: &str,
+    tried: &[Attempt],
+) -> Result<Option<Candidate>, EngineError> {
+    let ctx = run.ctx;
+    // The first stage is the build: the narrowest run that says whether a
+    // choice compiles.
+    let Some(build) = ctx.sensors.first() else {
+        return Ok(None);
+    };
+    let narrowed_energy = |reports: &[StageReport]| assess(reports, &[], &EnergyModel::V1).energy;
+    let seed_reports: Vec<StageReport> = seed_measurement
+        .reports
+        .iter()
+        .filter(|r| r.stage == build.stage())
+        .cloned()
+        .collect();
+    let seed_energy = narrowed_energy(&seed_reports);
+    let limits = CopyLimits {
+        max_files: seed.entries.len() as u64,
+        max_bytes: seed.total_bytes(),
+    };
+    let untried = plan.candidates.iter().filter(|c| {
+        c.alternative.is_some()
+            && !tried
+                .iter()
+                .any(|a| a.route == c.proposer && a.alternative == c.alternative)
+    });
+    let mut best: Option<(f64, &Candidate)> = None;
+    for candidate in untried {
+        if ctx.cancel.is_cancelled() || run.forest.is_closed() {
+            break;
+        }
+        let Some(reservation) = run.reserve(ActionKind::VerifierRun)? else {
+            break;
+        };
+        let applied = blocking(|| apply_candidate(slot, candidate));
+        let report = match &applied {
+            Ok(()) => Some(
+                build
+                    .run(SensorRun {
+                        dir: slot,
+                        target_dir: &ctx.slots.branch_target(),
+                        deadline: Duration::from_secs(ctx.config.stages.build_timeout_secs),
+                        cancel: ctx.cancel.clone(),
+                    })
+                    .await,
+            ),
+            Err(_) => None,
+        };
+        run.settle(reservation, ActionKind::VerifierRun)?;
+        let synced = blocking(|| snapshot::materialize(seed, source, slot, limits)).map_err(io)?;
+        if synced.root != seed.root {
+            return Err(EngineError::Io(format!(
+                "{}: the probe slot did not sync back to its seed",
+                slot.display()
+            )));
+        }
+        let alternative = candidate.alternative.map_or(0, |i| i + 1);
+        let energy = match (applied, report) {
+            (Ok(()), Some(report))
+                if !matches!(
+                    report.status,
+                    crate::sensor::StageStatus::Unavailable { .. }
+                ) =>
+            {
+                narrowed_energy(std::slice::from_ref(&report))
+            }
+            (Err(reason), _) => {
+                run.observe(
+                    branch_id,
+                    &format!(
+                        "probe #{alternative} `{}`: not applicable: {reason}",
+                        candidate.label
+                    ),
+                )?;
+                continue;
+            }
+            _ => {
+                run.observe(
+                    branch_id,
+                    &format!(
+                        "probe #{alternative} `{}`: the build could not run",
+                        candidate.label
+                    ),
+                )?;
+                continue;
+            }
+        };
+        run.observe(
+            branch_id,
+            &format!(
+                "probe #{alternative} `{}`: build energy {energy:.2} (seed {seed_energy:.2})",
+                candidate.label
+            ),
+        )?;
+        if best.is_none_or(|(lowest, _)| energy < lowest) {
+            best = Some((energy, candidate));
+        }
+    }
+    Ok(best
+        .filter(|(energy, _)| *energy < seed_energy)
+        .map(|(_, candidate)| candidate.clone()))
 }
 
 /// Forks a new branch from a seed: reserve the seed's size, copy, settle
@@ -1752,10 +1981,7 @@ fn fork_branch(
     };
     if let Err(reason) = copied {
         let _ = std::fs::remove_dir_all(&slot);
-        run.observe(
-            "",
-            &format!("`{}`: no branch: {reason}", quantum.candidate.label),
-        )?;
+        run.observe("", &format!("`{}`: no branch: {reason}", report.label))?;
         report.outcome = BranchOutcome::Ineligible {
             reason: format!("the branch workspace could not be made: {reason}"),
         };
@@ -1770,7 +1996,7 @@ fn fork_branch(
     }
     let spec = BranchSpec {
         strategy: quantum.attempt.strategy,
-        route: quantum.candidate.proposer.clone(),
+        route: quantum.attempt.route.clone(),
         prompt_program: None,
     };
     let branch = run
@@ -1890,11 +2116,11 @@ async fn run_quantum(
     accepted: &Accepted,
     plan: &Plan,
     quantum: &Quantum,
+    candidate: &Candidate,
     components: &NoGoodComponents,
     slot: &Path,
     measured_roots: &mut BTreeSet<Digest>,
     targeted_before: f64,
-    max_branches: usize,
     track: &mut Track,
     report: &mut BranchReport,
 ) -> Result<QuantumEnd, EngineError> {
@@ -1905,7 +2131,7 @@ async fn run_quantum(
         Seed::Partial(p) => p.state_root,
     };
     let realized = blocking(|| {
-        apply_candidate(slot, &quantum.candidate).and_then(|()| {
+        apply_candidate(slot, candidate).and_then(|()| {
             Snapshotter::new(slot, None)
                 .snapshot(&Overlay::default())
                 .map_err(|e| e.to_string())
@@ -2019,7 +2245,7 @@ async fn run_quantum(
         Eligibility::Eligible => {
             return Ok(QuantumEnd::Eligible(Box::new(Eligible {
                 branch_id,
-                label: quantum.candidate.label.clone(),
+                label: candidate.label.clone(),
                 y,
                 m,
             })));
@@ -2053,7 +2279,7 @@ async fn run_quantum(
                 |cluster| m.energy() - cluster.energy <= bar,
                 ctx.config,
                 &SuggestionProposer,
-                max_branches,
+                PLAN_CANDIDATES,
             )
         })
         .flatten();
@@ -2084,6 +2310,7 @@ async fn run_quantum(
             checkpoint,
             branch_id,
             snapshot: y,
+            measurement: m,
             plan: next_plan,
         })));
     }

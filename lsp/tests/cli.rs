@@ -295,6 +295,51 @@ fn a_cluster_with_no_eligible_branch_gives_way_to_the_next_cluster() {
 }
 
 #[test]
+fn a_choice_with_more_alternatives_than_branches_is_narrowed_by_a_diagnostic_probe() {
+    // rustc offers fifteen `Iter`s; `std::slice::Iter` is far down the list,
+    // beyond what three branches could try one by one.
+    let ws = Workspace::of("many-alternatives");
+    let doc = committed(&ws);
+    let branches = doc["steps"][0]["branches"].as_array().unwrap();
+    assert_eq!(branches.len(), 1, "one branch, probed: {doc:#}");
+    assert_eq!(branches[0]["strategy"], "diagnostic_probe");
+    assert_eq!(branches[0]["outcome"], "selected");
+    assert!(ws.read("src/lib.rs").contains("use std::slice::Iter;"));
+    assert!(ws.cargo_test_passes());
+
+    // Each alternative was probed by a narrowed, reserved build run, recorded
+    // as an observation and never as a decision.
+    let events = search_events(&ledger_rows(&ws));
+    let probes = events
+        .iter()
+        .filter(|e| {
+            matches!(e, SearchEvent::BranchObservation { observation, .. }
+                if observation.starts_with("probe #"))
+        })
+        .count();
+    assert!(probes >= 10, "every alternative is probed: {probes}");
+    let usage = events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            SearchEvent::SearchUsageSnapshot { usage, .. } => Some(usage.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        usage["verifier_runs"],
+        probes as u64 + 1,
+        "the probes and the final measurement are each one reserved verifier run"
+    );
+    let (_, replay) = ws.json(&["ledger", "replay"]);
+    assert_eq!(
+        replay["decisions"].as_array().map(Vec::len),
+        Some(1),
+        "{replay:#}"
+    );
+}
+
+#[test]
 fn a_two_member_workspace_is_repaired_in_the_right_member() {
     let ws = Workspace::of("two-members");
     let doc = committed(&ws);

@@ -27,9 +27,10 @@ pub enum Strategy {
     /// Take the next untried alternative the tools offer (another import
     /// path). Assumes an untried alternative remains.
     NextAlternative,
-    /// Localize before editing: probe the affected sites (narrowed sensor
-    /// runs, a focused test) and edit only what the probe implicates.
-    /// Assumes the evidence names at least one site.
+    /// Localize before editing: probe the affected sites or the offered
+    /// alternatives with narrowed sensor runs (the build stage alone, a
+    /// focused test) and edit only what the probe implicates. Assumes the
+    /// evidence names at least one site.
     DiagnosticProbe,
     /// Continue a witnessed partial checkpoint with its correction packet.
     /// Assumes such a partial exists.
@@ -78,7 +79,9 @@ impl Strategy {
             Strategy::NextAlternative => operator == OperatorKind::ChooseAlternative,
             Strategy::DiagnosticProbe => matches!(
                 operator,
-                OperatorKind::Edit | OperatorKind::SatisfyCounterexample
+                OperatorKind::ChooseAlternative
+                    | OperatorKind::Edit
+                    | OperatorKind::SatisfyCounterexample
             ),
             Strategy::LocalRepair => true,
         }
@@ -270,6 +273,23 @@ pub enum Expansion {
 /// Probes considered for a plateau.
 pub const PLATEAU_PROBES: usize = 3;
 
+/// Whether a choice should be probed rather than tried branch by branch:
+/// when more alternatives are untried than branches are left, one branch per
+/// alternative cannot cover them, so a diagnostic probe narrows them first.
+pub fn probe_first(untried_alternatives: usize, branch_room: usize) -> bool {
+    untried_alternatives > branch_room
+}
+
+/// The attempt that probes a choice: the probe, not the attempt, picks the
+/// alternative.
+pub fn probe_attempt(route: &str) -> Attempt {
+    Attempt::new(
+        OperatorKind::ChooseAlternative,
+        Strategy::DiagnosticProbe,
+        route,
+    )
+}
+
 /// The triggers the current branch's measurements fire.
 pub fn triggers(state: &ExpansionState) -> Vec<Trigger> {
     let current = &state.current;
@@ -353,7 +373,9 @@ fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
     // A choice takes the first alternative not yet tried on its route; with
     // none left, the choice is not an attempt at all.
     let attempt = |operator, strategy, route: &str| -> Option<Attempt> {
-        let alternative = if operator == OperatorKind::ChooseAlternative {
+        let alternative = if operator == OperatorKind::ChooseAlternative
+            && strategy != Strategy::DiagnosticProbe
+        {
             Some(next_alternative(state, route)?)
         } else {
             None
@@ -364,6 +386,12 @@ fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
         })
     };
     let mut out = Vec::new();
+    let room = state.max_branches.saturating_sub(state.branches_opened);
+    if operators.contains(&OperatorKind::ChooseAlternative)
+        && probe_first(state.context.untried_alternatives, room)
+    {
+        out.push((Some(probe_attempt(&current.route)), Novelty::Strategy));
+    }
     if forced {
         out.push((
             attempt(
@@ -429,10 +457,11 @@ fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
         && *attempt != state.current.attempt
         && !state.tried.contains(attempt)
         && (attempt.operator != OperatorKind::ChooseAlternative
-            || state
-                .operators
-                .iter()
-                .any(|op| OperatorKind::of(op) == Some(OperatorKind::ChooseAlternative)))
+            || (state.context.untried_alternatives > 0
+                && state
+                    .operators
+                    .iter()
+                    .any(|op| OperatorKind::of(op) == Some(OperatorKind::ChooseAlternative))))
 }
 
 #[cfg(test)]
@@ -533,6 +562,13 @@ mod tests {
         s.tried = vec![s.current.attempt.clone()];
         s.operators.push(CorrectionOperator::SatisfyCounterexample);
         s.current.outcome = BranchOutcome::Ineligible;
+        // The probe supports choosing among alternatives and satisfying a
+        // counterexample; the packet's order decides.
+        let (_, _, attempt, novelty) = opened(&s);
+        assert_eq!(novelty, Novelty::Operator);
+        assert_eq!(attempt.operator, OperatorKind::ChooseAlternative);
+        assert_eq!(attempt.strategy, Strategy::DiagnosticProbe);
+        s.tried.push(attempt);
         let (_, _, attempt, novelty) = opened(&s);
         assert_eq!(novelty, Novelty::Operator);
         assert_eq!(attempt.operator, OperatorKind::SatisfyCounterexample);
@@ -702,6 +738,27 @@ mod tests {
         s.current.attempt = attempt;
         s.context.untried_alternatives = 0;
         assert_eq!(next_expansion(&s), None, "both alternatives were tried");
+    }
+
+    #[test]
+    fn more_untried_alternatives_than_branches_left_are_probed_first() {
+        let mut s = quiet();
+        s.operators = vec![CorrectionOperator::ChooseAlternative { alternatives: 15 }];
+        s.routes = vec![RUSTC.into()];
+        s.current.outcome = BranchOutcome::Ineligible;
+        s.context.untried_alternatives = 14;
+        let (_, seed, attempt, novelty) = opened(&s);
+        assert_eq!((seed, novelty), (Seed::Accepted, Novelty::Strategy));
+        assert_eq!(attempt, probe_attempt(RUSTC));
+
+        // Once probed, or with room for every alternative, they are tried
+        // one branch each.
+        s.tried.push(probe_attempt(RUSTC));
+        assert_eq!(opened(&s).2.strategy, Strategy::NextAlternative);
+        s.tried.pop();
+        s.context.untried_alternatives = 2;
+        assert_eq!(opened(&s).2.strategy, Strategy::NextAlternative);
+        assert!(probe_first(3, 2) && !probe_first(2, 2));
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub use budget::{
 };
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
-    Strategy, StrategyContext, Trigger, next_expansion,
+    Strategy, StrategyContext, Trigger, next_expansion, probe_attempt, probe_first,
 };
 pub use forest::{
     BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError, ForestSettlement,
