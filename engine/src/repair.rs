@@ -625,6 +625,9 @@ pub(crate) async fn search(
             (trajectory, start)
         }
     };
+    // Steps an interrupted run of this generation already took count
+    // against `max_steps` as well.
+    let continued_steps = trajectory.decisions.len();
     // Every state the generation accepted has been measured already.
     let mut measured_roots: BTreeSet<Digest> =
         trajectory.states.iter().map(|state| state.root).collect();
@@ -644,7 +647,7 @@ pub(crate) async fn search(
         if ctx.cancel.is_cancelled() {
             break RepairStatus::Cancelled;
         }
-        if steps.len() >= ctx.config.exploration.max_steps {
+        if continued_steps + steps.len() >= ctx.config.exploration.max_steps {
             break RepairStatus::ResidualsRemain;
         }
         let target = if steps.is_empty() {

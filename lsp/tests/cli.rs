@@ -1053,6 +1053,25 @@ fn an_interrupted_repair_whose_accepted_state_cannot_be_rebuilt_is_refused() {
     committed(&ws);
 }
 
+#[test]
+fn a_continued_repair_counts_its_earlier_steps_against_max_steps() {
+    let ws = Workspace::of("two-steps");
+    killed_in_its_second_step(&ws);
+    let before = ws.tree();
+    let user_config = ws.cache.path().join("config/trellis/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::fs::write(&user_config, "[exploration]\nmax_steps = 1\n").unwrap();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(doc["status"], "residuals_remain");
+    assert_eq!(
+        doc["steps"].as_array().map(Vec::len),
+        Some(0),
+        "the killed run's accepted step used the only one: {doc:#}"
+    );
+    assert_eq!(ws.tree(), before, "no hard pass, nothing written");
+}
+
 /// A bundle section replacing `branch_correct/role`, in the section format.
 fn write_bundle_section(dir: &Path, id: &str) {
     std::fs::create_dir_all(dir).unwrap();
