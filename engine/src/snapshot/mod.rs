@@ -7,6 +7,8 @@
 //! measured?" is a single comparison.
 //!
 //! - [`scan`]: builds snapshots from disk, reusing a git-index-like stat cache.
+//! - `tree`, `watch`: watched mode for long-lived processes, where inotify
+//!   events say which directories a re-root must list again.
 //! - [`store`]: where snapshot content can be read back, verified.
 //! - [`fsutil`]: path confinement and atomic writes for anything that writes.
 //! - [`materialize`]: eager copies of a snapshot into branch workspaces.
@@ -23,12 +25,15 @@ pub mod fsutil;
 pub mod materialize;
 pub mod scan;
 pub mod store;
+mod tree;
+mod watch;
 
 pub use diff::diff;
 pub use fsutil::{confine, write_all_atomic, write_atomic};
 pub use materialize::{CopyLimits, MaterializeReport, materialize};
-pub use scan::Snapshotter;
+pub use scan::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
+pub use watch::RescanReason;
 
 /// The domain tag of [`state_root`]; a change of encoding is a change of tag.
 pub const STATE_ROOT_DOMAIN: &str = "trellis.state-root.v1";
