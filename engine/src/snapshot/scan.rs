@@ -73,7 +73,7 @@ enum State {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReRoot {
     /// No re-root yet.
-    None,
+    NotYet,
     /// Every directory listed and every file stat-ed: the stat-cache mode,
     /// or the first scan in watched mode.
     FullScan,
@@ -140,7 +140,7 @@ impl Snapshotter {
             cache_file,
             watched: false,
             state: State::Unloaded,
-            last_reroot: ReRoot::None,
+            last_reroot: ReRoot::NotYet,
         }
     }
 
@@ -433,9 +433,7 @@ pub(super) fn walk(
     watches: Option<&DirWatches>,
     now_ns: i64,
 ) -> Result<Walked, SnapshotError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get().min(8))
-        .min(jobs.len());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let queue = WorkQueue {
         state: Mutex::new(QueueState {
             jobs,
