@@ -146,9 +146,16 @@ impl Snapshotter {
 
     /// Switches to watched mode, for a long-lived process: from the next
     /// re-root on, directories are watched with inotify and only those with
-    /// events are listed again (see [`super::tree`] for what that does not
-    /// see). Where watching is unavailable, re-roots keep using the stat
-    /// cache. The persisted cache is kept up to date in both modes.
+    /// events are listed again; the snapshot is the one a full scan would
+    /// give. Anything the events cannot describe directory by directory
+    /// (a queue overflow, a changed ignore file, a directory that cannot be
+    /// watched) costs one full scan, and where inotify is unavailable every
+    /// re-root uses the stat cache. The persisted cache is kept up to date
+    /// in both modes.
+    ///
+    /// Opt-in because inotify does not see writes through a shared `mmap`,
+    /// changes made by other machines on network file systems, or file
+    /// systems mounted inside the workspace later.
     pub fn watch(&mut self) {
         self.watched = true;
     }
@@ -219,9 +226,15 @@ impl Snapshotter {
             }
         };
 
+        // Said once, not on every re-root while it lasts.
+        let newly_unwatched = self.last_reroot != ReRoot::Rescan(RescanReason::WatchUnavailable);
         let watches = if self.watched {
             DirWatches::new()
-                .inspect_err(|err| tracing::warn!(%err, "cannot watch the workspace"))
+                .inspect_err(|err| {
+                    if newly_unwatched {
+                        tracing::warn!(%err, "cannot watch the workspace; re-roots stat every file");
+                    }
+                })
                 .ok()
         } else {
             None
@@ -231,7 +244,11 @@ impl Snapshotter {
         let changed = walked.hashed > 0 || walked.file_count() != previous.len();
         self.state = match watches {
             Some(watches) => {
-                State::Watched(WatchedTree::new(&self.root, root_id, watches, walked.dirs))
+                let tree = WatchedTree::new(&self.root, root_id, watches, walked.dirs);
+                if let Some(why) = tree.unwatched_reason().filter(|_| newly_unwatched) {
+                    tracing::warn!("workspace not fully watched; re-roots stat every file: {why}");
+                }
+                State::Watched(tree)
             }
             None => State::Cached(walked.into_stat_cache()),
         };

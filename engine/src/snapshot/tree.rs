@@ -129,13 +129,17 @@ impl WatchedTree {
             complete: true,
             dirs: HashMap::with_capacity(listed.len()),
         };
-        if !tree.insert(listed) {
-            let why = tree.watches.failure().unwrap_or_else(|| {
-                "a directory is reachable under two paths (a bind mount?)".to_owned()
-            });
-            tracing::warn!("workspace not fully watched, re-roots stat every file: {why}");
-        }
+        tree.insert(listed);
         tree
+    }
+
+    /// Why some directory is not watched, if one is not.
+    pub fn unwatched_reason(&self) -> Option<String> {
+        (!self.complete).then(|| {
+            self.watches.failure().unwrap_or_else(|| {
+                "a directory is reachable under two paths (a bind mount?)".to_owned()
+            })
+        })
     }
 
     /// Every file, with its cached entry.
@@ -594,10 +598,13 @@ mod tests {
         .unwrap();
         let watches = DirWatches::new().unwrap();
         let mut tree = WatchedTree::new(dir.path(), DirId::of(dir.path()), watches, listed.dirs);
-        assert!(matches!(
-            tree.refresh(0),
-            Err(RescanReason::WatchUnavailable)
-        ));
+        for _ in 0..2 {
+            assert!(matches!(
+                tree.refresh(0),
+                Err(RescanReason::WatchUnavailable)
+            ));
+        }
+        assert!(tree.unwatched_reason().is_some());
     }
 
     /// One step of a random workload, over a small set of names so that
