@@ -17,7 +17,7 @@
 //! Two modes share that cache. The default lists every directory and stats
 //! every file on each re-root: right for the CLI, a fresh process each run.
 //! [`Snapshotter::watch`] opts a long-lived process (the language server)
-//! into watched mode ([`super::tree`]), where a re-root lists again only
+//! into watched mode (`snapshot/tree.rs`), where a re-root lists again only
 //! the directories inotify reported changes in.
 
 use std::collections::{BTreeMap, HashMap};
