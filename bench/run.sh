@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every benchmark, each against its named baseline, median of several runs:
-#   1. snapshot root vs `git add -A && git write-tree`; warm re-root vs cold;
+#   1. snapshot root vs `git add -A && git write-tree`; watched re-root vs cold;
 #      eager copy vs `cp -a` (a generated 10,000-file tree);
 #   2. a branch measurement vs an in-place incremental `cargo check`.
 set -euo pipefail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Snapshot benchmark: snapshot root vs `git add -A && git write-tree` (cold),
-# warm re-root vs cold, and eager copy vs `cp -a`, on a generated
-# 10,000-file tree. Prints a table of medians and ratios.
+# warm re-root vs cold (watched, as in the language server; and a new
+# process with the stat cache, for information), and eager copy vs `cp -a`,
+# on a generated 10,000-file tree. Prints a table of medians and ratios.
 #
 #   bench/snapshot.sh [--files N] [--runs N]
 #

@@ -301,6 +301,14 @@ impl Engine {
         })
     }
 
+    /// Re-roots from directory watches instead of a stat of every file: for
+    /// the language server, which re-roots on every save. The CLI, a new
+    /// process each run, keeps the stat cache. [`Snapshotter::watch`] says
+    /// what watches do not see.
+    pub fn watch_workspace(&self) {
+        self.snapshotter.lock().expect("snapshotter lock").watch();
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -7,6 +7,8 @@
 //! measured?" is a single comparison.
 //!
 //! - [`scan`]: builds snapshots from disk, reusing a git-index-like stat cache.
+//! - `tree`, `watch`: watched mode for long-lived processes, where inotify
+//!   events say which directories a re-root must list again.
 //! - [`store`]: where snapshot content can be read back, verified.
 //! - [`fsutil`]: path confinement and atomic writes for anything that writes.
 //! - [`materialize`]: eager copies of a snapshot into branch workspaces.
@@ -23,12 +25,15 @@ pub mod fsutil;
 pub mod materialize;
 pub mod scan;
 pub mod store;
+mod tree;
+mod watch;
 
 pub use diff::diff;
 pub use fsutil::{confine, write_all_atomic, write_atomic};
 pub use materialize::{CopyLimits, MaterializeReport, materialize};
-pub use scan::Snapshotter;
+pub use scan::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
+pub use watch::RescanReason;
 
 /// The domain tag of [`state_root`]; a change of encoding is a change of tag.
 pub const STATE_ROOT_DOMAIN: &str = "trellis.state-root.v1";
@@ -109,7 +114,15 @@ pub fn state_root(entries: &BTreeMap<RelPath, Entry>) -> Digest {
 /// Refuses entry sets that no directory tree can hold: a path that is both
 /// an entry and the parent directory of another entry.
 pub(crate) fn check_shape(entries: &BTreeMap<RelPath, Entry>) -> Result<(), SnapshotError> {
+    // Whether a path is refused depends only on its directory, and paths in
+    // one directory mostly sort together: check each directory once per run.
+    let mut checked_dir = "";
     for path in entries.keys() {
+        let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        if dir == checked_dir {
+            continue;
+        }
+        checked_dir = dir;
         for (slash, _) in path.match_indices('/') {
             if entries.contains_key(&path[..slash]) {
                 return Err(SnapshotError::InvalidPath {
@@ -275,6 +288,27 @@ mod tests {
         let mut edited = tiny_entries();
         *edited.get_mut("src/lib.rs").unwrap() = file(b"pub fn answer() -> u32 { 41 }\n", false);
         assert_ne!(state_root(&edited), base);
+    }
+
+    #[test]
+    fn shape_check_finds_a_file_parent_past_siblings_that_sort_between() {
+        let entry = file(b"x", false);
+        // `a.rs` and `a-b` sort between `a` and `a/b`, in the same directory
+        // as `a`; `d/x` shares a directory with the refused `d/x/y`'s parent.
+        for (paths, refused) in [
+            (&["a", "a-b", "a.rs", "a/b"][..], Some("a/b")),
+            (&["d/x", "d/x.rs", "d/x/y"][..], Some("d/x/y")),
+            (&["a.rs", "a/b", "a/c/d", "b"][..], None),
+        ] {
+            let entries = paths.iter().map(|p| (p.to_string(), entry)).collect();
+            match (check_shape(&entries), refused) {
+                (Ok(()), None) => {}
+                (Err(SnapshotError::InvalidPath { path, .. }), Some(refused)) => {
+                    assert_eq!(path, refused)
+                }
+                (got, want) => panic!("{paths:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

@@ -10,9 +10,15 @@
 //! Hashing every file on every keystroke would be slow, so each file's
 //! `(size, mtime, ctime, inode, mode)` is remembered with its blob, and a file
 //! whose stat is unchanged is not read again. As in git, a file whose
-//! timestamps are too close to the moment its stat was cached is *racily
+//! timestamps are too close to the moment its content was read is *racily
 //! clean*: it could have been modified within the timestamp granularity
 //! without its stat changing, so it is re-hashed until it is old enough.
+//!
+//! Two modes share that cache. The default lists every directory and stats
+//! every file on each re-root: right for the CLI, a fresh process each run.
+//! [`Snapshotter::watch`] opts a long-lived process (the language server)
+//! into watched mode (`snapshot/tree.rs`), where a re-root lists again only
+//! the directories inotify reported changes in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -26,6 +32,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use super::fsutil::check_rel_path;
+use super::tree::{DirId, WatchedTree};
+use super::watch::{DirWatches, RescanReason, Wd};
 use super::{Entry, EntryKind, Overlay, Snapshot, SnapshotError};
 use crate::diagnostic::RelPath;
 use crate::digest::{Digest, blob_digest};
@@ -37,20 +45,48 @@ use crate::digest::{Digest, blob_digest};
 const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
 /// First bytes of a persisted cache; bump the digit to change the format.
-const CACHE_MAGIC: &[u8; 8] = b"TRLSIDX1";
+const CACHE_MAGIC: &[u8; 8] = b"TRLSIDX2";
 
 /// Takes snapshots of one workspace, remembering file stats between them.
 pub struct Snapshotter {
     root: PathBuf,
     cache_file: Option<PathBuf>,
-    /// `None` until the persisted cache has been loaded (lazily, so `new`
-    /// cannot fail).
-    cache: Option<StatCache>,
+    /// Whether re-roots use directory watches ([`Snapshotter::watch`]).
+    watched: bool,
+    state: State,
+    last_reroot: ReRoot,
+}
+
+/// What the snapshotter remembers from its last scan.
+enum State {
+    /// Nothing yet: the persisted cache is loaded at the first re-root (so
+    /// `new` cannot fail).
+    Unloaded,
+    /// The stats of the last full scan.
+    Cached(StatCache),
+    /// Watched mode: the last scan per directory, kept current by inotify.
+    Watched(WatchedTree),
+}
+
+/// How the last re-root learned the state of the disk. Tests, benchmarks
+/// and logs use it; the snapshot is the same whichever way was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReRoot {
+    /// No re-root yet.
+    NotYet,
+    /// Every directory listed and every file stat-ed: the stat-cache mode,
+    /// or the first scan in watched mode.
+    FullScan,
+    /// Watched mode listed everything again, for this reason.
+    Rescan(RescanReason),
+    /// Watched mode listed again only the `relisted` directories that had
+    /// events, and walked `walked` new ones.
+    Incremental { relisted: usize, walked: usize },
 }
 
 /// What a file looked like when its blob was computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FileStat {
+pub(super) struct FileStat {
     size: u64,
     mtime_ns: i64,
     ctime_ns: i64,
@@ -70,31 +106,29 @@ impl FileStat {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct CachedEntry {
+/// A file's entry, with the stat and time that vouch for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CachedEntry {
     stat: FileStat,
     entry: Entry,
+    /// Wall-clock nanoseconds at the start of the re-root that read the
+    /// content: a lower bound on when it was read.
+    read_at_ns: i64,
 }
 
-/// Stats and blobs from one scan, and when that scan began.
-#[derive(Debug, Default)]
-struct StatCache {
-    /// Wall-clock nanoseconds at the start of the scan that recorded these.
-    taken_at_ns: i64,
-    entries: HashMap<RelPath, CachedEntry>,
-}
-
-impl StatCache {
-    /// The cached entry for `path` if its stat is unchanged and it was not
-    /// racily clean when cached.
-    fn trusted(&self, path: &str, stat: &FileStat) -> Option<Entry> {
-        let cached = self.entries.get(path)?;
+impl CachedEntry {
+    /// The entry, if `stat` is unchanged and the file was not racily clean
+    /// when it was read.
+    fn trusted(&self, stat: &FileStat) -> Option<Entry> {
         // Content changes move the mtime; as in git, that is the clock that
-        // matters. (ctime is still compared for equality above.)
-        let settled = stat.mtime_ns + RACY_WINDOW_NS < self.taken_at_ns;
-        (cached.stat == *stat && settled).then_some(cached.entry)
+        // matters. (ctime is still compared for equality.)
+        let settled = stat.mtime_ns + RACY_WINDOW_NS < self.read_at_ns;
+        (self.stat == *stat && settled).then_some(self.entry)
     }
 }
+
+/// Cached entries by path: what a scan may trust instead of reading.
+pub(super) type StatCache = HashMap<RelPath, CachedEntry>;
 
 impl Snapshotter {
     /// A snapshotter for the workspace at `workspace_root`. With
@@ -104,12 +138,35 @@ impl Snapshotter {
         Snapshotter {
             root: workspace_root.to_path_buf(),
             cache_file,
-            cache: None,
+            watched: false,
+            state: State::Unloaded,
+            last_reroot: ReRoot::NotYet,
         }
+    }
+
+    /// Switches to watched mode, for a long-lived process: from the next
+    /// re-root on, directories are watched with inotify and only those with
+    /// events are listed again; the snapshot is the one a full scan would
+    /// give. Anything the events cannot describe directory by directory
+    /// (a queue overflow, a changed ignore file, a directory that cannot be
+    /// watched) costs one full scan, and where inotify is unavailable every
+    /// re-root uses the stat cache. The persisted cache is kept up to date
+    /// in both modes.
+    ///
+    /// Opt-in because inotify does not see writes through a shared `mmap`,
+    /// changes made by other machines on network file systems, or file
+    /// systems mounted inside the workspace later.
+    pub fn watch(&mut self) {
+        self.watched = true;
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// How the last re-root found the disk's state.
+    pub fn last_reroot(&self) -> ReRoot {
+        self.last_reroot
     }
 
     /// Snapshots the workspace as seen through `overlay`.
@@ -119,35 +176,83 @@ impl Snapshotter {
     /// skipped; an overlay path that is not a safe relative path, or that
     /// collides with a directory, is an error.
     pub fn snapshot(&mut self, overlay: &Overlay) -> Result<Snapshot, SnapshotError> {
-        let taken_at_ns = now_ns();
-        let previous = match self.cache.take() {
-            Some(cache) => cache,
-            None => self.load_cache(),
-        };
-        let scan = walk(&self.root, &previous)?;
-        let changed = scan.hashed > 0 || scan.files.len() != previous.entries.len();
-
-        let mut entries: BTreeMap<RelPath, Entry> = scan
-            .files
-            .iter()
+        let changed = self.refresh_disk_state(now_ns())?;
+        let files = self.state.files();
+        if changed {
+            // Only a new file or a re-read one changes the cache: every
+            // trusted entry is kept as it was.
+            self.save_cache(&files)?;
+        }
+        let mut entries: BTreeMap<RelPath, Entry> = files
+            .into_iter()
             .map(|(path, cached)| (path.clone(), cached.entry))
             .collect();
         apply_overlay(&self.root, &mut entries, overlay)?;
         super::check_shape(&entries)?;
-
-        self.cache = Some(if changed {
-            let cache = StatCache {
-                taken_at_ns,
-                entries: scan.files.into_iter().collect(),
-            };
-            self.save_cache(&cache)?;
-            cache
-        } else {
-            // Nothing was re-hashed, so every entry was trusted under the old
-            // timestamp; keeping it avoids rewriting an identical index.
-            previous
-        });
         Ok(Snapshot::from_entries(entries))
+    }
+
+    /// Brings the remembered state up to date with the disk, the cheapest
+    /// way the mode allows. Returns whether any file is new or was re-read
+    /// (and so whether the persisted cache is out of date).
+    fn refresh_disk_state(&mut self, now_ns: i64) -> Result<bool, SnapshotError> {
+        let previous = match std::mem::replace(&mut self.state, State::Unloaded) {
+            State::Watched(mut tree) => match tree.refresh(now_ns) {
+                Ok(refreshed) => {
+                    self.last_reroot = ReRoot::Incremental {
+                        relisted: refreshed.relisted,
+                        walked: refreshed.walked,
+                    };
+                    self.state = State::Watched(tree);
+                    return Ok(refreshed.changed);
+                }
+                Err(reason) => {
+                    tracing::debug!(?reason, "watched re-root falls back to a full scan");
+                    self.last_reroot = ReRoot::Rescan(reason);
+                    tree.into_stat_cache()
+                }
+            },
+            State::Cached(cache) => {
+                self.last_reroot = if self.watched {
+                    ReRoot::Rescan(RescanReason::WatchUnavailable)
+                } else {
+                    ReRoot::FullScan
+                };
+                cache
+            }
+            State::Unloaded => {
+                self.last_reroot = ReRoot::FullScan;
+                self.load_cache()
+            }
+        };
+
+        // Said once, not on every re-root while it lasts.
+        let newly_unwatched = self.last_reroot != ReRoot::Rescan(RescanReason::WatchUnavailable);
+        let watches = if self.watched {
+            DirWatches::new()
+                .inspect_err(|err| {
+                    if newly_unwatched {
+                        tracing::warn!(%err, "cannot watch the workspace; re-roots stat every file");
+                    }
+                })
+                .ok()
+        } else {
+            None
+        };
+        let root_id = DirId::of(&self.root);
+        let walked = walk(root_job(&self.root), &previous, watches.as_ref(), now_ns)?;
+        let changed = walked.hashed > 0 || walked.file_count() != previous.len();
+        self.state = match watches {
+            Some(watches) => {
+                let tree = WatchedTree::new(&self.root, root_id, watches, walked.dirs);
+                if let Some(why) = tree.unwatched_reason().filter(|_| newly_unwatched) {
+                    tracing::warn!("workspace not fully watched; re-roots stat every file: {why}");
+                }
+                State::Watched(tree)
+            }
+            None => State::Cached(walked.into_stat_cache()),
+        };
+        Ok(changed)
     }
 
     fn load_cache(&self) -> StatCache {
@@ -169,14 +274,25 @@ impl Snapshotter {
         }
     }
 
-    fn save_cache(&self, cache: &StatCache) -> Result<(), SnapshotError> {
+    fn save_cache(&self, files: &[(&RelPath, &CachedEntry)]) -> Result<(), SnapshotError> {
         let Some(file) = &self.cache_file else {
             return Ok(());
         };
         if let Some(parent) = file.parent() {
             fs::create_dir_all(parent).map_err(SnapshotError::io(parent))?;
         }
-        super::fsutil::write_file_atomic_unconfined(file, &encode_cache(cache), 0o644)
+        super::fsutil::write_file_atomic_unconfined(file, &encode_cache(files), 0o644)
+    }
+}
+
+impl State {
+    /// Every file the last scan kept, with its cached entry.
+    fn files(&self) -> Vec<(&RelPath, &CachedEntry)> {
+        match self {
+            State::Unloaded => Vec::new(),
+            State::Cached(cache) => cache.iter().collect(),
+            State::Watched(tree) => tree.files().collect(),
+        }
     }
 }
 
@@ -187,11 +303,39 @@ fn now_ns() -> i64 {
     i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX)
 }
 
+/// One directory as a walk listed it.
+pub(super) struct ListedDir {
+    pub rel: RelPath,
+    pub depth: usize,
+    /// The ignore rules in force for its entries: its parent's chain plus
+    /// its own ignore files.
+    pub rules: RuleChain,
+    pub files: Vec<(RelPath, CachedEntry)>,
+    /// Workspace-relative paths of its kept subdirectories.
+    pub subdirs: Vec<RelPath>,
+    /// Its watch, added before it was listed; `None` if the walk did not
+    /// watch or the watch could not be added.
+    pub watch: Option<Wd>,
+    /// Whether a file in it has other hard links: a change made through a
+    /// link elsewhere raises no event here.
+    pub multiply_linked: bool,
+}
+
 /// The result of walking the disk.
-struct Scan {
-    files: Vec<(RelPath, CachedEntry)>,
+pub(super) struct Walked {
+    pub dirs: Vec<ListedDir>,
     /// How many files had to be read (not trusted from the cache).
-    hashed: usize,
+    pub hashed: usize,
+}
+
+impl Walked {
+    fn file_count(&self) -> usize {
+        self.dirs.iter().map(|dir| dir.files.len()).sum()
+    }
+
+    fn into_stat_cache(self) -> StatCache {
+        self.dirs.into_iter().flat_map(|dir| dir.files).collect()
+    }
 }
 
 /// Paths left out of every snapshot whatever the ignore files say.
@@ -200,29 +344,50 @@ fn always_excluded(depth: usize, name: &[u8]) -> bool {
 }
 
 /// A file or symlink the walk found, before its content is known.
-struct Found {
+pub(super) struct Found {
     rel: RelPath,
     path: PathBuf,
     stat: FileStat,
     is_symlink: bool,
+    links: u64,
+}
+
+impl Found {
+    /// Whether the file has other hard links, through which it can change
+    /// without an event in this directory.
+    pub(super) fn has_other_links(&self) -> bool {
+        self.links > 1
+    }
 }
 
 /// The ignore rules in force in a directory, as a chain from the newest
 /// (deepest directory; `.ignore` before `.gitignore`) to the oldest, shared
 /// by every directory below.
-struct Rules {
+pub(super) struct Rules {
     matcher: Gitignore,
     parent: RuleChain,
 }
 
-type RuleChain = Option<Arc<Rules>>;
+pub(super) type RuleChain = Option<Arc<Rules>>;
 
 /// A directory waiting to be listed.
-struct DirJob {
-    path: PathBuf,
-    rel: RelPath,
-    depth: usize,
-    rules: RuleChain,
+pub(super) struct DirJob {
+    pub path: PathBuf,
+    pub rel: RelPath,
+    pub depth: usize,
+    /// The rules of its parent; its own ignore files are read when it is
+    /// listed.
+    pub rules: RuleChain,
+}
+
+/// The job that lists the whole workspace.
+fn root_job(root: &Path) -> Vec<DirJob> {
+    vec![DirJob {
+        path: root.to_path_buf(),
+        rel: RelPath::new(),
+        depth: 0,
+        rules: None,
+    }]
 }
 
 /// Directories still to list, shared by the walking threads.
@@ -271,30 +436,32 @@ impl WorkQueue {
     }
 }
 
-/// Walks `root` on several threads, hashing what the cache cannot vouch for
-/// as it goes.
+/// Walks the directories of `jobs` and everything under them on several
+/// threads, hashing what `cache` cannot vouch for as it goes. With
+/// `watches`, each directory is watched before it is listed, so no change
+/// after its listing goes unreported.
 ///
 /// Directories are listed with `std::fs`: `DirEntry::metadata` stats
 /// relative to the open directory, which is markedly cheaper than stat-ing
-/// full paths, and a warm re-root is little else.
-fn walk(root: &Path, cache: &StatCache) -> Result<Scan, SnapshotError> {
+/// full paths.
+pub(super) fn walk(
+    jobs: Vec<DirJob>,
+    cache: &StatCache,
+    watches: Option<&DirWatches>,
+    now_ns: i64,
+) -> Result<Walked, SnapshotError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let queue = WorkQueue {
         state: Mutex::new(QueueState {
-            jobs: vec![DirJob {
-                path: root.to_path_buf(),
-                rel: RelPath::new(),
-                depth: 0,
-                rules: None,
-            }],
+            jobs,
             busy: 0,
             failure: None,
         }),
         changed: Condvar::new(),
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let per_thread: Vec<Scan> = std::thread::scope(|scope| {
+    let per_thread: Vec<Walked> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
-            .map(|_| scope.spawn(|| walk_worker(&queue, cache)))
+            .map(|_| scope.spawn(|| walk_worker(&queue, cache, watches, now_ns)))
             .collect();
         workers
             .into_iter()
@@ -304,47 +471,93 @@ fn walk(root: &Path, cache: &StatCache) -> Result<Scan, SnapshotError> {
     if let Some(err) = queue.state.into_inner().unwrap().failure {
         return Err(err);
     }
-    let mut scan = Scan {
-        files: Vec::new(),
+    let mut walked = Walked {
+        dirs: Vec::new(),
         hashed: 0,
     };
     for part in per_thread {
-        scan.files.extend(part.files);
-        scan.hashed += part.hashed;
+        walked.dirs.extend(part.dirs);
+        walked.hashed += part.hashed;
     }
-    Ok(scan)
+    Ok(walked)
 }
 
-fn walk_worker(queue: &WorkQueue, cache: &StatCache) -> Scan {
-    let mut scan = Scan {
-        files: Vec::new(),
+fn walk_worker(
+    queue: &WorkQueue,
+    cache: &StatCache,
+    watches: Option<&DirWatches>,
+    now_ns: i64,
+) -> Walked {
+    let mut walked = Walked {
+        dirs: Vec::new(),
         hashed: 0,
     };
     let mut found = Vec::new();
     while let Some(job) = queue.next() {
-        let listed = list_dir(&job, &mut found).and_then(|subdirs| {
-            for item in found.drain(..) {
-                let entry = match cache.trusted(&item.rel, &item.stat) {
-                    Some(entry) => entry,
-                    None => {
-                        scan.hashed += 1;
-                        hash_one(&item)?
-                    }
-                };
-                let stat = item.stat;
-                scan.files.push((item.rel, CachedEntry { stat, entry }));
-            }
+        let watch = watches.and_then(|watches| watches.watch(&job.path));
+        let listed = push_ignore_files(&job.path, job.rules.clone()).and_then(|rules| {
+            let subdirs = list_entries(&job, &rules, &mut found)?;
+            let multiply_linked = found.iter().any(|item| item.links > 1);
+            let files = settle(
+                &mut found,
+                |rel| cache.get(rel).copied(),
+                now_ns,
+                &mut walked.hashed,
+            )?;
+            walked.dirs.push(ListedDir {
+                rel: job.rel,
+                depth: job.depth,
+                rules,
+                files,
+                subdirs: subdirs.iter().map(|subdir| subdir.rel.clone()).collect(),
+                watch,
+                multiply_linked,
+            });
             Ok(subdirs)
         });
         queue.finish(listed);
     }
-    scan
+    walked
 }
 
-/// Lists one directory: its kept files and symlinks go to `found`, its kept
-/// subdirectories are returned as further jobs.
-fn list_dir(job: &DirJob, found: &mut Vec<Found>) -> Result<Vec<DirJob>, SnapshotError> {
-    let rules = push_ignore_files(&job.path, job.rules.clone())?;
+/// Cached entries for the files in `found` (which it empties): trusted
+/// from `cached` where their stat vouches for them, read and hashed (and
+/// counted in `hashed`) where not.
+pub(super) fn settle(
+    found: &mut Vec<Found>,
+    cached: impl Fn(&str) -> Option<CachedEntry>,
+    now_ns: i64,
+    hashed: &mut usize,
+) -> Result<Vec<(RelPath, CachedEntry)>, SnapshotError> {
+    found
+        .drain(..)
+        .map(|item| {
+            let trusted =
+                cached(&item.rel).and_then(|cached| cached.trusted(&item.stat).map(|_| cached));
+            let cached = match trusted {
+                Some(cached) => cached,
+                None => {
+                    *hashed += 1;
+                    CachedEntry {
+                        stat: item.stat,
+                        entry: hash_one(&item)?,
+                        read_at_ns: now_ns,
+                    }
+                }
+            };
+            Ok((item.rel, cached))
+        })
+        .collect()
+}
+
+/// Lists one directory under `rules` (which include its own ignore files):
+/// its kept files and symlinks go to `found`, its kept subdirectories are
+/// returned as further jobs.
+pub(super) fn list_entries(
+    job: &DirJob,
+    rules: &RuleChain,
+    found: &mut Vec<Found>,
+) -> Result<Vec<DirJob>, SnapshotError> {
     let listing = fs::read_dir(&job.path).map_err(SnapshotError::io(&job.path))?;
     let mut subdirs = Vec::new();
     for dir_entry in listing {
@@ -366,7 +579,7 @@ fn list_dir(job: &DirJob, found: &mut Vec<Found>) -> Result<Vec<DirJob>, Snapsho
         if !(is_dir || file_type.is_file() || file_type.is_symlink()) {
             continue; // sockets, FIFOs, devices: not content
         }
-        if is_ignored(&rules, &path, is_dir) {
+        if is_ignored(rules, &path, is_dir) {
             continue;
         }
         let Some(name) = name.to_str() else {
@@ -391,6 +604,7 @@ fn list_dir(job: &DirJob, found: &mut Vec<Found>) -> Result<Vec<DirJob>, Snapsho
                 path,
                 stat: FileStat::of(&meta),
                 is_symlink: file_type.is_symlink(),
+                links: meta.nlink(),
             });
         }
     }
@@ -520,14 +734,13 @@ fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotError> {
     Ok(true)
 }
 
-/// Serializes the cache: magic, timestamp, count, entries, then a digest of
-/// everything before it so a torn or damaged file is detected.
-fn encode_cache(cache: &StatCache) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + cache.entries.len() * 120);
+/// Serializes the cache: magic, count, entries, then a digest of everything
+/// before it so a torn or damaged file is detected.
+fn encode_cache(files: &[(&RelPath, &CachedEntry)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + files.len() * 128);
     out.extend_from_slice(CACHE_MAGIC);
-    out.extend_from_slice(&cache.taken_at_ns.to_le_bytes());
-    out.extend_from_slice(&(cache.entries.len() as u64).to_le_bytes());
-    for (path, cached) in &cache.entries {
+    out.extend_from_slice(&(files.len() as u64).to_le_bytes());
+    for (path, cached) in files {
         out.extend_from_slice(&(path.len() as u32).to_le_bytes());
         out.extend_from_slice(path.as_bytes());
         let stat = &cached.stat;
@@ -543,6 +756,7 @@ fn encode_cache(cache: &StatCache) -> Vec<u8> {
         });
         out.extend_from_slice(&cached.entry.blob.0);
         out.extend_from_slice(&cached.entry.size.to_le_bytes());
+        out.extend_from_slice(&cached.read_at_ns.to_le_bytes());
     }
     let check = blob_digest(&out);
     out.extend_from_slice(&check.0);
@@ -560,7 +774,6 @@ fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
     if reader.take(8)? != CACHE_MAGIC {
         return None;
     }
-    let taken_at_ns = reader.i64()?;
     let count = usize::try_from(reader.u64()?).ok()?;
     let mut entries = HashMap::with_capacity(count.min(1 << 20));
     for _ in 0..count {
@@ -581,18 +794,17 @@ fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
         };
         let blob = Digest(reader.take(32)?.try_into().ok()?);
         let size = reader.u64()?;
+        let read_at_ns = reader.i64()?;
         entries.insert(
             path,
             CachedEntry {
                 stat,
                 entry: Entry { kind, blob, size },
+                read_at_ns,
             },
         );
     }
-    reader.0.is_empty().then_some(StatCache {
-        taken_at_ns,
-        entries,
-    })
+    reader.0.is_empty().then_some(entries)
 }
 
 /// A cursor over little-endian fields.
@@ -827,8 +1039,8 @@ mod tests {
 
         // A fresh snapshotter (a new process) trusts the persisted stats...
         let cache = Snapshotter::new(dir.path(), Some(cache_file.clone())).load_cache();
-        assert_eq!(cache.entries.len(), 2);
-        let scan = walk(dir.path(), &cache).unwrap();
+        assert_eq!(cache.len(), 2);
+        let scan = walk(root_job(dir.path()), &cache, None, now_ns()).unwrap();
         assert_eq!(scan.hashed, 0);
 
         // ...and produces the same root.
@@ -836,6 +1048,33 @@ mod tests {
             .snapshot(&Overlay::default())
             .unwrap();
         assert_eq!(first, second);
+    }
+
+    #[test]
+    fn watched_mode_keeps_the_persisted_cache_current() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_file = dir.path().join(".trellis/index");
+        write(dir.path(), "src/a.rs", b"one");
+        let mut watched = Snapshotter::new(dir.path(), Some(cache_file.clone()));
+        watched.watch();
+        watched.snapshot(&Overlay::default()).unwrap();
+        write(dir.path(), "src/a.rs", b"two");
+        write(dir.path(), "src/b.rs", b"new");
+        let snapshot = watched.snapshot(&Overlay::default()).unwrap();
+        assert!(matches!(watched.last_reroot(), ReRoot::Incremental { .. }));
+
+        // What the next process starts from.
+        let cache = Snapshotter::new(dir.path(), Some(cache_file)).load_cache();
+        let cached: BTreeMap<&str, Entry> = cache
+            .iter()
+            .map(|(path, cached)| (path.as_str(), cached.entry))
+            .collect();
+        let seen: BTreeMap<&str, Entry> = snapshot
+            .entries
+            .iter()
+            .map(|(path, entry)| (path.as_str(), *entry))
+            .collect();
+        assert_eq!(cached, seen);
     }
 
     #[test]
@@ -848,19 +1087,26 @@ mod tests {
             blob: blob_digest(b"one"),
             size: 3,
         };
-        let cache_taken_at = |taken_at_ns| StatCache {
-            taken_at_ns,
-            entries: HashMap::from([("a.rs".to_owned(), CachedEntry { stat, entry })]),
+        let read_at = |read_at_ns| CachedEntry {
+            stat,
+            entry,
+            read_at_ns,
         };
-        // Cached in the same instant the file was written: a later write in
+        let hashed_with = |cached: CachedEntry| {
+            let cache = StatCache::from([("a.rs".to_owned(), cached)]);
+            walk(root_job(dir.path()), &cache, None, now_ns())
+                .unwrap()
+                .hashed
+        };
+        // Read in the same instant the file was written: a later write in
         // that timestamp granule would leave the stat unchanged, so re-read.
-        let racy = cache_taken_at(stat.mtime_ns.max(stat.ctime_ns));
-        assert_eq!(racy.trusted("a.rs", &stat), None);
-        assert_eq!(walk(dir.path(), &racy).unwrap().hashed, 1);
-        // Cached well after the last change: trusted.
-        let settled = cache_taken_at(stat.mtime_ns + 2 * RACY_WINDOW_NS);
-        assert_eq!(settled.trusted("a.rs", &stat), Some(entry));
-        assert_eq!(walk(dir.path(), &settled).unwrap().hashed, 0);
+        let racy = read_at(stat.mtime_ns.max(stat.ctime_ns));
+        assert_eq!(racy.trusted(&stat), None);
+        assert_eq!(hashed_with(racy), 1);
+        // Read well after the last change: trusted.
+        let settled = read_at(stat.mtime_ns + 2 * RACY_WINDOW_NS);
+        assert_eq!(settled.trusted(&stat), Some(entry));
+        assert_eq!(hashed_with(settled), 0);
     }
 
     #[test]
@@ -895,32 +1141,24 @@ mod tests {
 
     #[test]
     fn cache_encoding_round_trips() {
-        let mut cache = StatCache {
-            taken_at_ns: 1234,
-            entries: HashMap::new(),
-        };
-        cache.entries.insert(
-            "x/y.rs".to_owned(),
-            CachedEntry {
-                stat: FileStat {
-                    size: 3,
-                    mtime_ns: -5,
-                    ctime_ns: 7,
-                    inode: 9,
-                    mode: 0o100755,
-                },
-                entry: Entry {
-                    kind: EntryKind::File { executable: true },
-                    blob: blob_digest(b"abc"),
-                    size: 3,
-                },
+        let path = "x/y.rs".to_owned();
+        let cached = CachedEntry {
+            stat: FileStat {
+                size: 3,
+                mtime_ns: -5,
+                ctime_ns: 7,
+                inode: 9,
+                mode: 0o100755,
             },
-        );
-        let decoded = decode_cache(&encode_cache(&cache)).unwrap();
-        assert_eq!(decoded.taken_at_ns, 1234);
-        let got = decoded.entries["x/y.rs"];
-        assert_eq!(got.stat, cache.entries["x/y.rs"].stat);
-        assert_eq!(got.entry, cache.entries["x/y.rs"].entry);
+            entry: Entry {
+                kind: EntryKind::File { executable: true },
+                blob: blob_digest(b"abc"),
+                size: 3,
+            },
+            read_at_ns: 1234,
+        };
+        let decoded = decode_cache(&encode_cache(&[(&path, &cached)])).unwrap();
+        assert_eq!(decoded, StatCache::from([(path, cached)]));
         assert!(decode_cache(b"short").is_none());
     }
 }

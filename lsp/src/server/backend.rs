@@ -203,7 +203,11 @@ impl LanguageServer for Backend {
         let opened = {
             let root = root.clone();
             let prompts = self.prompts;
-            tokio::task::spawn_blocking(move || Engine::open_with(&root, options, prompts)).await
+            tokio::task::spawn_blocking(move || {
+                // The server re-roots on every save: watch the workspace.
+                Engine::open_with(&root, options, prompts).inspect(Engine::watch_workspace)
+            })
+            .await
         };
         let engine = match opened {
             Ok(Ok(engine)) => Arc::new(engine),
