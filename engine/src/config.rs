@@ -40,12 +40,19 @@ pub struct ExplorationConfig {
     pub max_branches: usize,
     /// Accepted steps per repair before it stops with residuals.
     pub max_steps: usize,
+    /// How often a branch may continue its own partial checkpoint (local
+    /// repair) before the search opens a child from it instead (0..=8).
+    pub local_retries: u32,
     /// Eager-copy reservation limits per branch.
     pub workspace_files: u64,
     pub workspace_bytes: u64,
     /// Per-forest search limits (`[exploration.limits]`), one per counter.
     pub limits: SearchLimits,
 }
+
+/// A branch continuing its own partial checkpoint more often than this is
+/// stuck in place; the budget is better spent on a child or another branch.
+const MAX_LOCAL_RETRIES: u32 = 8;
 
 impl Default for Config {
     fn default() -> Self {
@@ -63,6 +70,7 @@ impl Default for Config {
                 initial_branches: 1,
                 max_branches: 3,
                 max_steps: 8,
+                local_retries: 2,
                 workspace_files: 100_000,
                 workspace_bytes: 2 << 30,
                 limits: SearchLimits::DEFAULT_LIMITS,
@@ -107,6 +115,7 @@ struct ExplorationLayer {
     initial_branches: Option<usize>,
     max_branches: Option<usize>,
     max_steps: Option<usize>,
+    local_retries: Option<u32>,
     workspace_files: Option<u64>,
     workspace_bytes: Option<u64>,
     limits: Option<LimitsLayer>,
@@ -238,6 +247,7 @@ impl Config {
             e.initial_branches = s.initial_branches.unwrap_or(e.initial_branches);
             e.max_branches = s.max_branches.unwrap_or(e.max_branches);
             e.max_steps = s.max_steps.unwrap_or(e.max_steps);
+            e.local_retries = s.local_retries.unwrap_or(e.local_retries);
             e.workspace_files = s.workspace_files.unwrap_or(e.workspace_files);
             e.workspace_bytes = s.workspace_bytes.unwrap_or(e.workspace_bytes);
             if let Some(limits) = s.limits {
@@ -269,6 +279,12 @@ impl Config {
         }
         if e.max_steps == 0 {
             return Err("`exploration.max_steps` must be at least 1".into());
+        }
+        if e.local_retries > MAX_LOCAL_RETRIES {
+            return Err(format!(
+                "`exploration.local_retries` must be at most {MAX_LOCAL_RETRIES}, got {}",
+                e.local_retries
+            ));
         }
         if e.workspace_files == 0 || e.workspace_bytes == 0 {
             return Err("`exploration.workspace_files` and `exploration.workspace_bytes` must be at least 1".into());
@@ -333,6 +349,10 @@ mod tests {
         assert!(err.message.contains("exploration.max_branches"), "{err}");
         let err = load_with("[stages]\nrequired = [\"lint\"]\n").unwrap_err();
         assert!(err.message.contains("unknown stage `lint`"), "{err}");
+        let err = load_with("[exploration]\nlocal_retries = 9\n").unwrap_err();
+        assert!(err.message.contains("exploration.local_retries"), "{err}");
+        let c = load_with("[exploration]\nlocal_retries = 0\n").unwrap();
+        assert_eq!(c.exploration.local_retries, 0);
     }
 
     #[test]

@@ -1168,10 +1168,6 @@ fn open_forest<'a>(
     Ok(run)
 }
 
-/// Local retries the deterministic proposer gives one branch: how often it
-/// may continue its own partial checkpoint before expansion looks elsewhere.
-const LOCAL_RETRIES: u32 = 2;
-
 /// How many candidates a plan asks the proposer for: every alternative a
 /// diagnostic probe may have to narrow down, far more than the branches
 /// that could try them one by one.
@@ -1596,7 +1592,7 @@ async fn run_step(
             attempt: quantum.attempt.clone(),
             energies: Vec::new(),
             signatures: Vec::new(),
-            local_retries_left: LOCAL_RETRIES,
+            local_retries_left: ctx.config.exploration.local_retries,
         });
         if quantum.continues.is_some() {
             track.local_retries_left = track.local_retries_left.saturating_sub(1);

@@ -265,6 +265,54 @@ fn an_ineligible_branch_is_kept_as_a_partial_checkpoint_and_local_repair_continu
 }
 
 #[test]
+fn a_branch_out_of_local_retries_seeds_a_child_from_its_partial_checkpoint() {
+    let ws = Workspace::of("local-repair");
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        "[exploration]\nlocal_retries = 0\n",
+    )
+    .unwrap();
+    let doc = committed(&ws);
+    let first = doc["steps"][0]["branches"].as_array().unwrap();
+    assert_eq!(first[0]["outcome"], "partial", "{doc:#}");
+    // No retry in place: a second branch continues the checkpoint instead.
+    assert_eq!(first[1]["branch_id"], "b2", "{doc:#}");
+    assert_eq!(first[1]["strategy"], "local_repair");
+    assert_eq!(first[1]["outcome"], "selected");
+
+    let events = search_events(&ledger_rows(&ws));
+    let checkpoint_root = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::PartialCheckpointed {
+                branch_id, root, ..
+            } if branch_id == "b1" => Some(*root),
+            _ => None,
+        })
+        .expect("b1 was checkpointed");
+    let (parent, seed) = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::BranchForked {
+                branch_id,
+                parent,
+                seed,
+                ..
+            } if branch_id == "b2" => Some((parent.clone(), *seed)),
+            _ => None,
+        })
+        .expect("b2 was forked");
+    assert_eq!(
+        parent.as_deref(),
+        Some("b1"),
+        "its lineage is the checkpoint's"
+    );
+    assert_eq!(seed, checkpoint_root, "it was copied from the checkpoint");
+    assert!(ws.read("src/lib.rs").contains("let mut total"));
+    assert!(ws.cargo_test_passes());
+}
+
+#[test]
 fn a_cluster_with_no_eligible_branch_gives_way_to_the_next_cluster() {
     let ws = Workspace::of("next-cluster");
     let before = ws.tree();
