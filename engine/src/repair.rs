@@ -1435,7 +1435,9 @@ async fn run_step(
     let mut frontier = Frontier::new();
     let mut rank = 0u32;
     let mut eligible: Vec<Eligible> = Vec::new();
-    let mut tried: Vec<Attempt> = Vec::new();
+    // Attempts made in this forest, per plan: alternative #2 of one choice
+    // is not alternative #2 of another.
+    let mut tried: BTreeMap<Digest, Vec<Attempt>> = BTreeMap::new();
     let mut tracks: BTreeMap<String, Track> = BTreeMap::new();
     let mut partials: BTreeMap<Digest, KeptPartial> = BTreeMap::new();
 
@@ -1457,7 +1459,6 @@ async fn run_step(
         if ctx.cancel.is_cancelled() || run.forest.is_closed() {
             break;
         }
-        tried.push(quantum.attempt.clone());
         // The seed the quantum starts from: its content, its measurement and
         // the plan its evidence offers.
         let (seed_snapshot, seed_source, seed_measurement, seed_plan) = match &quantum.seed {
@@ -1482,10 +1483,12 @@ async fn run_step(
                 )
             }
         };
+        let plan_tried = tried.entry(seed_plan.digest()).or_default();
+        plan_tried.push(quantum.attempt.clone());
         let mut report = BranchReport {
             branch_id: quantum.continues.clone().unwrap_or_default(),
             label: quantum.label(seed_plan),
-            proposer: seed_plan.candidates[0].proposer.clone(),
+            proposer: quantum.attempt.route.clone(),
             strategy: quantum.attempt.strategy.name().to_owned(),
             proposal: proposal_digest(&quantum, seed_plan),
             root: None,
@@ -1514,7 +1517,7 @@ async fn run_step(
                 &run,
                 &refused,
                 QuantumOutcome::Ineligible,
-                plan,
+                (&accepted.snapshot, plan),
                 &partials,
                 quantum.continues.as_deref(),
                 &mut tried,
@@ -1610,12 +1613,14 @@ async fn run_step(
                     &seed_source,
                     &slot,
                     &branch_id,
-                    &tried,
+                    tried
+                        .get(&seed_plan.digest())
+                        .map_or(&[][..], Vec::as_slice),
                 )
                 .await?;
                 if let Some(candidate) = &picked {
                     report.label = candidate.label.clone();
-                    tried.push(Attempt {
+                    tried.entry(seed_plan.digest()).or_default().push(Attempt {
                         alternative: candidate.alternative,
                         ..quantum.attempt.clone()
                     });
@@ -1624,6 +1629,14 @@ async fn run_step(
             }
         };
         let end = match &candidate {
+            _ if ctx.cancel.is_cancelled() || run.forest.is_closed() => {
+                if report.outcome == BranchOutcome::NotSelected {
+                    report.outcome = BranchOutcome::Ineligible {
+                        reason: "the search stopped before the branch was measured".into(),
+                    };
+                }
+                QuantumEnd::Stop
+            }
             Some(candidate) => {
                 run_quantum(
                     &mut run,
@@ -1641,12 +1654,6 @@ async fn run_step(
                     &mut report,
                 )
                 .await?
-            }
-            None if ctx.cancel.is_cancelled() || run.forest.is_closed() => {
-                report.outcome = BranchOutcome::Ineligible {
-                    reason: "the probe was stopped before it implicated an alternative".into(),
-                };
-                QuantumEnd::Stop
             }
             None => {
                 reject(
@@ -1684,7 +1691,7 @@ async fn run_step(
             &run,
             &tracks[&branch_id],
             outcome,
-            plan,
+            (&accepted.snapshot, plan),
             &partials,
             Some(&branch_id),
             &mut tried,
@@ -1703,10 +1710,10 @@ fn next_quantum(
     run: &ForestRun<'_>,
     track: &Track,
     outcome: QuantumOutcome,
-    accepted_plan: &Plan,
+    accepted: (&Snapshot, &Plan),
     partials: &BTreeMap<Digest, KeptPartial>,
     branch_id: Option<&str>,
-    tried: &mut Vec<Attempt>,
+    tried: &mut BTreeMap<Digest, Vec<Attempt>>,
     max_branches: usize,
 ) -> Result<Option<Quantum>, EngineError> {
     let kept = match &outcome {
@@ -1717,15 +1724,16 @@ fn next_quantum(
         ),
         _ => None,
     };
-    // The seed a new branch would start from, and the packet it works on.
-    let plan = kept.map_or(accepted_plan, |k| &k.plan);
-    let fork = match kept {
-        Some(k) => ActionKind::Fork {
-            files: k.snapshot.entries.len() as u64,
-            bytes: k.snapshot.total_bytes(),
-        },
-        None => ActionKind::Fork { files: 0, bytes: 0 },
+    // The seed a new branch would start from, and the plan it works on.
+    let (seed, plan) = match kept {
+        Some(k) => (&k.snapshot, &k.plan),
+        None => accepted,
     };
+    let fork = ActionKind::Fork {
+        files: seed.entries.len() as u64,
+        bytes: seed.total_bytes(),
+    };
+    let tried = tried.entry(plan.digest()).or_default();
     let budget = run.forest.budget();
     let budget_remains =
         budget.admits(&fork).is_ok() && budget.admits(&ActionKind::VerifierRun).is_ok();
@@ -1768,10 +1776,10 @@ fn next_quantum(
                     continues: Some(branch_id.to_owned()),
                     why: format!(
                         "local repair continues partial checkpoint {} on `{}` ({} local \
-                         retries left)",
+                         retries left after this one)",
                         partial.digest().short(12),
                         plan.packet.cluster_title,
-                        track.local_retries_left
+                        track.local_retries_left.saturating_sub(1)
                     ),
                     seed: Seed::Partial(partial),
                     candidate: Some(candidate.clone()),
@@ -1838,9 +1846,10 @@ async fn probe_alternatives(
     tried: &[Attempt],
 ) -> Result<Option<Candidate>, EngineError> {
     let ctx = run.ctx;
-    // The first stage is the build: the narrowest run that says whether a
-    // choice compiles.
-    let Some(build) = ctx.sensors.first() else {
+    // The build stage alone: the narrowest run that says whether a choice
+    // compiles.
+    let Some(build) = ctx.sensors.iter().find(|s| s.stage() == "build") else {
+        run.observe(branch_id, "no build stage to probe with")?;
         return Ok(None);
     };
     let narrowed_energy = |reports: &[StageReport]| assess(reports, &[], &EnergyModel::V1).energy;
@@ -1851,10 +1860,6 @@ async fn probe_alternatives(
         .cloned()
         .collect();
     let seed_energy = narrowed_energy(&seed_reports);
-    let limits = CopyLimits {
-        max_files: seed.entries.len() as u64,
-        max_bytes: seed.total_bytes(),
-    };
     let untried = plan.candidates.iter().filter(|c| {
         c.alternative.is_some()
             && !tried
@@ -1884,12 +1889,15 @@ async fn probe_alternatives(
             Err(_) => None,
         };
         run.settle(reservation, ActionKind::VerifierRun)?;
-        let synced = blocking(|| snapshot::materialize(seed, source, slot, limits)).map_err(io)?;
-        if synced.root != seed.root {
-            return Err(EngineError::Io(format!(
-                "{}: the probe slot did not sync back to its seed",
-                slot.display()
-            )));
+        // Syncing the slot back to its seed is a copy of what the probe
+        // touched: reserved and settled like any other.
+        if !restore_seed(run, candidate, seed, source, slot)? {
+            // A slot that cannot be restored must not be edited further.
+            run.observe(
+                branch_id,
+                "probe stopped: its slot could not be synced back to the seed",
+            )?;
+            return Ok(None);
         }
         let alternative = candidate.alternative.map_or(0, |i| i + 1);
         let energy = match (applied, report) {
@@ -1936,6 +1944,52 @@ async fn probe_alternatives(
     Ok(best
         .filter(|(energy, _)| *energy < seed_energy)
         .map(|(_, candidate)| candidate.clone()))
+}
+
+/// Syncs a probed slot back to its seed under a reservation sized by the
+/// files the probe's candidate touched. `false` when the budget refuses the
+/// copy or it exceeded its reservation.
+fn restore_seed(
+    run: &mut ForestRun<'_>,
+    candidate: &Candidate,
+    seed: &Snapshot,
+    source: &DirSource,
+    slot: &Path,
+) -> Result<bool, EngineError> {
+    let touched: BTreeSet<&str> = candidate.edits.iter().map(|e| e.path.as_str()).collect();
+    let files = touched.len() as u64;
+    let bytes = touched
+        .iter()
+        .filter_map(|path| seed.entries.get(*path))
+        .map(|entry| entry.size)
+        .sum();
+    let Some(reservation) = run.reserve(ActionKind::Fork { files, bytes })? else {
+        return Ok(false);
+    };
+    let limits = CopyLimits {
+        max_files: (seed.entries.len() as u64).min(run.ctx.config.exploration.workspace_files),
+        max_bytes: seed
+            .total_bytes()
+            .min(run.ctx.config.exploration.workspace_bytes),
+    };
+    let synced = blocking(|| snapshot::materialize(seed, source, slot, limits));
+    let actual = match &synced {
+        // What the sync wrote; removing a file the build left copies nothing.
+        Ok(r) => ActionKind::Fork {
+            files: r.written,
+            bytes,
+        },
+        Err(_) => ActionKind::Fork { files, bytes },
+    };
+    let (_, exceeded) = run.settle(reservation, actual)?;
+    let synced = synced.map_err(io)?;
+    if synced.root != seed.root {
+        return Err(EngineError::Io(format!(
+            "{}: the probe slot did not sync back to its seed",
+            slot.display()
+        )));
+    }
+    Ok(!exceeded)
 }
 
 /// Forks a new branch from a seed: reserve the seed's size, copy, settle
@@ -2154,7 +2208,7 @@ async fn run_quantum(
         record_no_good(run, session, &branch_id, components, support)?;
         return Ok(QuantumEnd::Ineligible);
     }
-    if run.forest.is_measured_root(&y.root) || !measured_roots.insert(y.root) {
+    if run.forest.is_measured_root(&y.root) || measured_roots.contains(&y.root) {
         // Not re-measured (system 20): no verifier reservation.
         reject(run, report, "duplicate of an already measured state".into())?;
         return Ok(QuantumEnd::Ineligible);
@@ -2185,6 +2239,10 @@ async fn run_quantum(
     )
     .await;
     let (receipt, _) = run.settle(verifier, ActionKind::VerifierRun)?;
+    if !ctx.cancel.is_cancelled() {
+        // Only a finished measurement makes a root "already measured".
+        measured_roots.insert(y.root);
+    }
     report.energy = Some(m.energy());
     report.hard_pass = m.hard_pass();
     report.preview = Some(trajectory.preview(&Observation {
@@ -2382,12 +2440,15 @@ fn record_no_good(
     }
 }
 
+/// The slot of a branch: `b1` is slot 0. Branch ids come from
+/// `SearchForest::fork`, so any other id is a broken invariant, never a slot
+/// to guess (guessing could remove another branch's workspace).
 fn branch_index(branch_id: &str) -> usize {
     branch_id
-        .trim_start_matches('b')
-        .parse::<usize>()
-        .map(|n| n - 1)
-        .unwrap_or(0)
+        .strip_prefix('b')
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+        .unwrap_or_else(|| panic!("branch id {branch_id:?} is not one of b1, b2, ..."))
 }
 
 fn packet_energy(m: &Measurement, cluster_id: &str) -> f64 {

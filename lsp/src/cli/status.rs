@@ -11,8 +11,8 @@ use crate::Format;
 /// The branch states shown, in the order a branch moves through them.
 const STATES: [&str; 8] = [
     "opened",
-    "partial_checkpointed",
     "measured",
+    "partial_checkpointed",
     "ineligible",
     "not_selected",
     "abandoned",
