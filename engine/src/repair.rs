@@ -934,7 +934,12 @@ async fn continue_generation(
         ctx.config.gate,
         &decisions,
     )
-    .map_err(|e| refuse(&e.to_string()))?;
+    .map_err(|e| {
+        refuse(&format!(
+            "{e} (if `[gate]` changed since, restore it to continue; a changed workspace \
+             starts a fresh attempt)"
+        ))
+    })?;
     if trajectory.is_terminal() {
         return Err(refuse("its trajectory already reached hard pass"));
     }
