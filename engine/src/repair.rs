@@ -1271,6 +1271,24 @@ impl Plan {
         (Plan::attempt_for(first, strategy), Some(first))
     }
 
+    /// The packet's operators, with a choice counted as the alternatives the
+    /// proposer actually offers (it numbers one choice, at most
+    /// [`PLAN_CANDIDATES`] of it), so expansion never asks for one it lacks.
+    fn operators(&self) -> Vec<CorrectionOperator> {
+        self.packet
+            .operators
+            .iter()
+            .filter_map(|op| match op {
+                CorrectionOperator::ChooseAlternative { .. } => {
+                    let alternatives = self.alternatives();
+                    (alternatives > 0)
+                        .then_some(CorrectionOperator::ChooseAlternative { alternatives })
+                }
+                other => Some(other.clone()),
+            })
+            .collect()
+    }
+
     fn alternatives(&self) -> usize {
         self.candidates
             .iter()
@@ -1674,6 +1692,11 @@ async fn run_step(
         frontier.remove(&branch_id);
         run.charge_elapsed(started)?;
         step.branches.push(report);
+        if quantum.continues.is_some() {
+            // The slot moved on from the checkpoint it continued: that
+            // checkpoint can seed nothing any more.
+            partials.retain(|_, kept| kept.branch_id != branch_id);
+        }
         let outcome = match end {
             QuantumEnd::Stop => break,
             QuantumEnd::Eligible(e) => {
@@ -1764,7 +1787,7 @@ fn next_quantum(
                 correction_empty: plan.packet.diagnostics.is_empty()
                     && plan.packet.counterexamples.is_empty(),
             },
-            operators: plan.packet.operators.clone(),
+            operators: plan.operators(),
             routes: vec![SuggestionProposer::ID.to_owned()],
             context: plan.context(tried, kept.is_some()),
             tried: tried.clone(),

@@ -101,10 +101,16 @@ pub fn repair_steps(outcome: &RepairOutcome) -> String {
                 BranchOutcome::Partial { reason } => format!("partial: {reason}"),
             };
             let hard = if b.hard_pass { "yes" } else { "no" };
+            // An attempt refused before it forked has no branch.
+            let branch = if b.branch_id.is_empty() {
+                "-"
+            } else {
+                &b.branch_id
+            };
             let _ = writeln!(
                 out,
                 "  {:<6} {:<8} {:<5} {:<17} {:<28} {}",
-                b.branch_id, energy, hard, b.strategy, outcome, b.label
+                branch, energy, hard, b.strategy, outcome, b.label
             );
         }
     }
