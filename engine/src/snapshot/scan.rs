@@ -53,8 +53,43 @@ pub struct Snapshotter {
     cache_file: Option<PathBuf>,
     /// Whether re-roots use directory watches ([`Snapshotter::watch`]).
     watched: bool,
+    /// When watching failed, how long to wait before trying again.
+    backoff: WatchBackoff,
     state: State,
     last_reroot: ReRoot,
+}
+
+/// Re-roots to wait before trying to watch again after watching failed
+/// (watches ran out, a directory reachable twice): 1, 2, 4, ... up to 64.
+/// Each attempt costs a watch per directory before it fails, more than the
+/// stat cache it falls back to, so a workspace that cannot be watched
+/// mostly uses the stat cache without giving up for good.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct WatchBackoff {
+    wait: u32,
+    remaining: u32,
+}
+
+impl WatchBackoff {
+    const MAX_WAIT: u32 = 64;
+
+    /// Whether this re-root may try to watch; counts down otherwise.
+    fn ready(&mut self) -> bool {
+        if self.remaining == 0 {
+            return true;
+        }
+        self.remaining -= 1;
+        false
+    }
+
+    fn failed(&mut self) {
+        self.wait = (self.wait * 2).clamp(1, Self::MAX_WAIT);
+        self.remaining = self.wait;
+    }
+
+    fn succeeded(&mut self) {
+        *self = WatchBackoff::default();
+    }
 }
 
 /// What the snapshotter remembers from its last scan.
@@ -139,6 +174,7 @@ impl Snapshotter {
             root: workspace_root.to_path_buf(),
             cache_file,
             watched: false,
+            backoff: WatchBackoff::default(),
             state: State::Unloaded,
             last_reroot: ReRoot::NotYet,
         }
@@ -228,14 +264,18 @@ impl Snapshotter {
 
         // Said once, not on every re-root while it lasts.
         let newly_unwatched = self.last_reroot != ReRoot::Rescan(RescanReason::WatchUnavailable);
-        let watches = if self.watched {
-            DirWatches::new()
+        let watches = if self.watched && self.backoff.ready() {
+            let opened = DirWatches::new()
                 .inspect_err(|err| {
                     if newly_unwatched {
                         tracing::warn!(%err, "cannot watch the workspace; re-roots stat every file");
                     }
                 })
-                .ok()
+                .ok();
+            if opened.is_none() {
+                self.backoff.failed();
+            }
+            opened
         } else {
             None
         };
@@ -245,10 +285,21 @@ impl Snapshotter {
         self.state = match watches {
             Some(watches) => {
                 let tree = WatchedTree::new(&self.root, root_id, watches, walked.dirs);
-                if let Some(why) = tree.unwatched_reason().filter(|_| newly_unwatched) {
-                    tracing::warn!("workspace not fully watched; re-roots stat every file: {why}");
+                match tree.unwatched_reason() {
+                    None => {
+                        self.backoff.succeeded();
+                        State::Watched(tree)
+                    }
+                    Some(why) => {
+                        if newly_unwatched {
+                            tracing::warn!(
+                                "workspace not fully watched; re-roots stat every file: {why}"
+                            );
+                        }
+                        self.backoff.failed();
+                        State::Cached(tree.into_stat_cache())
+                    }
                 }
-                State::Watched(tree)
             }
             None => State::Cached(walked.into_stat_cache()),
         };
@@ -835,6 +886,27 @@ impl<'a> Reader<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn watch_retries_back_off_doubling_up_to_a_cap_and_reset_on_success() {
+        let mut backoff = WatchBackoff::default();
+        assert!(backoff.ready(), "the first re-root tries");
+        let mut waits = Vec::new();
+        for _ in 0..9 {
+            backoff.failed();
+            let mut skipped = 0;
+            while !backoff.ready() {
+                skipped += 1;
+            }
+            waits.push(skipped);
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
+        backoff.succeeded();
+        assert!(backoff.ready());
+        backoff.failed();
+        assert!(!backoff.ready(), "a new failure starts over at one");
+        assert!(backoff.ready());
+    }
+
     use super::*;
     use std::os::unix::fs::{PermissionsExt, symlink};
     use std::time::Duration;
