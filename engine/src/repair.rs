@@ -2669,6 +2669,7 @@ mod tests {
     use super::*;
     use crate::digest::blob_digest;
     use crate::search::NoGoodKey;
+    use crate::search::nogood::test_components::{components, with_component};
 
     fn opened(forest_id: &str, node: &str, generation: u32, root: Digest) -> SearchEvent {
         SearchEvent::SearchOpened {
@@ -2842,37 +2843,6 @@ mod tests {
             Counters::DEFAULT_LIMITS.actions - 5
         );
         assert_eq!((forest.no_goods, status.no_goods), (1, 1));
-    }
-
-    fn components(seed: &[u8; 9]) -> NoGoodComponents {
-        let part = |i: usize| blob_digest(&[seed[i], i as u8]);
-        NoGoodComponents {
-            accepted_root: part(0),
-            domain_manifest: part(1),
-            strategy: part(2),
-            prompt_program: Some(part(3)),
-            proposal: part(4),
-            grant: part(5),
-            tool_catalog: part(6),
-            sensor_fingerprint: part(7),
-            runtime_build: part(8),
-        }
-    }
-
-    /// `c` with component `index` replaced by `value`.
-    fn with_component(mut c: NoGoodComponents, index: usize, value: Digest) -> NoGoodComponents {
-        match index {
-            0 => c.accepted_root = value,
-            1 => c.domain_manifest = value,
-            2 => c.strategy = value,
-            3 => c.prompt_program = Some(value),
-            4 => c.proposal = value,
-            5 => c.grant = value,
-            6 => c.tool_catalog = value,
-            7 => c.sensor_fingerprint = value,
-            _ => c.runtime_build = value,
-        }
-        c
     }
 
     /// A session folded from a real ledger in which forest `f` recorded an

@@ -410,17 +410,14 @@ impl NoGoodStore {
     }
 }
 
+/// Components for tests of exact matching: nine distinct digests from a
+/// seed, and the same with one component replaced.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cluster::{EnergyModel, assess};
-    use crate::diagnostic::{Diagnostic, Level, TestFailure};
-    use crate::digest::blob_digest;
-    use crate::sensor::test_report as report;
-    use crate::sensor::{StageReport, StageStatus};
-    use proptest::prelude::*;
+pub(crate) mod test_components {
+    use super::NoGoodComponents;
+    use crate::digest::{Digest, blob_digest};
 
-    fn components(seed: &[u8; 9]) -> NoGoodComponents {
+    pub(crate) fn components(seed: &[u8; 9]) -> NoGoodComponents {
         let d = |i: usize| blob_digest(&[seed[i], i as u8]);
         NoGoodComponents {
             accepted_root: d(0),
@@ -436,7 +433,11 @@ mod tests {
     }
 
     /// `c` with component `index` replaced by `value`.
-    fn with_component(mut c: NoGoodComponents, index: usize, value: Digest) -> NoGoodComponents {
+    pub(crate) fn with_component(
+        mut c: NoGoodComponents,
+        index: usize,
+        value: Digest,
+    ) -> NoGoodComponents {
         match index {
             0 => c.accepted_root = value,
             1 => c.domain_manifest = value,
@@ -450,6 +451,18 @@ mod tests {
         }
         c
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_components::{components, with_component};
+    use super::*;
+    use crate::cluster::{EnergyModel, assess};
+    use crate::diagnostic::{Diagnostic, Level, TestFailure};
+    use crate::digest::blob_digest;
+    use crate::sensor::test_report as report;
+    use crate::sensor::{StageReport, StageStatus};
+    use proptest::prelude::*;
 
     fn error(code: Option<&str>, message: &str) -> Diagnostic {
         Diagnostic {
