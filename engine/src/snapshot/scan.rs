@@ -395,7 +395,7 @@ fn always_excluded(depth: usize, name: &[u8]) -> bool {
 }
 
 /// A file or symlink the walk found, before its content is known.
-pub(super) struct Found {
+struct Found {
     rel: RelPath,
     path: PathBuf,
     stat: FileStat,
@@ -406,7 +406,7 @@ pub(super) struct Found {
 impl Found {
     /// Whether the file has other hard links, through which it can change
     /// without an event in this directory.
-    pub(super) fn has_other_links(&self) -> bool {
+    fn has_other_links(&self) -> bool {
         self.links > 1
     }
 }
@@ -543,14 +543,12 @@ fn walk_worker(
         dirs: Vec::new(),
         hashed: 0,
     };
-    let mut found = Vec::new();
     while let Some(job) = queue.next() {
         let watch = watches.and_then(|watches| watches.watch(&job.path));
         let listed = push_ignore_files(&job.path, job.rules.clone()).and_then(|rules| {
-            let subdirs = list_entries(&job, &rules, &mut found)?;
-            let multiply_linked = found.iter().any(|item| item.links > 1);
-            let files = settle(
-                &mut found,
+            let listing = list_dir(
+                &job,
+                &rules,
                 |rel| cache.get(rel).copied(),
                 now_ns,
                 &mut walked.hashed,
@@ -559,22 +557,58 @@ fn walk_worker(
                 rel: job.rel,
                 depth: job.depth,
                 rules,
-                files,
-                subdirs: subdirs.iter().map(|subdir| subdir.rel.clone()).collect(),
+                files: listing.files,
+                subdirs: listing
+                    .subdirs
+                    .iter()
+                    .map(|subdir| subdir.rel.clone())
+                    .collect(),
                 watch,
-                multiply_linked,
+                multiply_linked: listing.multiply_linked,
             });
-            Ok(subdirs)
+            Ok(listing.subdirs)
         });
         queue.finish(listed);
     }
     walked
 }
 
+/// What listing one directory found.
+pub(super) struct Listing {
+    /// Its kept subdirectories, as further jobs.
+    pub subdirs: Vec<DirJob>,
+    /// Its kept files and symlinks with their cached entries.
+    pub files: Vec<(RelPath, CachedEntry)>,
+    /// Whether a file in it has other hard links.
+    pub multiply_linked: bool,
+}
+
+/// Lists one directory under `rules` and settles its files: trusted from
+/// `cached` where their stat vouches for them, read and hashed (counted in
+/// `hashed`) where not. The full walk and the watched tree's re-listing
+/// both come through here.
+pub(super) fn list_dir(
+    job: &DirJob,
+    rules: &RuleChain,
+    cached: impl Fn(&str) -> Option<CachedEntry>,
+    now_ns: i64,
+    hashed: &mut usize,
+) -> Result<Listing, SnapshotError> {
+    let mut found = Vec::new();
+    let subdirs = list_entries(job, rules, &mut found)?;
+    let multiply_linked = found.iter().any(Found::has_other_links);
+    let files = settle(&mut found, cached, now_ns, hashed)?;
+    Ok(Listing {
+        subdirs,
+        files,
+        multiply_linked,
+    })
+}
+
 /// Cached entries for the files in `found` (which it empties): trusted
 /// from `cached` where their stat vouches for them, read and hashed (and
 /// counted in `hashed`) where not.
-pub(super) fn settle(
+fn settle(
     found: &mut Vec<Found>,
     cached: impl Fn(&str) -> Option<CachedEntry>,
     now_ns: i64,
@@ -604,7 +638,7 @@ pub(super) fn settle(
 /// Lists one directory under `rules` (which include its own ignore files):
 /// its kept files and symlinks go to `found`, its kept subdirectories are
 /// returned as further jobs.
-pub(super) fn list_entries(
+fn list_entries(
     job: &DirJob,
     rules: &RuleChain,
     found: &mut Vec<Found>,

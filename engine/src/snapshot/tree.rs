@@ -42,9 +42,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::SnapshotError;
-use super::scan::{
-    CachedEntry, DirJob, ListedDir, RuleChain, StatCache, list_entries, settle, walk,
-};
+use super::scan::{CachedEntry, DirJob, ListedDir, Listing, RuleChain, StatCache, list_dir, walk};
 use super::watch::{DirWatches, RescanReason, Wd};
 use crate::diagnostic::RelPath;
 
@@ -264,18 +262,20 @@ impl WatchedTree {
             depth: record.depth,
             rules: record.rules.clone(),
         };
-        let mut found = Vec::new();
-        // The ignore files did not change (that forces a full scan), so the
-        // rules recorded for this directory still hold.
-        let subdirs = list_entries(&job, &record.rules, &mut found)?;
-        let multiply_linked = found.iter().any(|item| item.has_other_links());
         let previous: HashMap<&str, CachedEntry> = record
             .files
             .iter()
             .map(|(path, cached)| (path.as_str(), *cached))
             .collect();
-        let files = settle(
-            &mut found,
+        // The ignore files did not change (that forces a full scan), so the
+        // rules recorded for this directory still hold.
+        let Listing {
+            subdirs,
+            files,
+            multiply_linked,
+        } = list_dir(
+            &job,
+            &record.rules,
             |path| previous.get(path).copied(),
             now_ns,
             &mut pending.hashed,
