@@ -854,33 +854,7 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
     assert_eq!(ws.tree(), before, "without --commit nothing is written");
     let rows = ledger_rows(&ws);
     let events = search_events(&rows);
-    let (resumed_id, limits) = events
-        .iter()
-        .find_map(|e| match e {
-            SearchEvent::SearchOpened {
-                forest_id,
-                resumed_from: Some(from),
-                limits,
-                ..
-            } if *from == forest.forest_id => Some((forest_id.clone(), limits.clone())),
-            _ => None,
-        })
-        .expect("a forest resumes the killed one");
-    assert_eq!(limits, forest.limits, "limits are never refilled");
-    let first_usage = events
-        .iter()
-        .find_map(|e| match e {
-            SearchEvent::SearchUsageSnapshot {
-                forest_id, usage, ..
-            } if *forest_id == resumed_id => Some(usage.clone()),
-            _ => None,
-        })
-        .unwrap();
-    assert!(
-        counters_cover(&first_usage, &forest.usage),
-        "the resumed forest starts with at least the reserved usage: {first_usage:?} vs {:?}",
-        forest.usage
-    );
+    assert_resumes(&events, &forest);
     let after = fold_resume(&rows).unwrap();
     assert!(after.interrupted.is_none(), "the killed forest is claimed");
     assert!(keys.iter().all(|k| after.no_goods.contains_key(k)));
@@ -916,6 +890,46 @@ fn decisions(rows: &[Row]) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// Checks that a forest in `events` resumed `killed`: same generation, the
+/// same limits (never refilled), and a first usage snapshot covering what
+/// the killed forest had reserved.
+fn assert_resumes(events: &[SearchEvent], killed: &InterruptedForest) {
+    let (resumed, generation, limits) = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchOpened {
+                forest_id,
+                generation,
+                limits,
+                resumed_from: Some(from),
+                ..
+            } if *from == killed.forest_id => {
+                Some((forest_id.clone(), *generation, limits.clone()))
+            }
+            _ => None,
+        })
+        .expect("a forest resumes the killed one");
+    assert_eq!(
+        generation, killed.generation,
+        "the same generation continues"
+    );
+    assert_eq!(limits, killed.limits, "limits are never refilled");
+    let first_usage = events
+        .iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchUsageSnapshot {
+                forest_id, usage, ..
+            } if *forest_id == resumed => Some(usage.clone()),
+            _ => None,
+        })
+        .expect("the resumed forest snapshots its usage");
+    assert!(
+        counters_cover(&first_usage, &killed.usage),
+        "the resumed forest starts with at least the reserved usage: {first_usage:?} vs {:?}",
+        killed.usage
+    );
 }
 
 /// Runs `trellis repair` on the two-steps fixture and SIGKILLs it once
@@ -1005,40 +1019,7 @@ fn a_repair_killed_after_an_accepted_step_continues_from_it() {
 
     let rows = ledger_rows(&ws);
     let events = search_events(&rows);
-    let (resumed, generation, limits) = events
-        .iter()
-        .find_map(|e| match e {
-            SearchEvent::SearchOpened {
-                forest_id,
-                generation,
-                limits,
-                resumed_from: Some(from),
-                ..
-            } if *from == killed.forest_id => {
-                Some((forest_id.clone(), *generation, limits.clone()))
-            }
-            _ => None,
-        })
-        .expect("a forest resumes the killed one");
-    assert_eq!(
-        generation, killed.generation,
-        "the same generation continues"
-    );
-    assert_eq!(limits, killed.limits, "limits are never refilled");
-    let first_usage = events
-        .iter()
-        .find_map(|e| match e {
-            SearchEvent::SearchUsageSnapshot {
-                forest_id, usage, ..
-            } if *forest_id == resumed => Some(usage.clone()),
-            _ => None,
-        })
-        .unwrap();
-    assert!(
-        counters_cover(&first_usage, &killed.usage),
-        "the resumed forest starts with at least the reserved usage: {first_usage:?} vs {:?}",
-        killed.usage
-    );
+    assert_resumes(&events, &killed);
     let all = decisions(&rows);
     assert_eq!(all.len(), 2, "{all:?}");
     assert_eq!(all[0], first[0], "the first decision stands");
