@@ -661,7 +661,6 @@ pub(crate) async fn search(
             |cluster| !exhausted.contains(&cluster.id),
             ctx.config,
             &proposer,
-            PLAN_CANDIDATES,
         ) else {
             let detail = if exhausted.is_empty() {
                 "no cluster has a tool suggestion to try".to_owned()
@@ -1188,8 +1187,11 @@ enum Realization<'p> {
 /// A correction packet and the proposer's candidates for it: what a seed
 /// (the accepted state or a partial checkpoint) offers to attempts.
 pub(crate) struct Plan {
-    pub packet: CorrectionPacket,
-    pub candidates: Vec<Candidate>,
+    packet: CorrectionPacket,
+    candidates: Vec<Candidate>,
+    /// The plan's identity (see [`Plan::digest`]), computed once: attempts
+    /// are tracked and checkpoints named by it on every quantum.
+    id: Digest,
 }
 
 impl Plan {
@@ -1202,7 +1204,6 @@ impl Plan {
         worth: impl Fn(&crate::cluster::Cluster) -> bool,
         config: &Config,
         proposer: &dyn Proposer,
-        limit: usize,
     ) -> Option<Plan> {
         let unavailable = m.unavailable();
         repair_order(m, target)
@@ -1215,8 +1216,8 @@ impl Plan {
                     &config.stages.required,
                     &unavailable,
                 );
-                let candidates = proposer.propose(&packet, limit);
-                (!candidates.is_empty()).then_some(Plan { packet, candidates })
+                let candidates = proposer.propose(&packet, PLAN_CANDIDATES);
+                (!candidates.is_empty()).then(|| Plan::new(packet, candidates))
             })
     }
 
@@ -1323,15 +1324,22 @@ impl Plan {
         }
     }
 
-    /// The plan's identity, as a partial checkpoint names its correction.
-    fn digest(&self) -> Digest {
+    fn new(packet: CorrectionPacket, candidates: Vec<Candidate>) -> Plan {
         let mut h = CanonicalHasher::new("trellis.correction-plan.v1");
-        h.str(&self.packet.cluster_id)
-            .u64(self.candidates.len() as u64);
-        for c in &self.candidates {
+        h.str(&packet.cluster_id).u64(candidates.len() as u64);
+        for c in &candidates {
             h.digest(&c.digest());
         }
-        h.finish()
+        Plan {
+            id: h.finish(),
+            packet,
+            candidates,
+        }
+    }
+
+    /// The plan's identity, as a partial checkpoint names its correction.
+    fn digest(&self) -> Digest {
+        self.id
     }
 }
 
@@ -2364,7 +2372,6 @@ async fn run_quantum(
                 |cluster| m.energy() - cluster.energy <= bar,
                 ctx.config,
                 &SuggestionProposer,
-                PLAN_CANDIDATES,
             )
         })
         .flatten();
