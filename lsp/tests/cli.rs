@@ -795,44 +795,11 @@ fn two_interrupted_searches_are_refused_naming_both_and_nothing_is_written() {
 fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
     let ws = ambiguous_with_a_mistyped_alternative();
     let before = ws.tree();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-        .args(["repair", "--format", "json"])
-        .arg(ws.path())
-        .env("TRELLIS_CACHE_DIR", ws.cache.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until the first branch has recorded its no-good: the second
+    // Killed once the first branch has recorded its no-good: the second
     // branch is then being copied or measured.
-    let db = ws.path().join(".trellis/ledger.db");
-    loop {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "trellis finished before it could be killed mid-search"
-        );
-        let recorded =
-            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .and_then(|c| {
-                    c.query_row(
-                "SELECT count(*) FROM events WHERE payload LIKE '%\"kind\":\"no_good_recorded\"%'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-                })
-                .unwrap_or(0);
-        if recorded > 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap(); // SIGKILL: no destructor, no cleanup runs.
-    child.wait().unwrap();
-    assert_eq!(
-        ws.tree(),
-        before,
-        "a killed search must not touch the user's files"
-    );
+    kill_repair_when(&ws, "mid-search", |db| {
+        count_rows(db, "payload LIKE '%\"kind\":\"no_good_recorded\"%'") > 0
+    });
 
     let rows = ledger_rows(&ws);
     let interrupted = fold_resume(&rows).unwrap();
@@ -865,6 +832,38 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
         "the resumed search refuses the recorded no-good: {doc:#}"
     );
     assert_gate_ac(&rows);
+}
+
+/// Runs `trellis repair --format json` and kills it (SIGKILL: no
+/// destructor, no cleanup runs) as soon as `ready` holds for its ledger,
+/// which must happen while it still runs (`moment` says when, for the
+/// failure message). The user's files must be untouched.
+fn kill_repair_when(ws: &Workspace, moment: &str, ready: impl Fn(&Path) -> bool) {
+    let before = ws.tree();
+    let mut child = ws
+        .command(&["repair", "--format", "json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = ws.path().join(".trellis/ledger.db");
+    loop {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "trellis finished before it could be killed {moment}"
+        );
+        if ready(&db) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        ws.tree(),
+        before,
+        "a killed repair never touches the user's files"
+    );
 }
 
 /// Counts rows from a second, read-only connection while trellis writes.
@@ -939,38 +938,15 @@ fn assert_resumes(events: &[SearchEvent], killed: &InterruptedForest) {
 fn killed_in_its_second_step(
     ws: &Workspace,
 ) -> (InterruptedForest, trellis_engine::digest::Digest) {
-    let before = ws.tree();
-    let mut child = ws
-        .command(&["repair", "--format", "json"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let db = ws.path().join(".trellis/ledger.db");
-    loop {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "trellis finished before it could be killed in its second step"
-        );
-        let decided = count_rows(&db, "kind = 'gate_decision_recorded'");
-        let second_forest_reserved = count_rows(
-            &db,
-            "kind = 'search' AND payload LIKE '%\"kind\":\"search_usage_snapshot\"%' \
-             AND payload LIKE '%/f2\"%' AND payload LIKE '%\"workspace_files\":%' \
-             AND payload NOT LIKE '%\"workspace_files\":0%'",
-        );
-        if decided > 0 && second_forest_reserved > 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap(); // SIGKILL: no destructor, no cleanup runs.
-    child.wait().unwrap();
-    assert_eq!(
-        ws.tree(),
-        before,
-        "a killed repair never touches the user's files"
-    );
+    kill_repair_when(ws, "in its second step", |db| {
+        count_rows(db, "kind = 'gate_decision_recorded'") > 0
+            && count_rows(
+                db,
+                "kind = 'search' AND payload LIKE '%\"kind\":\"search_usage_snapshot\"%' \
+                 AND payload LIKE '%/f2\"%' AND payload LIKE '%\"workspace_files\":%' \
+                 AND payload NOT LIKE '%\"workspace_files\":0%'",
+            ) > 0
+    });
 
     let rows = ledger_rows(ws);
     let first = decisions(&rows);
