@@ -107,10 +107,20 @@ enum Command {
 
 #[derive(Subcommand)]
 pub enum LedgerCommand {
-    /// Check the hash chain; names the first changed, removed or reordered event.
+    /// Check the hash chain; names the first changed, removed, reordered or lost event.
+    ///
+    /// Besides the chain's own links, the ledger must reach the head that
+    /// the workspace last recorded (`.trellis/head`) and, with
+    /// `--expect-head`, a head you kept from an earlier run (every
+    /// `trellis repair` prints one): a ledger that ends before it lost
+    /// events, and one that hashes differently there was rewritten.
     Verify {
         /// The workspace root (default: the current directory).
         path: Option<PathBuf>,
+        /// A head printed earlier, `SEQ:HASH`: the ledger must still reach
+        /// event SEQ with exactly that hash.
+        #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
+        expect_head: Option<trellis_engine::ledger::Head>,
     },
     /// Fold the accepted trajectory from the ledger without running anything.
     Replay {
@@ -119,6 +129,10 @@ pub enum LedgerCommand {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+}
+
+fn parse_head(text: &str) -> Result<trellis_engine::ledger::Head, String> {
+    text.parse()
 }
 
 fn main() -> ExitCode {

@@ -2,124 +2,14 @@
 //! of the fixture crates in `tests/fixtures/`, with the real cargo.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
+mod support;
 
-/// A private copy of a fixture plus a private branch cache.
-struct Workspace {
-    dir: tempfile::TempDir,
-    cache: tempfile::TempDir,
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            if entry.file_name() != "target" {
-                copy_tree(&entry.path(), &target);
-            }
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-impl Workspace {
-    fn of(name: &str) -> Workspace {
-        let ws = Workspace {
-            dir: tempfile::tempdir().unwrap(),
-            cache: tempfile::tempdir().unwrap(),
-        };
-        copy_tree(&fixture(name), ws.path());
-        ws
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The binary on this workspace, with a private cache and no user
-    /// configuration (`XDG_CONFIG_HOME` points into the private cache).
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-        command
-            .args(args)
-            .arg(self.path())
-            .env("TRELLIS_CACHE_DIR", self.cache.path())
-            .env("XDG_CONFIG_HOME", self.cache.path().join("config"));
-        command
-    }
-
-    fn trellis(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .output()
-            .expect("the trellis binary runs")
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        let mut all = args.to_vec();
-        all.extend(["--format", "json"]);
-        let out = self.trellis(&all);
-        let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (out.status.code().unwrap(), doc)
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.path().join(rel)).unwrap()
-    }
-
-    /// Every file outside `.trellis/` and `target/`, with its bytes.
-    fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let entry = entry.unwrap();
-                let name = entry.file_name();
-                if name == ".trellis" || name == "target" {
-                    continue;
-                }
-                if entry.file_type().unwrap().is_dir() {
-                    walk(root, &entry.path(), out);
-                } else {
-                    out.insert(
-                        entry.path().strip_prefix(root).unwrap().into(),
-                        std::fs::read(entry.path()).unwrap(),
-                    );
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(self.path(), self.path(), &mut out);
-        out
-    }
-
-    /// `cargo test` in the workspace itself passes.
-    fn cargo_test_passes(&self) -> bool {
-        Command::new("cargo")
-            .args(["test", "--quiet"])
-            .current_dir(self.path())
-            .env("CARGO_TARGET_DIR", self.cache.path().join("verify-target"))
-            .output()
-            .unwrap()
-            .status
-            .success()
-    }
-}
+use support::workspace::Workspace;
 
 fn committed(ws: &Workspace) -> Value {
     let (code, doc) = ws.json(&["repair", "--commit"]);
@@ -1048,7 +938,7 @@ fn an_interrupted_repair_whose_accepted_state_cannot_be_rebuilt_is_refused() {
     std::fs::rename(&aside, &objects).unwrap();
 
     // A gate under which the recorded descent is not one.
-    let user_config = ws.cache.path().join("config/trellis/config.toml");
+    let user_config = ws.cache().join("config/trellis/config.toml");
     std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
     std::fs::write(&user_config, "[gate]\nrho = 1000.0\n").unwrap();
     refused("a stricter gate", "does not replay");
@@ -1063,7 +953,7 @@ fn a_continued_repair_counts_its_earlier_steps_against_max_steps() {
     let ws = Workspace::of("two-steps");
     killed_in_its_second_step(&ws);
     let before = ws.tree();
-    let user_config = ws.cache.path().join("config/trellis/config.toml");
+    let user_config = ws.cache().join("config/trellis/config.toml");
     std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
     std::fs::write(&user_config, "[exploration]\nmax_steps = 1\n").unwrap();
     let (code, doc) = ws.json(&["repair", "--commit"]);

@@ -1177,6 +1177,7 @@ mod tests {
             ),
         );
         reseal(&ledger, 2);
+        forge_witness(&ledger);
         assert_eq!(ledger.verify().unwrap().events, 2, "a forger can reseal");
         let error = fold_resume(&ledger.rows().unwrap()).unwrap_err();
         assert!(

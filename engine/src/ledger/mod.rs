@@ -6,6 +6,8 @@
 //! * [`store`] — `.trellis/ledger.db`: append-only, chained, fsync'd at
 //!   decisions.
 //! * [`verify`] — names the first changed, removed or reordered event.
+//! * [`witness`] — `.trellis/head`, the last head kept outside the
+//!   database, so a lost or rewritten tail is caught.
 //! * [`fold`] — the accepted projection replay rebuilds (invariant under
 //!   removal of search events) and the search state a resume inherits.
 
@@ -13,6 +15,7 @@ pub mod event;
 pub mod fold;
 pub mod store;
 pub mod verify;
+pub mod witness;
 
 #[cfg(test)]
 mod test_support;
@@ -29,3 +32,4 @@ pub use fold::{
 };
 pub use store::{EventRef, Ledger, LedgerError, Row};
 pub use verify::{ChainError, VerifyReport};
+pub use witness::{Head, HeadSource};

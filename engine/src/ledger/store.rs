@@ -23,6 +23,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::event::{DecodedRow, LedgerEvent, SEARCH_KIND, SearchEnvelopeV1, SearchEvent};
+use super::witness::{self, Head};
 use crate::digest::{CanonicalHasher, Digest};
 
 /// File name of the ledger inside `.trellis/`.
@@ -113,6 +114,11 @@ impl std::fmt::Display for Row {
 pub struct Ledger {
     path: PathBuf,
     conn: Mutex<Connection>,
+}
+
+/// The `.trellis/` directory holding `path`.
+fn state_dir(path: &Path) -> &Path {
+    path.parent().expect("the ledger file has a directory")
 }
 
 impl std::fmt::Debug for Ledger {
@@ -207,6 +213,31 @@ impl Ledger {
         &self.path
     }
 
+    /// The last event's seq and hash; `None` for an empty ledger.
+    pub fn head(&self) -> Result<Option<Head>, LedgerError> {
+        let conn = self.lock();
+        let last: Option<(i64, String, String)> = conn
+            .query_row(
+                "SELECT seq, kind, hash FROM events ORDER BY seq DESC LIMIT 1",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.sqlite(e))?;
+        last.map(|(seq, kind, hash)| {
+            let corrupt = |reason: String| LedgerError::Corrupt {
+                seq: seq.max(0) as u64,
+                kind: kind.clone(),
+                reason,
+            };
+            Ok(Head {
+                seq: u64::try_from(seq).map_err(|_| corrupt(format!("negative seq {seq}")))?,
+                hash: hash.parse().map_err(|e| corrupt(format!("{e}")))?,
+            })
+        })
+        .transpose()
+    }
+
     /// Appends a mechanism event; decisions, promotions and refusals are
     /// fsync'd before this returns.
     pub fn append(&self, event: &LedgerEvent) -> Result<EventRef, LedgerError> {
@@ -280,6 +311,14 @@ impl Ledger {
         )
         .map_err(|e| self.sqlite(e))?;
         tx.commit().map_err(|e| self.sqlite(e))?;
+        // The event is committed; a witness that cannot be written only
+        // weakens later verification, so it is said, not failed on.
+        if let Err(e) = witness::record(state_dir(&self.path), Head { seq, hash }) {
+            tracing::warn!(
+                "ledger {}: cannot leave the head witness: {e}",
+                self.path.display()
+            );
+        }
         Ok(EventRef { seq, hash })
     }
 

@@ -233,3 +233,15 @@ pub fn reseal(ledger: &Ledger, seq: u64) {
         &format!("UPDATE events SET hash = '{hash}' WHERE seq = {seq}"),
     );
 }
+
+/// Rewrites the head witness to the ledger's current head, as a forger who
+/// rewrote the chain and knows about the witness would.
+pub fn forge_witness(ledger: &Ledger) {
+    let head = ledger.head().unwrap().expect("a non-empty ledger");
+    let dir = ledger.path().parent().unwrap();
+    std::fs::write(
+        dir.join(crate::ledger::witness::WITNESS_FILE),
+        format!("{head}\n"),
+    )
+    .unwrap();
+}

@@ -8,10 +8,19 @@
 //! it compares the last seq with SQLite's AUTOINCREMENT high-water mark, which
 //! catches rows cut off the end, the one removal a chain alone cannot see.
 //!
-//! A chain rewritten wholesale (every later hash recomputed) verifies; detect
-//! that by comparing [`VerifyReport::head`] against a head kept elsewhere.
+//! A chain checks only that its rows agree with each other. What it must
+//! still reach is checked against heads kept outside it
+//! ([`super::witness`]): the workspace's own witness, and a head the user
+//! kept (`--expect-head`). A chain that ends before such a head lost events
+//! (a removed WAL, a truncated file); one whose event at that seq hashes
+//! differently was rewritten at or before it. An empty ledger with no
+//! witness, in a workspace whose stat cache or blob store shows earlier
+//! sessions, lost everything and is not reported intact either.
+
+use std::path::{Path, PathBuf};
 
 use super::store::{Ledger, LedgerError, RawRow, decode_raw, event_hash};
+use super::witness::{self, Head, HeadSource};
 use crate::digest::Digest;
 
 /// What an intact ledger holds.
@@ -62,7 +71,40 @@ pub enum ChainError {
         reason: String,
     },
     #[error(transparent)]
+    History(#[from] HistoryError),
+    #[error(transparent)]
     Ledger(#[from] LedgerError),
+}
+
+/// Where a lost or rewritten ledger shows, beyond its own rows.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error(
+        "the ledger ends at event {events} but {kept_by} records event {}: events {} to {} are missing (a truncated database or a removed WAL)",
+        recorded.seq, events + 1, recorded.seq
+    )]
+    Lost {
+        events: u64,
+        recorded: Head,
+        kept_by: HeadSource,
+    },
+    #[error(
+        "event {} ({kind}) hashes to {found} but {kept_by} records {}: the ledger was rewritten at or before event {}",
+        recorded.seq, recorded.hash, recorded.seq
+    )]
+    Diverged {
+        kind: String,
+        found: Digest,
+        recorded: Head,
+        kept_by: HeadSource,
+    },
+    #[error(
+        "the ledger is empty but {} shows earlier sessions: its events were lost",
+        evidence.display()
+    )]
+    EmptyWithHistory { evidence: PathBuf },
+    #[error("cannot read the head witness: {0}")]
+    UnreadableWitness(String),
 }
 
 impl ChainError {
@@ -74,15 +116,46 @@ impl ChainError {
             | ChainError::Unreadable { seq, .. } => Some(*seq),
             ChainError::Removed { missing, .. } => Some(*missing),
             ChainError::Truncated { first_missing, .. } => Some(*first_missing),
+            ChainError::History(HistoryError::Lost { events, .. }) => Some(events + 1),
+            ChainError::History(HistoryError::Diverged { recorded, .. }) => Some(recorded.seq),
             ChainError::Ledger(LedgerError::Corrupt { seq, .. }) => Some(*seq),
-            ChainError::Ledger(_) => None,
+            ChainError::History(_) | ChainError::Ledger(_) => None,
         }
     }
 }
 
+impl VerifyReport {
+    /// The head as `trellis ledger verify` prints it; `None` when empty.
+    pub fn last(&self) -> Option<Head> {
+        (self.events > 0).then_some(Head {
+            seq: self.events,
+            hash: self.head,
+        })
+    }
+}
+
 impl Ledger {
-    /// Verifies the whole chain; the error names the first broken event.
+    /// Verifies the whole chain and that it reaches the workspace's head
+    /// witness; the error names the first broken or missing event.
     pub fn verify(&self) -> Result<VerifyReport, ChainError> {
+        self.verify_expecting(None)
+    }
+
+    /// [`Ledger::verify`], and the chain must also reach `expected`, a head
+    /// kept outside the workspace.
+    pub fn verify_expecting(&self, expected: Option<Head>) -> Result<VerifyReport, ChainError> {
+        let dir = self
+            .path()
+            .parent()
+            .expect("the ledger file has a directory");
+        let witness = witness::read(dir).map_err(HistoryError::UnreadableWitness)?;
+        // The user's own head first: it outranks one the workspace holds.
+        let anchors: Vec<(Head, HeadSource)> = expected
+            .map(|head| (head, HeadSource::Expected))
+            .into_iter()
+            .chain(witness.map(|head| (head, HeadSource::Witness(dir.join(witness::WITNESS_FILE)))))
+            .collect();
+        let mut at_anchor: Vec<Option<(String, Digest)>> = vec![None; anchors.len()];
         let mut report = VerifyReport {
             events: 0,
             head: Digest::ZERO,
@@ -91,6 +164,11 @@ impl Ledger {
             check_row(&raw, report.events + 1, &report.head)?;
             report.events += 1;
             report.head = parse_digest(&raw, "hash", &raw.hash)?;
+            for ((anchor, _), seen) in anchors.iter().zip(&mut at_anchor) {
+                if anchor.seq == report.events {
+                    *seen = Some((raw.kind_lossy(), report.head));
+                }
+            }
             Ok::<(), ChainError>(())
         })?;
         let high_water_mark = self.high_water_mark()?;
@@ -100,8 +178,56 @@ impl Ledger {
                 high_water_mark,
             });
         }
+        for ((recorded, kept_by), seen) in anchors.into_iter().zip(at_anchor) {
+            check_anchor(report.events, recorded, kept_by, seen)?;
+        }
+        if witness.is_none()
+            && report.events == 0
+            && let Some(evidence) = earlier_sessions(dir)
+        {
+            return Err(HistoryError::EmptyWithHistory { evidence }.into());
+        }
         Ok(report)
     }
+}
+
+/// The chain (of `events` events, `seen` its event at the anchor's seq)
+/// must reach `recorded` with the same hash.
+fn check_anchor(
+    events: u64,
+    recorded: Head,
+    kept_by: HeadSource,
+    seen: Option<(String, Digest)>,
+) -> Result<(), HistoryError> {
+    if recorded.seq > events {
+        return Err(HistoryError::Lost {
+            events,
+            recorded,
+            kept_by,
+        });
+    }
+    let (kind, found) = seen.unwrap_or_else(|| ("before the first event".into(), Digest::ZERO));
+    if found != recorded.hash {
+        return Err(HistoryError::Diverged {
+            kind,
+            found,
+            recorded,
+            kept_by,
+        });
+    }
+    Ok(())
+}
+
+/// State only a session that recorded events leaves behind: the stat
+/// cache, or any stored blob.
+fn earlier_sessions(trellis_dir: &Path) -> Option<PathBuf> {
+    let index = trellis_dir.join("index");
+    if index.exists() {
+        return Some(index);
+    }
+    let objects = trellis_dir.join("objects");
+    let mut entries = std::fs::read_dir(&objects).ok()?;
+    entries.next().is_some().then_some(objects)
 }
 
 /// Checks one row against the seq and predecessor hash it must have.
@@ -406,6 +532,117 @@ mod tests {
         let error = broken(&ledger);
         assert!(
             matches!(error, ChainError::Unreadable { seq: 2, .. }),
+            "{error}"
+        );
+    }
+
+    /// Loses the last `n` events the way a removed WAL does: the rows and
+    /// the AUTOINCREMENT mark go together, so the chain alone cannot tell.
+    fn lose_tail(ledger: &Ledger, n: u64) {
+        tamper(
+            ledger,
+            &format!(
+                "DELETE FROM events WHERE seq > (SELECT MAX(seq) - {n} FROM events);
+                 UPDATE sqlite_sequence SET seq = seq - {n} WHERE name = 'events';"
+            ),
+        );
+    }
+
+    #[test]
+    fn a_lost_tail_is_caught_by_the_head_witness() {
+        let (_dir, ledger) = six_event_ledger();
+        lose_tail(&ledger, 2);
+        let error = broken(&ledger);
+        assert!(
+            matches!(
+                &error,
+                ChainError::History(HistoryError::Lost { events: 4, recorded, kept_by: HeadSource::Witness(_) })
+                    if recorded.seq == 6
+            ),
+            "{error}"
+        );
+        assert_eq!(error.seq(), Some(5));
+        assert!(
+            error.to_string().contains("events 5 to 6 are missing"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_resealed_head_diverges_from_the_witness() {
+        let (_dir, ledger) = six_event_ledger();
+        tamper(
+            &ledger,
+            "UPDATE events SET payload = replace(payload, 'r2', 'r9') WHERE seq = 6",
+        );
+        reseal(&ledger, 6);
+        let error = broken(&ledger);
+        assert!(
+            matches!(&error, ChainError::History(HistoryError::Diverged { kind, .. }) if kind == "refused"),
+            "{error}"
+        );
+        assert_eq!(error.seq(), Some(6));
+    }
+
+    #[test]
+    fn an_expected_head_must_be_reached_with_its_hash() {
+        let (_dir, ledger) = six_event_ledger();
+        let kept = ledger.head().unwrap().unwrap();
+        assert_eq!(
+            ledger.verify_expecting(Some(kept)).unwrap().last(),
+            Some(kept)
+        );
+
+        // A forger rewrites the last event and the witness: only the kept head tells.
+        tamper(
+            &ledger,
+            "UPDATE events SET payload = replace(payload, 'r2', 'r9') WHERE seq = 6",
+        );
+        reseal(&ledger, 6);
+        forge_witness(&ledger);
+        ledger.verify().expect("the forged witness agrees");
+        let error = ledger.verify_expecting(Some(kept)).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                ChainError::History(HistoryError::Diverged {
+                    kept_by: HeadSource::Expected,
+                    ..
+                })
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("the expected head"), "{error}");
+
+        let beyond = Head { seq: 9, ..kept };
+        let error = ledger.verify_expecting(Some(beyond)).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                ChainError::History(HistoryError::Lost { events: 6, .. })
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_empty_ledger_with_earlier_state_is_not_intact() {
+        let (dir, ledger) = temp_ledger();
+        std::fs::write(dir.path().join(".trellis/index"), b"stat cache").unwrap();
+        let error = broken(&ledger);
+        assert!(
+            matches!(&error, ChainError::History(HistoryError::EmptyWithHistory { evidence }) if evidence.ends_with("index")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_witness_that_is_not_a_head_is_named() {
+        let (dir, ledger) = six_event_ledger();
+        std::fs::write(dir.path().join(".trellis/head"), b"garbage").unwrap();
+        let error = broken(&ledger);
+        assert!(
+            matches!(&error, ChainError::History(HistoryError::UnreadableWitness(m)) if m.contains("head")),
             "{error}"
         );
     }

@@ -1,13 +1,13 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
-use trellis_engine::ledger::{Ledger, fold_accepted};
+use trellis_engine::ledger::{Head, Ledger, fold_accepted};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
 use crate::{Format, LedgerCommand};
 
 pub fn run(command: LedgerCommand) -> u8 {
     match command {
-        LedgerCommand::Verify { path } => verify(&workspace(path)),
+        LedgerCommand::Verify { path, expect_head } => verify(&workspace(path), expect_head),
         LedgerCommand::Replay { path, format } => replay(&workspace(path), format),
     }
 }
@@ -23,20 +23,22 @@ fn open(root: &std::path::Path) -> Result<Ledger, u8> {
     Ledger::open(&dir).map_err(fail)
 }
 
-fn verify(root: &std::path::Path) -> u8 {
+fn verify(root: &std::path::Path, expect_head: Option<Head>) -> u8 {
     let ledger = match open(root) {
         Ok(ledger) => ledger,
         Err(code) => return code,
     };
-    match ledger.verify() {
-        Ok(report) => {
-            println!(
-                "ledger intact: {} events, head {}",
-                report.events,
-                report.head.short(16)
-            );
-            EXIT_OK
-        }
+    match ledger.verify_expecting(expect_head) {
+        Ok(report) => match report.last() {
+            Some(head) => {
+                println!("ledger intact: {} events, head {head}", report.events);
+                EXIT_OK
+            }
+            None => {
+                println!("ledger intact: no events yet");
+                EXIT_OK
+            }
+        },
         Err(e) => {
             eprintln!(
                 "error: {}: the hash chain is broken: {e}",

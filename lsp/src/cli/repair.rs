@@ -44,6 +44,12 @@ pub async fn run(
     } else {
         None
     };
+    // Printed after every repair, so a user can keep it and later check the
+    // ledger against it (`trellis ledger verify --expect-head`).
+    let head = match engine.ledger().head() {
+        Ok(head) => head.map(|h| h.to_string()),
+        Err(e) => return fail(e),
+    };
 
     match format {
         Format::Json => {
@@ -62,6 +68,7 @@ pub async fn run(
                     Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
                     None => serde_json::Value::Null,
                 },
+                "ledger_head": head,
             });
             println!(
                 "{}",
@@ -106,6 +113,9 @@ pub async fn run(
                     println!("not written: run with --commit to apply it")
                 }
                 None => {}
+            }
+            if let Some(head) = &head {
+                println!("ledger head: {head}");
             }
         }
     }

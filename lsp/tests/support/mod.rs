@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod workspace;
+
 /// How long a repair may take on a busy two-core machine.
 pub const REPAIR_TIMEOUT: Duration = Duration::from_secs(900);
 /// How long sensing a tiny crate may take (cold `cargo check` and `cargo test`).

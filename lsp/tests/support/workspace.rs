@@ -1,0 +1,128 @@
+//! A private copy of a fixture crate and the shipped binary run on it, for
+//! the CLI's end-to-end tests.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+/// A private copy of a fixture plus a private branch cache.
+pub struct Workspace {
+    dir: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != "target" {
+                copy_tree(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+impl Workspace {
+    pub fn of(name: &str) -> Workspace {
+        let ws = Workspace {
+            dir: tempfile::tempdir().unwrap(),
+            cache: tempfile::tempdir().unwrap(),
+        };
+        copy_tree(&fixture(name), ws.path());
+        ws
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The private cache directory (branch slots, and the user configuration
+    /// under `config/`).
+    pub fn cache(&self) -> &Path {
+        self.cache.path()
+    }
+
+    /// The binary on this workspace, with a private cache and no user
+    /// configuration (`XDG_CONFIG_HOME` points into the private cache).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+        command
+            .args(args)
+            .arg(self.path())
+            .env("TRELLIS_CACHE_DIR", self.cache.path())
+            .env("XDG_CONFIG_HOME", self.cache.path().join("config"));
+        command
+    }
+
+    pub fn trellis(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .output()
+            .expect("the trellis binary runs")
+    }
+
+    pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let out = self.trellis(&all);
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap(), doc)
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap()
+    }
+
+    /// Every file outside `.trellis/` and `target/`, with its bytes.
+    pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let entry = entry.unwrap();
+                let name = entry.file_name();
+                if name == ".trellis" || name == "target" {
+                    continue;
+                }
+                if entry.file_type().unwrap().is_dir() {
+                    walk(root, &entry.path(), out);
+                } else {
+                    out.insert(
+                        entry.path().strip_prefix(root).unwrap().into(),
+                        std::fs::read(entry.path()).unwrap(),
+                    );
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(self.path(), self.path(), &mut out);
+        out
+    }
+
+    /// `cargo test` in the workspace itself passes.
+    pub fn cargo_test_passes(&self) -> bool {
+        Command::new("cargo")
+            .args(["test", "--quiet"])
+            .current_dir(self.path())
+            .env("CARGO_TARGET_DIR", self.cache.path().join("verify-target"))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+}
