@@ -19,7 +19,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test"
 # Branch slots of the tests live in a private cache, never the user's.
-export TRELLIS_CACHE_DIR="${TRELLIS_CACHE_DIR:-$(mktemp -d)}"
+# A cache made here is removed on exit, whatever the outcome.
+if [[ -z ${TRELLIS_CACHE_DIR:-} ]]; then
+    TRELLIS_CACHE_DIR=$(mktemp -d)
+    trap 'rm -rf "$TRELLIS_CACHE_DIR"' EXIT
+fi
+export TRELLIS_CACHE_DIR
 cargo test --workspace --locked
 
 step "editor tests"

@@ -26,3 +26,4 @@ pub mod select;
 pub mod sensor;
 pub mod slots;
 pub mod snapshot;
+pub mod workspace;

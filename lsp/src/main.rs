@@ -38,9 +38,9 @@ struct Cli {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// Readable text, with a progress bar on stderr.
+    /// Readable text.
     Human,
-    /// One JSON document on stdout.
+    /// One JSON document on stdout (progress, if any, stays on stderr).
     Json,
 }
 
@@ -52,7 +52,7 @@ enum Command {
     /// --workspace` in a private copy (your own target/ is never locked) and
     /// prints one line per cluster. Exits 0 when every required stage passes.
     Check {
-        /// The workspace root (default: the current directory).
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -67,7 +67,7 @@ enum Command {
     /// required stage passes, and only if your files did not change
     /// meanwhile.
     Repair {
-        /// The workspace root (default: the current directory).
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         /// Write a hard-passing repair to the workspace.
         #[arg(long)]
@@ -85,7 +85,7 @@ enum Command {
     Lsp,
     /// Show the last search: its branches, remaining limits and no-goods.
     Status {
-        /// The workspace root (default: the current directory).
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -115,7 +115,7 @@ pub enum LedgerCommand {
     /// `trellis repair` prints one): a ledger that ends before it lost
     /// events, and one that hashes differently there was rewritten.
     Verify {
-        /// The workspace root (default: the current directory).
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         /// A head printed earlier, `SEQ:HASH`: the ledger must still reach
         /// event SEQ with exactly that hash.
@@ -124,7 +124,7 @@ pub enum LedgerCommand {
     },
     /// Fold the accepted trajectory from the ledger without running anything.
     Replay {
-        /// The workspace root (default: the current directory).
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,

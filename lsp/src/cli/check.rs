@@ -9,7 +9,10 @@ use super::{Spinner, cancel_on_interrupt, fail, open, render, verdict_code, work
 use crate::Format;
 
 pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -> u8 {
-    let root = workspace(path);
+    let root = match workspace(path) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
     let engine = match open(&root, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,

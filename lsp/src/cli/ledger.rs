@@ -6,10 +6,13 @@ use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
 use crate::{Format, LedgerCommand};
 
 pub fn run(command: LedgerCommand) -> u8 {
-    match command {
-        LedgerCommand::Verify { path, expect_head } => verify(&workspace(path), expect_head),
-        LedgerCommand::Replay { path, format } => replay(&workspace(path), format),
-    }
+    let result = match command {
+        LedgerCommand::Verify { path, expect_head } => {
+            workspace(path).map(|root| verify(&root, expect_head))
+        }
+        LedgerCommand::Replay { path, format } => workspace(path).map(|root| replay(&root, format)),
+    };
+    result.unwrap_or_else(|code| code)
 }
 
 fn open(root: &std::path::Path) -> Result<Ledger, u8> {

@@ -7,6 +7,7 @@ pub mod render;
 pub mod repair;
 pub mod status;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -54,48 +55,74 @@ pub fn fail(message: impl std::fmt::Display) -> u8 {
     EXIT_ERROR
 }
 
-/// The workspace a command acts on: the given path or the current directory.
-pub fn workspace(path: Option<PathBuf>) -> PathBuf {
-    path.unwrap_or_else(|| PathBuf::from("."))
+/// The workspace a command acts on: the project the given path (or the
+/// current directory) is in, found the way cargo finds it. Errors are
+/// printed here; the caller exits with the returned status.
+pub fn workspace(path: Option<PathBuf>) -> Result<PathBuf, u8> {
+    let start = path.unwrap_or_else(|| PathBuf::from("."));
+    trellis_engine::workspace::discover(&start).map_err(fail)
 }
 
 pub fn open(path: &Path, prompts: PromptPolicy) -> Result<Engine, u8> {
     Engine::open_with(path, None, prompts).map_err(fail)
 }
 
-/// A spinner on stderr that shows the running stage; silent when stderr is
-/// not a terminal or output is JSON.
+/// Progress on stderr: a spinner showing the running stage on a terminal
+/// (human output only), plain lines elsewhere, so a CI log shows what a
+/// long repair is doing. JSON on stdout is never mixed with it.
 pub struct Spinner {
-    bar: Mutex<Option<ProgressBar>>,
+    sink: Mutex<Sink>,
+}
+
+enum Sink {
+    Bar(ProgressBar),
+    /// Not a terminal: one line per new message.
+    Lines {
+        last: String,
+    },
+    Silent,
 }
 
 impl Spinner {
-    pub fn new(visible: bool) -> Spinner {
-        let bar = visible.then(|| {
+    pub fn new(human: bool) -> Spinner {
+        let sink = if !std::io::stderr().is_terminal() {
+            Sink::Lines {
+                last: String::new(),
+            }
+        } else if human {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
                 ProgressStyle::with_template("{spinner:.cyan} [{elapsed_precise}] {msg}")
                     .expect("valid template"),
             );
             bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            bar
-        });
+            Sink::Bar(bar)
+        } else {
+            Sink::Silent
+        };
         Spinner {
-            bar: Mutex::new(bar),
+            sink: Mutex::new(sink),
         }
     }
 
     pub fn finish(&self) {
-        if let Some(bar) = self.bar.lock().expect("spinner lock").take() {
+        let mut sink = self.sink.lock().expect("spinner lock");
+        if let Sink::Bar(bar) = &*sink {
             bar.finish_and_clear();
         }
+        *sink = Sink::Silent;
     }
 }
 
 impl Progress for Spinner {
     fn report(&self, message: &str, _percent: Option<u32>) {
-        if let Some(bar) = self.bar.lock().expect("spinner lock").as_ref() {
-            bar.set_message(message.to_owned());
+        match &mut *self.sink.lock().expect("spinner lock") {
+            Sink::Bar(bar) => bar.set_message(message.to_owned()),
+            Sink::Lines { last } if last != message => {
+                eprintln!("trellis: {message}");
+                message.clone_into(last);
+            }
+            Sink::Lines { .. } | Sink::Silent => {}
         }
     }
 }

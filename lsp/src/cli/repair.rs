@@ -18,7 +18,10 @@ pub async fn run(
     format: Format,
     prompts: PromptPolicy,
 ) -> u8 {
-    let root = workspace(path);
+    let root = match workspace(path) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
     let engine = match open(&root, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,

@@ -21,7 +21,10 @@ const STATES: [&str; 8] = [
 ];
 
 pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
-    let root = workspace(path);
+    let root = match workspace(path) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
     let status = match read(&root) {
         Ok(status) => status,
         Err(message) => return fail(message),

@@ -1,0 +1,162 @@
+//! Where a workspace starts: from the directory a command was run in (or
+//! was given) up to the project root the user's own tools would use.
+//!
+//! Run from `src/`, `cargo check` checks the whole package, and from a
+//! member of a cargo workspace, the whole workspace's lock and target: the
+//! root is not the directory the user stands in. Discovery walks up to the
+//! nearest `Cargo.toml` and then asks cargo itself for the workspace that
+//! manifest belongs to (`cargo locate-project --workspace`), so membership,
+//! `exclude` and `package.workspace` follow cargo's rules rather than a copy
+//! of them; when cargo cannot say (not installed, a manifest it cannot
+//! parse), the nearest manifest's directory is the root, and sensing will
+//! report the manifest's error there.
+//!
+//! Discovery never creates anything: a directory that is in no project is
+//! an error naming it, before any `.trellis/` is made.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The manifest that marks a project root.
+const CARGO_MANIFEST: &str = "Cargo.toml";
+
+/// Why no workspace root could be found.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("{}: not a directory: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error(
+        "no project found in {} or any directory above it (looked for {CARGO_MANIFEST}); \
+         run trellis inside a project, or pass its path",
+        start.display()
+    )]
+    NoProject { start: PathBuf },
+}
+
+/// The workspace root for a command started in `start`.
+pub fn discover(start: &Path) -> Result<PathBuf, DiscoverError> {
+    let start = start
+        .canonicalize()
+        .map_err(|source| DiscoverError::Unreadable {
+            path: start.to_path_buf(),
+            source,
+        })?;
+    if !start.is_dir() {
+        return Err(DiscoverError::NotADirectory { path: start });
+    }
+    let package = nearest_manifest_dir(&start).ok_or(DiscoverError::NoProject {
+        start: start.clone(),
+    })?;
+    Ok(cargo_workspace_root(&package)
+        .filter(|root| package.starts_with(root))
+        .unwrap_or(package))
+}
+
+/// The nearest directory at or above `start` holding a manifest.
+fn nearest_manifest_dir(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|dir| dir.join(CARGO_MANIFEST).is_file())
+        .map(Path::to_path_buf)
+}
+
+/// The directory of the workspace manifest cargo resolves for the package
+/// in `package`; `None` when cargo cannot say.
+fn cargo_workspace_root(package: &Path) -> Option<PathBuf> {
+    let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["locate-project", "--workspace", "--message-format", "plain"])
+        .current_dir(package)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let manifest = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    manifest.parent()?.canonicalize().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn package(name: &str) -> String {
+        format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+    }
+
+    #[test]
+    fn a_subdirectory_of_a_package_finds_the_package() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "Cargo.toml", &package("p"));
+        write(dir.path(), "src/lib.rs", "");
+        let found = discover(&dir.path().join("src")).unwrap();
+        assert_eq!(found, dir.path().canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_member_of_a_cargo_workspace_finds_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"crates/*\"]\n",
+        );
+        write(dir.path(), "crates/a/Cargo.toml", &package("a"));
+        write(dir.path(), "crates/a/src/lib.rs", "");
+        let found = discover(&dir.path().join("crates/a/src")).unwrap();
+        assert_eq!(found, dir.path().canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_package_excluded_from_the_workspace_above_is_its_own_root() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "Cargo.toml",
+            "[workspace]\nmembers = []\nexclude = [\"fixture\"]\n",
+        );
+        write(dir.path(), "fixture/Cargo.toml", &package("fixture"));
+        write(dir.path(), "fixture/src/lib.rs", "");
+        let found = discover(&dir.path().join("fixture/src")).unwrap();
+        assert_eq!(found, dir.path().join("fixture").canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_manifest_cargo_cannot_read_still_names_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "Cargo.toml", "[package\n");
+        let found = discover(dir.path()).unwrap();
+        assert_eq!(found, dir.path().canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_directory_in_no_project_is_named_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        fs::create_dir(&notes).unwrap();
+        let error = discover(&notes).unwrap_err();
+        assert!(matches!(&error, DiscoverError::NoProject { start } if start.ends_with("notes")));
+        assert!(error.to_string().contains("Cargo.toml"), "{error}");
+        assert_eq!(fs::read_dir(&notes).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_missing_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = discover(&dir.path().join("gone")).unwrap_err();
+        assert!(error.to_string().contains("gone"), "{error}");
+    }
+}

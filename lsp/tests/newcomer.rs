@@ -1,0 +1,91 @@
+//! What a newcomer meets first: the project is found from wherever the
+//! command runs, a folder that is no project is named and left untouched,
+//! and a log that is not a terminal still shows what a long run is doing.
+
+use std::process::Command;
+
+mod support;
+
+use support::workspace::Workspace;
+
+/// The binary run inside `dir` of the workspace, without a path argument.
+fn trellis_in(ws: &Workspace, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(args)
+        .current_dir(dir)
+        .env("TRELLIS_CACHE_DIR", ws.cache())
+        .env("XDG_CONFIG_HOME", ws.cache().join("config"))
+        .output()
+        .expect("the trellis binary runs")
+}
+
+#[test]
+fn run_from_a_subdirectory_it_checks_the_whole_crate_and_writes_state_at_its_root() {
+    let ws = Workspace::of("missing-mut");
+    let src = ws.path().join("src");
+    let out = trellis_in(&ws, &src, &["check", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1), "residuals remain");
+    assert_eq!(
+        doc["workspace"].as_str().unwrap(),
+        ws.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    let clusters = doc["clusters"].as_array().unwrap();
+    assert!(
+        clusters.iter().all(|c| c["class"] != "sensor_unavailable"),
+        "every stage ran: {clusters:#?}"
+    );
+    assert!(!src.join(".trellis").exists(), "no state in src/");
+    assert!(ws.path().join(".trellis/ledger.db").exists());
+}
+
+#[test]
+fn a_folder_in_no_project_is_named_once_and_nothing_is_created() {
+    let ws = Workspace::of("missing-mut");
+    let outside = tempfile::tempdir().unwrap();
+    let notes = outside.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    for args in [
+        &["check"][..],
+        &["repair"],
+        &["status"],
+        &["ledger", "verify"],
+    ] {
+        let out = trellis_in(&ws, &notes, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "said once: {stderr}");
+        assert!(
+            stderr.contains("no project found in") && stderr.contains("notes"),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&notes).unwrap().count(),
+            0,
+            "{args:?} created something"
+        );
+    }
+}
+
+#[test]
+fn progress_is_printed_as_plain_lines_when_stderr_is_not_a_terminal() {
+    let ws = Workspace::of("missing-mut");
+    let out = ws.trellis(&["check"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("trellis: "))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.ends_with(": build")),
+        "a line names the running stage: {stderr}"
+    );
+    let mut deduped = lines.clone();
+    deduped.dedup();
+    assert_eq!(deduped, lines, "a message is printed once, not per tick");
+    assert!(
+        !stderr.contains('\r'),
+        "no terminal control in a log: {stderr:?}"
+    );
+}
