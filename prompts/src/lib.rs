@@ -43,7 +43,7 @@ pub mod plan;
 pub mod turn;
 
 pub use plan::{
-    CorrectionOperator, IssuePromptPlan, PlanInput, RemainingBudget, ResidualClass, WitnessKind,
+    IssuePromptPlan, OperatorKind, PlanInput, RemainingBudget, ResidualClass, WitnessKind,
     plan,
 };
 pub use turn::TurnContext;
