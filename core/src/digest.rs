@@ -11,7 +11,7 @@
 //! This module owns the encoding and nothing else: it never decides what a
 //! digest covers (each owner lists its fields under its own tag), and no
 //! other module in the workspace may feed SHA-256 by hand (checked by
-//! `core/tests/one_hasher.rs`).
+//! `core/tests/layering.rs`).
 
 use std::fmt;
 use std::str::FromStr;

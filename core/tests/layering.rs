@@ -1,6 +1,8 @@
-//! One canonical encoder: `trellis_core::digest` is the only code in the
-//! workspace that feeds SHA-256, and the only crate that depends on `sha2`,
-//! so the engine's and the prompt plane's identities cannot drift apart.
+//! Which workspace code may use what, checked over the sources and manifests:
+//! `trellis_core::digest` is the only code that feeds SHA-256 and
+//! `trellis-core` the only crate that depends on `sha2`, so the engine's and
+//! the prompt plane's identities cannot drift apart; and only the binary
+//! depends on clap, so the libraries take values, not command lines.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -65,22 +67,40 @@ fn only_the_core_digest_module_feeds_sha256() {
     );
 }
 
-#[test]
-fn only_the_core_crate_depends_on_sha2() {
+/// The workspace manifests (other than the root's) with a direct dependency
+/// on `dependency`. The workspace crates depend on each other only through
+/// these manifests, so a crate absent here cannot pull `dependency` in
+/// through another workspace crate that is also absent.
+fn dependents(dependency: &str) -> Vec<String> {
     let mut manifests = Vec::new();
     files(
         &workspace_root(),
         &|p| p.file_name().is_some_and(|n| n == "Cargo.toml"),
         &mut manifests,
     );
-    let dependents: Vec<String> = manifests
+    let mut found: Vec<String> = manifests
         .iter()
         .map(|p| relative(p))
         .filter(|rel| rel != "Cargo.toml")
         .filter(|rel| {
             let text = fs::read_to_string(workspace_root().join(rel)).unwrap();
-            text.lines().any(|l| l.trim_start().starts_with("sha2"))
+            text.lines().any(|l| {
+                l.trim_start()
+                    .strip_prefix(dependency)
+                    .is_some_and(|rest| rest.trim_start().starts_with(['.', '=']))
+            })
         })
         .collect();
-    assert_eq!(dependents, ["core/Cargo.toml"]);
+    found.sort();
+    found
+}
+
+#[test]
+fn only_the_core_crate_depends_on_sha2() {
+    assert_eq!(dependents("sha2"), ["core/Cargo.toml"]);
+}
+
+#[test]
+fn only_the_binary_depends_on_clap() {
+    assert_eq!(dependents("clap"), ["lsp/Cargo.toml"]);
 }
