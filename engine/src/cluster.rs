@@ -22,49 +22,9 @@ use crate::diagnostic::{Diagnostic, Level, RelPath, Span, TestFailure};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::sensor::{StageReport, StageStatus};
 
-/// The kind of residual a cluster represents; weights energy and decides
-/// which evidence may support a no-good.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResidualClass {
-    /// Syntax errors.
-    Syntax,
-    /// A name that does not resolve (missing import, typo).
-    UnresolvedName,
-    /// Type mismatches and trait-bound errors.
-    Type,
-    /// Any other compiler error.
-    CompileError,
-    /// Mutability and borrow-checker errors.
-    Borrow,
-    /// A test that ran and failed.
-    TestFailure,
-    /// A stage that could not run.
-    SensorUnavailable,
-    /// Warnings and lints: advisory.
-    Warning,
-}
-
-impl ResidualClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResidualClass::Syntax => "syntax",
-            ResidualClass::UnresolvedName => "unresolved_name",
-            ResidualClass::Type => "type",
-            ResidualClass::CompileError => "compile_error",
-            ResidualClass::Borrow => "borrow",
-            ResidualClass::TestFailure => "test_failure",
-            ResidualClass::SensorUnavailable => "sensor_unavailable",
-            ResidualClass::Warning => "warning",
-        }
-    }
-
-    /// Deterministic evidence (a compiler code, a failed test) versus
-    /// environmental trouble, which never supports a no-good.
-    pub fn is_deterministic(self) -> bool {
-        !matches!(self, ResidualClass::SensorUnavailable)
-    }
-}
+/// The kind of residual a cluster represents: the vocabulary shared with the
+/// prompt plane, re-exported here where clusters are classified.
+pub use trellis_core::vocabulary::ResidualClass;
 
 /// Versioned class weights. A change of weights is a new version, because
 /// energies measured under different models are not comparable.

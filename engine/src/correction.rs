@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
+use trellis_core::vocabulary::OperatorKind;
 
 use crate::cluster::{Assessment, Cluster, ResidualClass};
 use crate::diagnostic::{Applicability, Diagnostic, RelPath, Span, TestFailure};
@@ -30,6 +31,20 @@ pub enum CorrectionOperator {
     SatisfyCounterexample,
     /// Make the stage runnable (environment, timeout).
     RestoreSensor,
+}
+
+impl CorrectionOperator {
+    /// The operator without its counts; `None` for `RestoreSensor`, which
+    /// no branch can carry out (see [`OperatorKind`]).
+    pub fn kind(&self) -> Option<OperatorKind> {
+        match self {
+            CorrectionOperator::ApplySuggestions { .. } => Some(OperatorKind::ApplySuggestions),
+            CorrectionOperator::ChooseAlternative { .. } => Some(OperatorKind::ChooseAlternative),
+            CorrectionOperator::Edit => Some(OperatorKind::Edit),
+            CorrectionOperator::SatisfyCounterexample => Some(OperatorKind::SatisfyCounterexample),
+            CorrectionOperator::RestoreSensor => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

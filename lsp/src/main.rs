@@ -97,11 +97,13 @@ enum Command {
     },
     /// The typed prompt library: list, render, diff, lint, manifest, evaluate, activate.
     ///
-    /// Acts on the prompt library under `./prompts` (run it from the
-    /// repository root) and, for `explain-session`, on `./.trellis/ledger.db`.
+    /// `list`, `render` and `diff` use the library built into this binary;
+    /// `lint`, `manifest`, `evaluate` and `activate` act on the library sources
+    /// under `./prompts` (run them from the Trellis source tree);
+    /// `explain-session` reads `./.trellis/ledger.db`.
     Prompts {
         #[command(subcommand)]
-        command: trellis_prompts::PromptsCommand,
+        command: cli::prompts::PromptsCommand,
     },
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use trellis_prompt_codegen::canonical::CanonicalHasher;
+use trellis_prompt_codegen::canonical::prompt_hasher;
 use trellis_prompt_codegen::manifest::{self, ActivationState, Manifest};
 use trellis_prompt_codegen::{Library, OverrideTarget};
 
@@ -186,7 +186,7 @@ impl PromptChangeRecord {
     /// Canonical digest of everything but the digest field.
     pub fn compute_digest(&self) -> String {
         let r = &self.results;
-        let mut h = CanonicalHasher::new("prompt-change-record");
+        let mut h = prompt_hasher("prompt-change-record");
         h.str(&r.section_id).str(&r.route).str(&r.stage);
         for side in [&r.base, &r.candidate] {
             h.str(&side.file)
@@ -238,7 +238,7 @@ impl PromptChangeRecord {
                 &mut h
             }
         };
-        h.finish()
+        h.finish().to_prefixed()
     }
 
     /// File name of this record inside `changes/`.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use trellis_prompt_codegen::canonical::CanonicalHasher;
+use trellis_prompt_codegen::canonical::prompt_hasher;
 
 use crate::bounded::VarValue;
 use crate::bundles::PinnedReplacement;
@@ -248,7 +248,7 @@ pub struct CompiledPromptProgram {
 impl CompiledPromptProgram {
     /// The canonical digest over every field except the digest itself.
     pub fn compute_digest(&self) -> String {
-        let mut h = CanonicalHasher::new("program");
+        let mut h = prompt_hasher("program");
         h.str(&self.stage)
             .str(&self.route.adapter)
             .str(self.route.family.as_str())
@@ -283,7 +283,7 @@ impl CompiledPromptProgram {
         for id in &self.dropped_sections {
             h.str(id);
         }
-        h.finish()
+        h.finish().to_prefixed()
     }
 
     /// All section provenance in message order.
@@ -294,9 +294,9 @@ impl CompiledPromptProgram {
 
 /// Digest of one rendered message's content.
 pub fn rendered_hash(content: &str) -> String {
-    let mut h = CanonicalHasher::new("rendered");
+    let mut h = prompt_hasher("rendered");
     h.str(content);
-    h.finish()
+    h.finish().to_prefixed()
 }
 
 struct RenderedPart {
@@ -531,10 +531,10 @@ impl CompiledPromptInvocation {
                     .into(),
             ));
         }
-        let mut h = CanonicalHasher::new("invocation");
+        let mut h = prompt_hasher("invocation");
         h.str(&platform.program_digest).str(&domain.program_digest);
         Ok(CompiledPromptInvocation {
-            invocation_digest: h.finish(),
+            invocation_digest: h.finish().to_prefixed(),
             platform,
             domain,
         })
@@ -606,7 +606,7 @@ impl ProgramCache {
 /// Digest of every input compilation depends on, including the manifest
 /// (activation state and content hashes of the compiled library).
 pub fn dependency_digest(composition: &StageComposition, options: &CompileOptions<'_>) -> String {
-    let mut h = CanonicalHasher::new("program-dependencies");
+    let mut h = prompt_hasher("program-dependencies");
     h.str(crate::sections::MANIFEST_DIGEST)
         .str(composition.stage.as_str())
         .str(&options.route.to_string())
@@ -642,5 +642,5 @@ pub fn dependency_digest(composition: &StageComposition, options: &CompileOption
             };
         }
     }
-    h.finish()
+    h.finish().to_prefixed()
 }

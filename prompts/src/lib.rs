@@ -43,15 +43,14 @@ pub mod plan;
 pub mod turn;
 
 pub use plan::{
-    CorrectionOperator, IssuePromptPlan, PlanInput, RemainingBudget, ResidualClass, WitnessKind,
-    plan,
+    IssuePromptPlan, OperatorKind, PlanInput, RemainingBudget, ResidualClass, WitnessKind, plan,
 };
 pub use turn::TurnContext;
 pub mod activation;
 pub mod bundles;
-pub mod cli;
+pub mod commands;
 pub mod provenance;
 pub mod stats;
 
-pub use cli::{PromptsCommand, PromptsError, run, run_with_records};
+pub use commands::PromptsError;
 pub use provenance::{ProgramRecord, explain_session, reconstruct};

@@ -2,25 +2,17 @@
 //!
 //! Trellis never asks a model to write its next prompt. A reviewed, exhaustive
 //! rule maps typed issue state — stage, residual class, witness kind,
-//! correction operator, remaining budget — to the ordered sections to include.
-//! Every match below is exhaustive on purpose: a new residual class or witness
-//! kind does not compile until someone decides what it should see.
+//! correction operator, whether the last hypothesis was refuted, remaining
+//! budget — to the ordered sections to include. Residual classes and
+//! operators are the engine's own vocabulary ([`trellis_core::vocabulary`]),
+//! so a plan is asked about exactly what the engine observed. Every match
+//! below is exhaustive on purpose: a new residual class or witness kind does
+//! not compile until someone decides what it should see.
+
+pub use trellis_core::vocabulary::{OperatorKind, ResidualClass};
 
 use crate::schema::{PromptSection, PromptStage, StageSchema};
 use crate::sections::coding::branch_correct as correct;
-
-/// The class of the dominant residual the branch must remove.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ResidualClass {
-    TypeMismatch,
-    UnresolvedName,
-    BorrowCheck,
-    TraitBound,
-    Syntax,
-    TestFailure,
-    Lint,
-    Other,
-}
 
 /// The evidence available about the residual.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,17 +24,6 @@ pub enum WitnessKind {
     /// A concrete counterexample from a sound verifier: must be shown
     /// together with the hypothesis it refutes.
     VerifierCounterexample,
-}
-
-/// The correction the search decided to attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CorrectionOperator {
-    /// Apply a compiler-suggested edit.
-    ApplySuggestion,
-    /// Repair the previous edit in place.
-    RepairEdit,
-    /// Abandon the current hypothesis and form a new one.
-    ReviseHypothesis,
 }
 
 /// What is left of the branch's budget.
@@ -60,9 +41,14 @@ pub const HINTS_MIN_TURNS: u32 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PlanInput {
     pub stage: PromptStage,
+    /// The class of the dominant residual the branch must remove.
     pub residual: ResidualClass,
     pub witness: Option<WitnessKind>,
-    pub operator: CorrectionOperator,
+    /// The correction the search decided to attempt.
+    pub operator: OperatorKind,
+    /// The same residual recurred after the previous attempt, so the
+    /// hypothesis behind that attempt is refuted and must be revised.
+    pub revise_hypothesis: bool,
     pub remaining: RemainingBudget,
 }
 
@@ -120,17 +106,16 @@ fn plan_correction(input: PlanInput) -> IssuePromptPlan {
             ("correct/counterexample", Some(correct::FailingTest::ID))
         }
         Some(WitnessKind::CompilerDiagnostic) => match input.residual {
-            ResidualClass::TypeMismatch
-            | ResidualClass::UnresolvedName
-            | ResidualClass::BorrowCheck
-            | ResidualClass::TraitBound => (
+            ResidualClass::Type | ResidualClass::UnresolvedName | ResidualClass::Borrow => (
                 "correct/explained-diagnostic",
                 Some(correct::CompilerExplanation::ID),
             ),
-            // Syntax and lint diagnostics carry their whole story in the packet.
-            ResidualClass::Syntax | ResidualClass::Lint | ResidualClass::Other => {
-                ("correct/plain-diagnostic", None)
-            }
+            // Syntax and lint diagnostics carry their whole story in the
+            // packet; so does a stage's own report of why it could not run.
+            ResidualClass::Syntax
+            | ResidualClass::Warning
+            | ResidualClass::CompileError
+            | ResidualClass::SensorUnavailable => ("correct/plain-diagnostic", None),
             ResidualClass::TestFailure => ("correct/test-without-witness", None),
         },
     };
@@ -139,12 +124,9 @@ fn plan_correction(input: PlanInput) -> IssuePromptPlan {
     }
 
     // A counterexample refutes a hypothesis, so the hypothesis must be shown
-    // with it; an explicit revision needs it too.
-    let revise = match (input.operator, input.witness) {
-        (CorrectionOperator::ReviseHypothesis, _) => true,
-        (_, Some(WitnessKind::VerifierCounterexample)) => true,
-        (CorrectionOperator::ApplySuggestion | CorrectionOperator::RepairEdit, _) => false,
-    };
+    // with it; an explicit revision needs it too, whatever the operator.
+    let revise =
+        input.revise_hypothesis || input.witness == Some(WitnessKind::VerifierCounterexample);
     if revise {
         sections.push(correct::HypothesisRevision::ID);
     }

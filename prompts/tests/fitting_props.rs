@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use trellis_prompts::composers::{CorrectTurnState, branch_correct};
 use trellis_prompts::sections::ALL_SECTIONS;
 use trellis_prompts::{
-    BoundedList, BoundedText, CompileError, CorrectionOperator, ModelDialect, ModelFamily,
-    ObservationText, PlanInput, PromptStage, RemainingBudget, ResidualClass, WitnessKind, compile,
+    BoundedList, BoundedText, CompileError, ModelDialect, ModelFamily, ObservationText,
+    OperatorKind, PlanInput, PromptStage, RemainingBudget, ResidualClass, WitnessKind, compile,
     plan,
 };
 
@@ -18,9 +18,10 @@ fn state(sizes: [usize; 5], hints: usize, all_evidence: bool) -> CorrectTurnStat
     let input = if all_evidence {
         PlanInput {
             stage: PromptStage::BranchCorrect,
-            residual: ResidualClass::TypeMismatch,
+            residual: ResidualClass::Type,
             witness: Some(WitnessKind::CompilerDiagnostic),
-            operator: CorrectionOperator::ReviseHypothesis,
+            operator: OperatorKind::Edit,
+            revise_hypothesis: true,
             remaining: RemainingBudget {
                 turns: 5,
                 tokens: 10_000,
@@ -31,7 +32,8 @@ fn state(sizes: [usize; 5], hints: usize, all_evidence: bool) -> CorrectTurnStat
             stage: PromptStage::BranchCorrect,
             residual: ResidualClass::Syntax,
             witness: None,
-            operator: CorrectionOperator::RepairEdit,
+            operator: OperatorKind::Edit,
+            revise_hypothesis: false,
             remaining: RemainingBudget {
                 turns: 0,
                 tokens: 0,

@@ -5,18 +5,19 @@ mod common;
 
 use trellis_prompts::composers::{CorrectTurnState, branch_correct};
 use trellis_prompts::{
-    BoundedList, BoundedText, CorrectionOperator, ModelDialect, ModelFamily, ObservationText,
-    PlanInput, ProgramRecord, PromptStage, RemainingBudget, ResidualClass, VarValue, WitnessKind,
-    compile, plan, reconstruct,
+    BoundedList, BoundedText, ModelDialect, ModelFamily, ObservationText, OperatorKind, PlanInput,
+    ProgramRecord, PromptStage, RemainingBudget, ResidualClass, VarValue, WitnessKind, compile,
+    plan, reconstruct,
 };
 
 fn state() -> CorrectTurnState {
     CorrectTurnState {
         plan: plan(PlanInput {
             stage: PromptStage::BranchCorrect,
-            residual: ResidualClass::TypeMismatch,
+            residual: ResidualClass::Type,
             witness: Some(WitnessKind::CompilerDiagnostic),
-            operator: CorrectionOperator::RepairEdit,
+            operator: OperatorKind::Edit,
+            revise_hypothesis: false,
             remaining: RemainingBudget {
                 turns: 3,
                 tokens: 30_000,

@@ -4,14 +4,14 @@ use trellis_prompts::composers::{
     BootstrapState, CorrectTurnState, branch_correct, session_bootstrap,
 };
 use trellis_prompts::{
-    BoundedList, BoundedText, CorrectionOperator, ModelDialect, ObservationText, PlanInput,
-    PromptStage, RemainingBudget, ResidualClass, WitnessKind, plan,
+    BoundedList, BoundedText, ModelDialect, ObservationText, OperatorKind, PlanInput, PromptStage,
+    RemainingBudget, ResidualClass, WitnessKind, plan,
 };
 
 fn input(
     residual: ResidualClass,
     witness: Option<WitnessKind>,
-    operator: CorrectionOperator,
+    operator: OperatorKind,
     turns: u32,
 ) -> PlanInput {
     PlanInput {
@@ -19,6 +19,7 @@ fn input(
         residual,
         witness,
         operator,
+        revise_hypothesis: false,
         remaining: RemainingBudget {
             turns,
             tokens: 20_000,
@@ -29,9 +30,9 @@ fn input(
 #[test]
 fn type_diagnostic_gets_the_compiler_explanation() {
     let p = plan(input(
-        ResidualClass::TypeMismatch,
+        ResidualClass::Type,
         Some(WitnessKind::CompilerDiagnostic),
-        CorrectionOperator::RepairEdit,
+        OperatorKind::Edit,
         4,
     ));
     assert_eq!(p.rule_id, "correct/explained-diagnostic");
@@ -53,7 +54,7 @@ fn syntax_diagnostic_needs_no_explanation() {
     let p = plan(input(
         ResidualClass::Syntax,
         Some(WitnessKind::CompilerDiagnostic),
-        CorrectionOperator::ApplySuggestion,
+        OperatorKind::ApplySuggestions,
         4,
     ));
     assert_eq!(p.rule_id, "correct/plain-diagnostic");
@@ -65,7 +66,7 @@ fn failing_test_witness_gets_the_failing_test_section() {
     let p = plan(input(
         ResidualClass::TestFailure,
         Some(WitnessKind::FailingTest),
-        CorrectionOperator::RepairEdit,
+        OperatorKind::Edit,
         4,
     ));
     assert_eq!(p.rule_id, "correct/test-witness");
@@ -75,17 +76,22 @@ fn failing_test_witness_gets_the_failing_test_section() {
 
 #[test]
 fn counterexample_always_brings_the_previous_hypothesis() {
-    for operator in [
-        CorrectionOperator::ApplySuggestion,
-        CorrectionOperator::RepairEdit,
-        CorrectionOperator::ReviseHypothesis,
+    for (operator, revise_hypothesis) in [
+        (OperatorKind::ApplySuggestions, false),
+        (OperatorKind::ChooseAlternative, false),
+        (OperatorKind::Edit, false),
+        (OperatorKind::SatisfyCounterexample, false),
+        (OperatorKind::Edit, true),
     ] {
-        let p = plan(input(
-            ResidualClass::Other,
-            Some(WitnessKind::VerifierCounterexample),
-            operator,
-            4,
-        ));
+        let p = plan(PlanInput {
+            revise_hypothesis,
+            ..input(
+                ResidualClass::CompileError,
+                Some(WitnessKind::VerifierCounterexample),
+                operator,
+                4,
+            )
+        });
         assert_eq!(p.rule_id, "correct/counterexample");
         assert!(p.includes("branch_correct/failing_test"));
         assert!(p.includes("branch_correct/hypothesis_revision"));
@@ -93,32 +99,20 @@ fn counterexample_always_brings_the_previous_hypothesis() {
 }
 
 #[test]
-fn revision_operator_selects_hypothesis_revision() {
-    let p = plan(input(
-        ResidualClass::BorrowCheck,
-        None,
-        CorrectionOperator::ReviseHypothesis,
-        4,
-    ));
+fn refuted_hypothesis_selects_hypothesis_revision() {
+    let p = plan(PlanInput {
+        revise_hypothesis: true,
+        ..input(ResidualClass::Borrow, None, OperatorKind::Edit, 4)
+    });
     assert_eq!(p.rule_id, "correct/revise-hypothesis");
     assert!(p.includes("branch_correct/hypothesis_revision"));
 }
 
 #[test]
 fn low_remaining_budget_skips_repository_hints() {
-    let p = plan(input(
-        ResidualClass::TypeMismatch,
-        None,
-        CorrectionOperator::RepairEdit,
-        1,
-    ));
+    let p = plan(input(ResidualClass::Type, None, OperatorKind::Edit, 1));
     assert!(!p.includes("branch_correct/repository_hints"));
-    let p = plan(input(
-        ResidualClass::TypeMismatch,
-        None,
-        CorrectionOperator::RepairEdit,
-        2,
-    ));
+    let p = plan(input(ResidualClass::Type, None, OperatorKind::Edit, 2));
     assert!(p.includes("branch_correct/repository_hints"));
 }
 
@@ -126,12 +120,7 @@ fn low_remaining_budget_skips_repository_hints() {
 fn other_stages_use_their_declared_sections() {
     let p = plan(PlanInput {
         stage: PromptStage::BranchReview,
-        ..input(
-            ResidualClass::Other,
-            None,
-            CorrectionOperator::RepairEdit,
-            3,
-        )
+        ..input(ResidualClass::CompileError, None, OperatorKind::Edit, 3)
     });
     assert_eq!(p.rule_id, "stage-default");
     assert_eq!(
@@ -165,9 +154,9 @@ fn correct_state(p: trellis_prompts::IssuePromptPlan, with_evidence: bool) -> Co
 #[test]
 fn composer_includes_planned_sections_only_when_evidence_exists() {
     let p = plan(input(
-        ResidualClass::TypeMismatch,
+        ResidualClass::Type,
         Some(WitnessKind::CompilerDiagnostic),
-        CorrectionOperator::RepairEdit,
+        OperatorKind::Edit,
         1,
     ));
     let with = branch_correct(&correct_state(p.clone(), true));
@@ -197,4 +186,32 @@ fn bootstrap_selects_the_tool_call_section_of_the_dialect() {
     let json = session_bootstrap(&state, &ModelDialect::JSON_SINGLE_SLOT_V1).section_ids();
     assert!(json.contains(&"session_bootstrap/tool_calls_json"));
     assert!(!json.contains(&"session_bootstrap/tool_calls_native"));
+}
+
+#[test]
+fn every_residual_class_under_a_compiler_diagnostic_has_its_rule() {
+    for class in ResidualClass::ALL {
+        let p = plan(input(
+            class,
+            Some(WitnessKind::CompilerDiagnostic),
+            OperatorKind::Edit,
+            4,
+        ));
+        let expected = match class {
+            ResidualClass::Type | ResidualClass::UnresolvedName | ResidualClass::Borrow => {
+                "correct/explained-diagnostic"
+            }
+            ResidualClass::Syntax
+            | ResidualClass::Warning
+            | ResidualClass::CompileError
+            | ResidualClass::SensorUnavailable => "correct/plain-diagnostic",
+            ResidualClass::TestFailure => "correct/test-without-witness",
+        };
+        assert_eq!(p.rule_id, expected, "{class:?}");
+        assert_eq!(
+            p.includes("branch_correct/compiler_explanation"),
+            expected == "correct/explained-diagnostic",
+            "{class:?}"
+        );
+    }
 }

@@ -89,28 +89,8 @@ impl Strategy {
 }
 
 /// A correction operator without its counts: the identity expansion varies.
-/// `RestoreSensor` has no kind because an environmental problem is not
-/// something a branch can search its way out of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OperatorKind {
-    ApplySuggestions,
-    ChooseAlternative,
-    Edit,
-    SatisfyCounterexample,
-}
-
-impl OperatorKind {
-    pub fn of(operator: &CorrectionOperator) -> Option<OperatorKind> {
-        match operator {
-            CorrectionOperator::ApplySuggestions { .. } => Some(OperatorKind::ApplySuggestions),
-            CorrectionOperator::ChooseAlternative { .. } => Some(OperatorKind::ChooseAlternative),
-            CorrectionOperator::Edit => Some(OperatorKind::Edit),
-            CorrectionOperator::SatisfyCounterexample => Some(OperatorKind::SatisfyCounterexample),
-            CorrectionOperator::RestoreSensor => None,
-        }
-    }
-}
+/// The vocabulary is shared with the prompt plane.
+pub use trellis_core::vocabulary::OperatorKind;
 
 /// The evidence the strategy assumptions are checked against.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,7 +348,7 @@ fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
     let operators: Vec<OperatorKind> = state
         .operators
         .iter()
-        .filter_map(OperatorKind::of)
+        .filter_map(CorrectionOperator::kind)
         .collect();
     // A choice takes the first alternative not yet tried on its route; with
     // none left, the choice is not an attempt at all.
@@ -461,7 +441,7 @@ fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
                 && state
                     .operators
                     .iter()
-                    .any(|op| OperatorKind::of(op) == Some(OperatorKind::ChooseAlternative))))
+                    .any(|op| op.kind() == Some(OperatorKind::ChooseAlternative))))
 }
 
 #[cfg(test)]

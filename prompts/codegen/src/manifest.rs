@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::CanonicalHasher;
+use crate::canonical::prompt_hasher;
 use crate::error::CodegenError;
 use crate::library::{Library, OverrideTarget};
 
@@ -149,9 +149,9 @@ pub fn render_manifest(manifest: &Manifest) -> String {
 
 /// The manifest digest that enters session provenance: over its exact text.
 pub fn manifest_digest(text: &str) -> String {
-    let mut hasher = CanonicalHasher::new("manifest");
+    let mut hasher = prompt_hasher("manifest");
     hasher.str(text);
-    hasher.finish()
+    hasher.finish().to_prefixed()
 }
 
 /// Checks that the committed manifest is exactly what `manifest` would

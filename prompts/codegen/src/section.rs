@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::canonical::CanonicalHasher;
+use crate::canonical::prompt_hasher;
 use crate::error::{CodegenError, CodegenErrors};
 use crate::schema::{ListStyle, VarKind, parse_type};
 
@@ -505,7 +505,7 @@ pub fn parse_section(path: &Path, text: &str) -> Result<SectionSpec, CodegenErro
 /// date are bookkeeping and deliberately excluded: they change the manifest,
 /// never a compiled program.
 pub fn content_hash(spec: &SectionSpec) -> String {
-    let mut hasher = CanonicalHasher::new("section-content");
+    let mut hasher = prompt_hasher("section-content");
     hasher
         .str(&spec.id)
         .u64(u64::from(spec.version))
@@ -518,7 +518,7 @@ pub fn content_hash(spec: &SectionSpec) -> String {
         hasher.str(&var.name).str(&var.display_type());
     }
     hasher.str(&spec.body);
-    hasher.finish()
+    hasher.finish().to_prefixed()
 }
 
 #[derive(Default)]

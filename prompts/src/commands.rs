@@ -1,13 +1,17 @@
-//! `trellis prompts ...`: the command-line surface of the prompt plane.
+//! The operator commands of the prompt plane, as plain functions: what
+//! `trellis prompts …` runs once the binary has parsed its arguments.
 //!
-//! The binary adds one line: parse [`PromptsCommand`] as a subcommand and
-//! call [`run`] (or [`run_with_records`] to feed `explain-session` from the
-//! ledger). Compiled sections come from this build; `manifest`, `lint`,
-//! `evaluate` and `activate` work on the library at `<workspace>/prompts`.
+//! [`list`], [`render`] and [`diff`] read the sections compiled into this
+//! build, so they work anywhere. [`lint`] of a library, [`write_manifest`],
+//! [`evaluate`] and [`activate`] act on a library's sources, which
+//! [`source_library`] finds (or refuses to guess) under a workspace. Argument
+//! parsing and exit codes belong to the binary; this module never reads the
+//! ledger and never writes outside the library it was given.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use trellis_prompt_codegen::library::STAGES_FILE;
 use trellis_prompt_codegen::{CodegenErrors, load_library, manifest};
 
 use crate::activation::{self, Decision, PairedResults, PromptsConfig};
@@ -15,49 +19,12 @@ use crate::bundles::{BundleError, lint_bundle};
 use crate::compose::{CompileError, CompileOptions, compile};
 use crate::dialect::ModelDialect;
 use crate::fixtures::{default_composition, values_from_json};
-use crate::provenance::{ProgramRecord, explain_session};
 use crate::route::{PromptRoute, ResolutionPolicy};
 use crate::schema::{PromptStage, TemplateTarget};
 use crate::sections::ALL_SECTIONS;
 
-/// `trellis prompts` subcommands.
-#[derive(Debug, Clone, PartialEq, clap::Subcommand)]
-pub enum PromptsCommand {
-    /// List every compiled section: id, version, stage, overrides and their state, hash.
-    List,
-    /// Compile one stage with fixture variables for a route and show the program and drop set.
-    Render {
-        /// Stage name, e.g. `branch_correct`.
-        stage: String,
-        /// `adapter/family[/model]`, e.g. `scripted/qwen/qwen3-coder`.
-        #[arg(long)]
-        route: String,
-        /// Instruction budget in accountant tokens (default: window minus output).
-        #[arg(long)]
-        budget: Option<u64>,
-        /// JSON file `{ "<section id>": { "<var>": value } }` overriding fixture values.
-        #[arg(long)]
-        vars: Option<PathBuf>,
-        /// Let experimental overrides resolve.
-        #[arg(long)]
-        allow_experimental_prompts: bool,
-        /// Let platform sections be overridden.
-        #[arg(long)]
-        allow_core_prompt_override: bool,
-    },
-    /// Diff two section bodies: `<id>[@family|@family@model]`.
-    Diff { a: String, b: String },
-    /// Validate a library (a directory with stages.toml) or an external bundle.
-    Lint { path: Option<PathBuf> },
-    /// Regenerate `prompts/manifest.toml`.
-    Manifest,
-    /// Compute and store the Gate AE change record of a paired evaluation.
-    Evaluate { results: PathBuf },
-    /// Activate the override bound by a stored change record.
-    Activate { digest: String },
-    /// Show which programs a session compiled, from the ledger.
-    ExplainSession { id: String },
-}
+/// Where a workspace keeps its prompt library sources.
+pub const LIBRARY_DIR: &str = "prompts";
 
 /// Failures of a prompts command; each names the file or input at fault.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +33,16 @@ pub enum PromptsError {
     Usage(String),
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
+    #[error(
+        "`trellis prompts {command}` acts on the prompt library sources, and {} does not exist; \
+         run it from the Trellis source tree (the directory that holds `prompts/`){hint}",
+        .stages.display()
+    )]
+    NoLibrary {
+        command: &'static str,
+        stages: PathBuf,
+        hint: &'static str,
+    },
     #[error("{0}")]
     Library(#[from] CodegenErrors),
     #[error(transparent)]
@@ -74,8 +51,6 @@ pub enum PromptsError {
     ActivationRefused(Vec<String>),
     #[error("invalid prompt bundle:\n  {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
     Bundle(Vec<BundleError>),
-    #[error("`explain-session {0}` needs the session's ledger; call `run_with_records`")]
-    LedgerRequired(String),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -86,74 +61,70 @@ impl From<trellis_prompt_codegen::CodegenError> for PromptsError {
     }
 }
 
-/// Runs a command. Returns the process exit status (0 success, 1 a negative
-/// finding such as a refused decision or failed lint).
-pub fn run(
-    cmd: PromptsCommand,
-    workspace: &Path,
-    out: &mut dyn Write,
-) -> Result<i32, PromptsError> {
-    run_with_records(cmd, workspace, out, |id| {
-        Err(PromptsError::LedgerRequired(id.to_owned()))
+/// The prompt library sources under `workspace` that `command` needs. A
+/// directory without `prompts/stages.toml` is refused up front, so no
+/// command creates a half library in whatever directory it was run from.
+pub fn source_library(workspace: &Path, command: &'static str) -> Result<PathBuf, PromptsError> {
+    let root = workspace.join(LIBRARY_DIR);
+    let stages = root.join(STAGES_FILE);
+    if stages.is_file() {
+        return Ok(root);
+    }
+    let hint = match command {
+        "lint" => ", or pass the library or bundle to lint: `trellis prompts lint <path>`",
+        _ => "",
+    };
+    Err(PromptsError::NoLibrary {
+        command,
+        stages,
+        hint,
     })
 }
 
-/// [`run`] with a ledger reader for `explain-session`.
-pub fn run_with_records(
-    cmd: PromptsCommand,
-    workspace: &Path,
-    out: &mut dyn Write,
-    records: impl FnOnce(&str) -> Result<Vec<ProgramRecord>, PromptsError>,
-) -> Result<i32, PromptsError> {
-    let library_root = workspace.join("prompts");
-    match cmd {
-        PromptsCommand::List => list(out),
-        PromptsCommand::Render {
-            stage,
-            route,
-            budget,
-            vars,
-            allow_experimental_prompts,
-            allow_core_prompt_override,
-        } => {
-            let policy = ResolutionPolicy {
-                allow_experimental: allow_experimental_prompts,
-                allow_core_override: allow_core_prompt_override,
-            };
-            render(&stage, &route, budget, vars.as_deref(), policy, out)
-        }
-        PromptsCommand::Diff { a, b } => diff(&a, &b, out),
-        PromptsCommand::Lint { path } => lint(path.as_deref().unwrap_or(&library_root), out),
-        PromptsCommand::Manifest => {
-            let library = load_library(&library_root)?;
-            manifest::write_manifest(&library)?;
-            writeln!(
-                out,
-                "wrote {}",
-                library_root.join(manifest::MANIFEST_FILE).display()
-            )?;
-            Ok(0)
-        }
-        PromptsCommand::Evaluate { results } => evaluate(workspace, &library_root, &results, out),
-        PromptsCommand::Activate { digest } => {
-            let library = load_library(&library_root)?;
-            let file =
-                activation::activate(&library, &digest).map_err(PromptsError::ActivationRefused)?;
-            writeln!(out, "activated {file} with change record {digest}")?;
-            writeln!(
-                out,
-                "commit prompts/manifest.toml and prompts/changes/ to make it effective"
-            )?;
-            Ok(0)
-        }
-        PromptsCommand::ExplainSession { id } => {
-            let records = records(&id)?;
-            Ok(explain_session(&records, out)?)
-        }
-    }
+/// What [`render`] compiles: a stage for a route, under a budget.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderRequest<'a> {
+    /// Stage name, e.g. `branch_correct`.
+    pub stage: &'a str,
+    /// `adapter/family[/model]`.
+    pub route: &'a str,
+    /// Instruction budget in accountant tokens; the dialect's default when `None`.
+    pub budget: Option<u64>,
+    /// JSON file `{ "<section id>": { "<var>": value } }` overriding fixture values.
+    pub vars: Option<&'a Path>,
+    pub policy: ResolutionPolicy,
 }
 
-fn list(out: &mut dyn Write) -> Result<i32, PromptsError> {
+/// Regenerates `manifest.toml` of the library at `library_root`.
+pub fn write_manifest(library_root: &Path, out: &mut dyn Write) -> Result<i32, PromptsError> {
+    let library = load_library(library_root)?;
+    manifest::write_manifest(&library)?;
+    writeln!(
+        out,
+        "wrote {}",
+        library_root.join(manifest::MANIFEST_FILE).display()
+    )?;
+    Ok(0)
+}
+
+/// Activates the override bound by the stored change record `digest`.
+pub fn activate(
+    library_root: &Path,
+    digest: &str,
+    out: &mut dyn Write,
+) -> Result<i32, PromptsError> {
+    let library = load_library(library_root)?;
+    let file = activation::activate(&library, digest).map_err(PromptsError::ActivationRefused)?;
+    writeln!(out, "activated {file} with change record {digest}")?;
+    writeln!(
+        out,
+        "commit prompts/manifest.toml and prompts/changes/ to make it effective"
+    )?;
+    Ok(0)
+}
+
+/// Every compiled section: id, version, stage, overrides and their state, hash.
+pub fn list(out: &mut dyn Write) -> Result<i32, PromptsError> {
     writeln!(
         out,
         "{:<44} {:>3}  {:<20} {:<9} {:<30} hash",
@@ -194,14 +165,15 @@ fn state_name(state: manifest::ActivationState) -> &'static str {
     }
 }
 
-fn render(
-    stage: &str,
-    route: &str,
-    budget: Option<u64>,
-    vars: Option<&Path>,
-    policy: ResolutionPolicy,
-    out: &mut dyn Write,
-) -> Result<i32, PromptsError> {
+/// Compiles one stage with fixture variables and shows the program and drop set.
+pub fn render(request: &RenderRequest<'_>, out: &mut dyn Write) -> Result<i32, PromptsError> {
+    let RenderRequest {
+        stage,
+        route,
+        budget,
+        vars,
+        policy,
+    } = *request;
     let stage: PromptStage = stage.parse().map_err(PromptsError::Usage)?;
     let route: PromptRoute = route.parse().map_err(PromptsError::Usage)?;
     let dialect = ModelDialect::for_route(&route);
@@ -291,7 +263,8 @@ fn template_body(reference: &str) -> Result<&'static str, PromptsError> {
         .ok_or_else(|| PromptsError::Usage(format!("section `{id}` has no `{target}` override")))
 }
 
-fn diff(a: &str, b: &str, out: &mut dyn Write) -> Result<i32, PromptsError> {
+/// Diffs two section bodies, `<id>[@family|@family@model]`; 1 when they differ.
+pub fn diff(a: &str, b: &str, out: &mut dyn Write) -> Result<i32, PromptsError> {
     let (left, right) = (template_body(a)?, template_body(b)?);
     let diff = similar::TextDiff::from_lines(left, right);
     write!(
@@ -302,11 +275,10 @@ fn diff(a: &str, b: &str, out: &mut dyn Write) -> Result<i32, PromptsError> {
     Ok(i32::from(left != right))
 }
 
-fn lint(path: &Path, out: &mut dyn Write) -> Result<i32, PromptsError> {
-    if path
-        .join(trellis_prompt_codegen::library::STAGES_FILE)
-        .is_file()
-    {
+/// Validates a library (a directory with `stages.toml`) or an external bundle;
+/// 1 when a library's activations do not verify.
+pub fn lint(path: &Path, out: &mut dyn Write) -> Result<i32, PromptsError> {
+    if path.join(STAGES_FILE).is_file() {
         let library = load_library(path)?;
         let committed = manifest::check_manifest(&library)?;
         let problems = activation::verify_activations(&library, &committed);
@@ -341,7 +313,9 @@ fn lint(path: &Path, out: &mut dyn Write) -> Result<i32, PromptsError> {
     Ok(0)
 }
 
-fn evaluate(
+/// Computes and stores the Gate AE change record of a paired evaluation,
+/// under the `[prompts]` settings of `workspace`; 1 when the decision refuses.
+pub fn evaluate(
     workspace: &Path,
     library_root: &Path,
     results: &Path,
