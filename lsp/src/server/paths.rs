@@ -53,6 +53,22 @@ impl WorkspacePaths {
         }
     }
 
+    /// The first part of `rel` (a directory on the way, or the file itself)
+    /// that is a symlink on disk, if any.
+    pub fn symlink_on_path(&self, rel: &str) -> Option<RelPath> {
+        let mut path = self.root.clone();
+        let mut end = 0;
+        for part in rel.split('/') {
+            path.push(part);
+            end += part.len();
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Some(rel[..end].to_owned());
+            }
+            end += 1;
+        }
+        None
+    }
+
     pub fn absolute(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
