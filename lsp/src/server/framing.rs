@@ -19,8 +19,10 @@
 //! This module owns framing only; it never interprets a method.
 
 use serde_json::{Value, json};
+use std::io::Read as _;
+
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{self, Receiver, UnboundedReceiver, UnboundedSender};
 
 /// The largest message body accepted (64 MiB); a larger one is refused and
 /// its body discarded as it arrives, never buffered.
@@ -278,26 +280,46 @@ pub fn error_response(code: i64, message: &str) -> Vec<u8> {
     frame(body.to_string().as_bytes())
 }
 
+/// Stdin, read on a thread of its own and handed over in chunks.
+///
+/// Not tokio's stdin: its reads run on the runtime's blocking pool, and
+/// the runtime waits for them at shutdown, so a client that keeps stdin
+/// open after `exit` would keep the server alive. This thread is detached:
+/// it ends with the process, or when the receiver is gone.
+pub fn stdin_chunks() -> Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel(4);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let read = match stdin.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::error!("reading the client's input failed: {e}");
+                    break;
+                }
+            };
+            if tx.blocking_send(chunk[..read].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Reads the client's input until it ends: admitted messages go to the
 /// server (re-framed), refusals become error responses for [`pump_output`].
 /// Dropping `server` at the end is the server's end of input.
 pub async fn pump_input(
-    mut input: impl AsyncRead + Unpin,
+    mut input: Receiver<Vec<u8>>,
     mut server: impl AsyncWrite + Unpin,
     answers: UnboundedSender<Vec<u8>>,
 ) {
     let mut deframer = Deframer::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let read = match input.read(&mut chunk).await {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(e) => {
-                tracing::error!("reading the client's input failed: {e}");
-                break;
-            }
-        };
-        for event in deframer.push(&chunk[..read]) {
+    while let Some(chunk) = input.recv().await {
+        for event in deframer.push(&chunk) {
             let refused = match event {
                 Event::Body(body) => match check_message(&body) {
                     Ok(()) => {

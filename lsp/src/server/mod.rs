@@ -56,7 +56,11 @@ pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
     let (client_in, server_in) = tokio::io::duplex(PIPE_BYTES);
     let (server_out, client_out) = tokio::io::duplex(PIPE_BYTES);
     let (answers, answered) = tokio::sync::mpsc::unbounded_channel();
-    let input = tokio::spawn(framing::pump_input(tokio::io::stdin(), client_in, answers));
+    let input = tokio::spawn(framing::pump_input(
+        framing::stdin_chunks(),
+        client_in,
+        answers,
+    ));
     let output = tokio::spawn(framing::pump_output(
         client_out,
         answered,
@@ -65,7 +69,8 @@ pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
     Server::new(server_in, server_out, socket)
         .serve(service)
         .await;
-    // After `exit` the client may keep stdin open; nothing more is read.
+    // After `exit` the client may keep stdin open; nothing more is read
+    // (the detached stdin thread ends with the process).
     input.abort();
     // The server's output ended with `serve`; write what is left of it.
     let _ = output.await;
