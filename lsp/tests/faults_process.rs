@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{CARGO_TOML, SENSING_TIMEOUT, write_crate};
+use support::{CARGO_TOML, Client, SENSING_TIMEOUT, vscode_capabilities, write_crate};
 
 /// A workspace, a private branch cache (and user config home), and a
 /// directory outside both where the fixture's test writes its pid.
@@ -132,6 +132,30 @@ fn is_dead(pid: u32) -> bool {
     }
 }
 
+/// The parent of `pid`, from `/proc/PID/stat`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `pid` and its ancestors below `top`: the test binary, cargo, and the
+/// supervisor trellis forked.
+fn chain_below(pid: u32, top: u32) -> Vec<u32> {
+    let mut chain = vec![pid];
+    while let Some(parent) = parent_of(*chain.last().unwrap()) {
+        if parent == top || parent <= 1 {
+            break;
+        }
+        chain.push(parent);
+    }
+    assert!(
+        chain.len() >= 2,
+        "no cargo above the test binary: {chain:?}"
+    );
+    chain
+}
+
 /// A test that records its own pid, then sleeps far past any bound here.
 const SLEEPS: &str = "    let tmp = format!(\"{pid_file}.tmp\");
     std::fs::write(&tmp, std::process::id().to_string()).unwrap();
@@ -236,6 +260,44 @@ fn a_test_that_escapes_with_setsid_is_bounded_by_the_stage_deadline_and_reported
         elapsed < Duration::from_secs(deadline_secs + 240),
         "trellis took {elapsed:?}"
     );
+}
+
+#[test]
+fn sigterm_on_the_language_server_kills_its_sensing_run() {
+    let fixture = Fixture::with_test(SLEEPS);
+    let (mut client, _) = Client::start(fixture.ws.path(), vscode_capabilities(), None);
+    client.open("src/lib.rs");
+    let deadline = Instant::now() + SENSING_TIMEOUT;
+    let test_pid = loop {
+        if let Ok(text) = std::fs::read_to_string(fixture.pid_file()) {
+            break text.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the fixture's test never ran");
+        client.pump(Duration::from_millis(100));
+    };
+    let chain = chain_below(test_pid, client.pid());
+    signal(client.pid(), "TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = client.exit_status() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while chain.iter().any(|&pid| !is_dead(pid)) {
+        assert!(
+            Instant::now() < deadline,
+            "still running after the server ended: {:?}",
+            chain
+                .iter()
+                .filter(|&&pid| !is_dead(pid))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Runs `trellis check` on the fixture's workspace, failing if it does not

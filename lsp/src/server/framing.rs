@@ -49,10 +49,12 @@ pub enum Event {
 
 /// Splits a byte stream into message bodies (pure: no I/O).
 ///
-/// Memory is bounded by one header block plus one body of at most
-/// [`MAX_MESSAGE_BYTES`]: an oversized body is counted off, not stored.
-#[derive(Debug, Default)]
+/// Memory is bounded by one header block plus one body of at most its
+/// limit: an oversized body is counted off, not stored.
+#[derive(Debug)]
 pub struct Deframer {
+    /// The largest body delivered.
+    limit: u64,
     buffer: Vec<u8>,
     /// Bytes of a refused oversized body still to be thrown away.
     discarding: u64,
@@ -73,8 +75,22 @@ enum Parse {
 }
 
 impl Deframer {
+    /// For the client's input: bodies up to [`MAX_MESSAGE_BYTES`].
     pub fn new() -> Deframer {
-        Deframer::default()
+        Deframer {
+            limit: MAX_MESSAGE_BYTES,
+            buffer: Vec::new(),
+            discarding: 0,
+            in_garbage: false,
+        }
+    }
+
+    /// For tower-lsp-server's own output, which is never dropped for its size.
+    fn trusting() -> Deframer {
+        Deframer {
+            limit: usize::MAX as u64,
+            ..Deframer::new()
+        }
     }
 
     /// Feeds `bytes`, returning every event they complete.
@@ -105,13 +121,13 @@ impl Deframer {
                         });
                     }
                 }
-                Parse::Header { header, body } if body > MAX_MESSAGE_BYTES => {
+                Parse::Header { header, body } if body > self.limit => {
                     self.in_garbage = false;
                     events.push(Event::Refused {
                         code: INVALID_REQUEST,
                         message: format!(
                             "message of {body} bytes refused: the limit is {} MiB",
-                            MAX_MESSAGE_BYTES >> 20
+                            self.limit >> 20
                         ),
                     });
                     // What follows the header is the start of the refused body.
@@ -126,7 +142,7 @@ impl Deframer {
                     };
                 }
                 Parse::Header { header, body } => {
-                    let body = usize::try_from(body).expect("capped at 64 MiB");
+                    let body = usize::try_from(body).expect("within the limit");
                     if self.buffer.len() < header + body {
                         return events;
                     }
@@ -350,7 +366,7 @@ pub async fn pump_output(
     mut answers: UnboundedReceiver<Vec<u8>>,
     mut output: impl AsyncWrite + Unpin,
 ) {
-    let mut deframer = Deframer::new();
+    let mut deframer = Deframer::trusting();
     let mut chunk = vec![0u8; 64 * 1024];
     let mut answers_open = true;
     loop {

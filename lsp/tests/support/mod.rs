@@ -178,9 +178,9 @@ impl Client {
         self.child.id()
     }
 
-    /// Whether the server process has exited.
-    pub fn has_exited(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_some()
+    /// How the server process ended, once it has.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {
