@@ -165,6 +165,40 @@ mod tests {
         assert_ne!(parent, std::process::id().to_string());
     }
 
+    /// `PR_SET_PDEATHSIG` fires when the spawning *thread* exits; tokio's
+    /// blocking threads come and go, so that alone must not end the tool.
+    #[test]
+    fn the_tool_outlives_the_thread_that_spawned_it() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = runtime.handle().clone();
+        let mut child = std::thread::spawn(move || {
+            let _entered = handle.enter();
+            let mut cmd = Command::new("sleep");
+            cmd.arg("30").process_group(0);
+            super::install(&mut cmd);
+            cmd.spawn().unwrap()
+        })
+        .join()
+        .unwrap();
+        // Longer than the supervisor's poll: it woke on the death signal,
+        // saw its parent alive, and went on waiting.
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the tool died with its spawning thread"
+        );
+        let pgid = libc::pid_t::try_from(child.id().unwrap()).unwrap();
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+        let status = runtime.block_on(child.wait()).unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
     #[tokio::test]
     async fn the_supervisor_exits_as_the_tool_did() {
         assert_eq!(run("exit 7").await.code(), Some(7));
