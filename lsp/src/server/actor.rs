@@ -207,6 +207,7 @@ impl Actor {
                 let Some(rel) = self.shared.paths.rel_of_uri(&uri) else {
                     return;
                 };
+                // An lstat per component, once per didOpen: cheap enough here.
                 if let Some(link) = self.shared.paths.symlink_on_path(&rel) {
                     let message = format!(
                         "ignoring {}: it is reached through the symlink `{link}`, which Trellis never follows; the rest of the workspace is still checked",

@@ -18,11 +18,13 @@
 //!
 //! This module owns framing only; it never interprets a method.
 
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 use std::io::Read as _;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::{self, Receiver, UnboundedReceiver, UnboundedSender};
+use tower_lsp_server::jsonrpc::{Request, Response};
 
 /// The largest message body accepted (64 MiB); a larger one is refused and
 /// its body discarded as it arrives, never buffered.
@@ -266,9 +268,9 @@ pub fn check_message(body: &[u8]) -> Result<(), Event> {
         .map_err(|e| refuse(PARSE_ERROR, format!("the message is not UTF-8: {e}")))?;
     let value: Value = serde_json::from_str(text)
         .map_err(|e| refuse(PARSE_ERROR, format!("the message is not JSON: {e}")))?;
+    // The same types tower-lsp-server decodes into, read in place.
     let is_message = value.is_object()
-        && (serde_json::from_value::<tower_lsp_server::jsonrpc::Request>(value.clone()).is_ok()
-            || serde_json::from_value::<tower_lsp_server::jsonrpc::Response>(value).is_ok());
+        && (Request::deserialize(&value).is_ok() || Response::deserialize(&value).is_ok());
     if !is_message {
         return Err(refuse(
             INVALID_REQUEST,
