@@ -549,6 +549,38 @@ mod tests {
         assert_eq!(value["error"]["code"], PARSE_ERROR);
     }
 
+    /// An answer queued while the server is halfway through writing a
+    /// frame waits for that frame's end: stdout gets two whole frames.
+    #[tokio::test]
+    async fn an_answer_never_lands_inside_a_server_frame() {
+        let (mut server, from_server) = tokio::io::duplex(1024);
+        let (stdout, mut written) = tokio::io::duplex(1 << 20);
+        let (answers, answered) = mpsc::unbounded_channel();
+        let output = tokio::spawn(pump_output(from_server, answered, stdout));
+
+        let message = frame(PING.as_bytes());
+        let (head, tail) = message.split_at(message.len() / 2);
+        server.write_all(head).await.unwrap();
+        tokio::task::yield_now().await;
+        answers.send(error_response(PARSE_ERROR, "bad")).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        server.write_all(tail).await.unwrap();
+        drop(server);
+        output.await.unwrap();
+
+        let mut bytes = Vec::new();
+        written.read_to_end(&mut bytes).await.unwrap();
+        let events = Deframer::new().push(&bytes);
+        assert_eq!(events.len(), 2, "{:?}", String::from_utf8_lossy(&bytes));
+        let bodies = bodies(&events);
+        assert!(bodies.contains(&PING.as_bytes()), "{events:?}");
+        assert!(
+            bodies
+                .iter()
+                .all(|b| serde_json::from_slice::<Value>(b).is_ok())
+        );
+    }
+
     fn arbitrary_body() -> impl Strategy<Value = Vec<u8>> {
         prop::collection::vec(any::<u8>(), 0..200)
     }
