@@ -6,6 +6,13 @@
 //! unknown key or a wrong type is reported with the file (or "LSP
 //! initializationOptions") it came from; the merged result is then validated
 //! and a bad value is reported with its dotted key.
+//!
+//! A file is read only when it is a regular file (a symlink to one is fine)
+//! of at most [`MAX_CONFIG_BYTES`]: a FIFO would block start-up forever and a
+//! link to `/dev/zero` would exhaust memory. `[prompts]` is honoured only in
+//! the workspace's `trellis.toml`, where `Engine::open` pins its bundles
+//! (workspace-relative paths); in the user file or `initializationOptions`
+//! it is refused by name rather than dropped.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +23,9 @@ use crate::search::{Counter, SearchLimits};
 
 /// The file a workspace is configured by.
 pub const WORKSPACE_FILE: &str = "trellis.toml";
+
+/// The largest configuration file read (1 MiB); a larger one is refused.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Config {
@@ -86,10 +96,9 @@ struct Layer {
     gate: Option<GateLayer>,
     stages: Option<StagesLayer>,
     exploration: Option<ExplorationLayer>,
-    /// `[prompts]`: accepted here, validated by `trellis-prompts` when a
-    /// session starts (`Engine::open`).
-    #[serde(rename = "prompts")]
-    _prompts: Option<toml::Value>,
+    /// `[prompts]`: validated by `trellis-prompts` when a session starts
+    /// (`Engine::open`), from the workspace file only.
+    prompts: Option<toml::Value>,
     /// The pre-search `[ensemble]` table; present only to refuse it clearly.
     ensemble: Option<toml::Value>,
 }
@@ -164,6 +173,77 @@ pub struct ConfigError {
 
 const KNOWN_STAGES: &[&str] = &["build", "test"];
 
+/// Why `[prompts]` outside the workspace file is refused: its bundles are
+/// workspace files, pinned into that workspace's `.trellis/`, so a user-wide
+/// or editor-wide list has no root to resolve against.
+const PROMPTS_ONLY_IN_WORKSPACE: &str = "`[prompts]` is read only from the workspace's `trellis.toml` \
+     (its bundles are paths in the workspace); move the table there";
+
+/// The text of a configuration file; `None` when there is none. Refuses
+/// anything that is not a regular file after following symlinks (a FIFO, a
+/// device, a directory), a dangling symlink, and a file larger than
+/// [`MAX_CONFIG_BYTES`], without blocking on the open or reading past the cap.
+fn read_config_file(path: &Path) -> Result<Option<String>, String> {
+    use std::io::Read as _;
+
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read: {e}")),
+        Ok(_) => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Opening a FIFO for reading waits for a writer; non-blocking, it does
+    // not, and the type check below refuses it before any read.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "cannot read: it is a symlink to nothing".to_owned(),
+        _ => format!("cannot read: {e}"),
+    })?;
+    let metadata = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !metadata.is_file() {
+        return Err(format!(
+            "not a regular file ({}); a configuration file must be one",
+            file_kind(&metadata.file_type())
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "larger than {} KiB; a configuration file is at most that",
+            MAX_CONFIG_BYTES >> 10
+        ));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| format!("cannot read: not UTF-8 ({e})"))
+}
+
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
 impl Config {
     /// Loads the layers for `workspace`. `user_file` is normally
     /// [`Config::user_file`]; `init_options` the editor's JSON object.
@@ -174,27 +254,26 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let mut config = Config::default();
         let mut origin = "defaults".to_owned();
+        let workspace_file = workspace.join(WORKSPACE_FILE);
         for path in user_file
             .into_iter()
             .map(Path::to_path_buf)
-            .chain([workspace.join(WORKSPACE_FILE)])
+            .chain([workspace_file.clone()])
         {
-            if !path.exists() {
-                continue;
-            }
             let name = path.display().to_string();
-            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                source_name: name.clone(),
-                message: format!("cannot read: {e}"),
-            })?;
-            let layer: Layer = toml::from_str(&text).map_err(|e| ConfigError {
-                source_name: name.clone(),
-                message: e.to_string().trim_end().to_owned(),
-            })?;
-            config.apply(layer).map_err(|message| ConfigError {
+            let error = |message: String| ConfigError {
                 source_name: name.clone(),
                 message,
-            })?;
+            };
+            let Some(text) = read_config_file(&path).map_err(error)? else {
+                continue;
+            };
+            let layer: Layer =
+                toml::from_str(&text).map_err(|e| error(e.to_string().trim_end().to_owned()))?;
+            if path != workspace_file && layer.prompts.is_some() {
+                return Err(error(PROMPTS_ONLY_IN_WORKSPACE.into()));
+            }
+            config.apply(layer).map_err(error)?;
             origin = name;
         }
         if let Some(options) = init_options.filter(|v| !v.is_null()) {
@@ -204,6 +283,12 @@ impl Config {
                     source_name: name.clone(),
                     message: e.to_string(),
                 })?;
+            if layer.prompts.is_some() {
+                return Err(ConfigError {
+                    source_name: name,
+                    message: PROMPTS_ONLY_IN_WORKSPACE.into(),
+                });
+            }
             config.apply(layer).map_err(|message| ConfigError {
                 source_name: name.clone(),
                 message,
@@ -402,5 +487,78 @@ mod tests {
         let bad = serde_json::json!({ "exploration": { "branches": 1 } });
         let err = Config::load(dir.path(), None, Some(&bad)).unwrap_err();
         assert_eq!(err.source_name, "LSP initializationOptions");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_link_to_a_device_is_refused_without_blocking_or_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(WORKSPACE_FILE);
+        let status = std::process::Command::new("mkfifo")
+            .arg(&file)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let err = Config::load(dir.path(), None, None).unwrap_err();
+        assert!(err.source_name.ends_with("trellis.toml"), "{err}");
+        assert!(err.message.contains("not a regular file (a FIFO)"), "{err}");
+
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+        let err = Config::load(dir.path(), None, None).unwrap_err();
+        assert!(
+            err.message.contains("not a regular file (a device)"),
+            "{err}"
+        );
+
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("missing.toml"), &file).unwrap();
+        let err = Config::load(dir.path(), None, None).unwrap_err();
+        assert!(err.message.contains("a symlink to nothing"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_to_a_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.toml");
+        std::fs::write(&real, "[gate]\nrho = 0.25\n").unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join(WORKSPACE_FILE)).unwrap();
+        assert_eq!(Config::load(dir.path(), None, None).unwrap().gate.rho, 0.25);
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused() {
+        let big = format!("# {}\n", "x".repeat(MAX_CONFIG_BYTES as usize));
+        let err = load_with(&big).unwrap_err();
+        assert!(err.message.contains("larger than 1024 KiB"), "{err}");
+    }
+
+    #[test]
+    fn prompts_outside_the_workspace_file_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "[prompts]\nbundles = [\"b.toml\"]\n").unwrap();
+        let err = Config::load(dir.path(), Some(&user), None).unwrap_err();
+        assert_eq!(err.source_name, user.display().to_string());
+        assert!(
+            err.message.contains("`[prompts]` is read only from"),
+            "{err}"
+        );
+
+        let init = serde_json::json!({ "prompts": { "bundles": ["b.toml"] } });
+        let err = Config::load(dir.path(), None, Some(&init)).unwrap_err();
+        assert_eq!(err.source_name, "LSP initializationOptions");
+        assert!(
+            err.message.contains("`[prompts]` is read only from"),
+            "{err}"
+        );
+
+        std::fs::write(
+            dir.path().join(WORKSPACE_FILE),
+            "[prompts]\nactivation_min_tasks = 40\n",
+        )
+        .unwrap();
+        assert!(Config::load(dir.path(), None, None).is_ok());
     }
 }

@@ -12,6 +12,7 @@ use trellis_engine::api::PromptPolicy;
 
 mod cli;
 mod server;
+mod terminate;
 
 /// Repairs code in verified branches.
 ///
@@ -154,6 +155,7 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(async {
+        terminate::on_termination_signals();
         match cli.command {
             Command::Check { path, format } => cli::check::run(path, format, prompts).await,
             Command::Repair {

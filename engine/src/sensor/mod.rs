@@ -9,6 +9,8 @@ pub mod cargo;
 mod libtest;
 pub mod process;
 pub mod rustc_json;
+#[cfg(target_os = "linux")]
+mod supervisor;
 
 use std::path::Path;
 use std::pin::Pin;

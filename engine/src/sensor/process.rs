@@ -113,6 +113,8 @@ pub async fn run_bounded(
         .kill_on_drop(true);
     #[cfg(unix)]
     cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    super::supervisor::install(&mut cmd);
 
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|source| ProcessError::Launch {
@@ -165,6 +167,28 @@ pub async fn run_bounded(
     Err(interrupted)
 }
 
+/// Process groups of children still running, for [`kill_all_groups`].
+#[cfg(unix)]
+static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<libc::pid_t>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Kills the process group of every child [`run_bounded`] is running: what a
+/// front end does when told to terminate, before it exits without waiting
+/// for the runs to notice.
+pub fn kill_all_groups() {
+    #[cfg(unix)]
+    for &pgid in LIVE_GROUPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+    {
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
 /// Kills the child's process group (`cargo` and the `rustc`s and test
 /// binaries it spawned) when dropped.
 ///
@@ -182,9 +206,18 @@ impl GroupKiller {
     fn new(child: &Child) -> Self {
         #[cfg(not(unix))]
         let _ = child;
+        #[cfg(unix)]
+        let pgid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
+        #[cfg(unix)]
+        if let Some(pgid) = pgid {
+            LIVE_GROUPS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(pgid);
+        }
         Self {
             #[cfg(unix)]
-            pgid: child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
+            pgid,
         }
     }
 
@@ -202,6 +235,13 @@ impl GroupKiller {
 impl Drop for GroupKiller {
     fn drop(&mut self) {
         self.kill();
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid {
+            LIVE_GROUPS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&pgid);
+        }
     }
 }
 

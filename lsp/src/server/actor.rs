@@ -87,6 +87,11 @@ pub enum Msg {
     /// The client answered a `workspace/applyEdit`; look at the view again
     /// even if no document notification follows (files it wrote directly).
     ViewMayHaveChanged,
+    /// An Apply command ended without its edit reaching the editor (refused
+    /// here, or declined by the client): it may be applied again.
+    ApplyNotSent {
+        repair_id: String,
+    },
 }
 
 /// Code actions the actor can answer from its state, plus Apply offers the
@@ -117,6 +122,10 @@ struct FinishedRepair {
     start_view: View,
     /// The editor's view reached the repair's final root (ledgered).
     promoted: bool,
+    /// Its edit went to the editor (`workspace/applyEdit`): a second Apply
+    /// is refused, since a client that cannot check document versions would
+    /// apply the same edit twice.
+    apply_sent: bool,
 }
 
 impl FinishedRepair {
@@ -152,6 +161,9 @@ pub struct Actor {
     next_job: u64,
     repairs: Vec<FinishedRepair>,
     root: RootTracker,
+    /// Open documents reached through a symlink inside the root: the
+    /// snapshot never follows one, so their text is kept out of the view.
+    ignored: BTreeSet<RelPath>,
 }
 
 impl Actor {
@@ -170,6 +182,7 @@ impl Actor {
             next_job: 1,
             repairs: Vec::new(),
             root: RootTracker::default(),
+            ignored: BTreeSet::new(),
         }
     }
 
@@ -194,6 +207,17 @@ impl Actor {
                 let Some(rel) = self.shared.paths.rel_of_uri(&uri) else {
                     return;
                 };
+                // An lstat per component, once per didOpen: cheap enough here.
+                if let Some(link) = self.shared.paths.symlink_on_path(&rel) {
+                    let message = format!(
+                        "ignoring {}: it is reached through the symlink `{link}`, which Trellis never follows; the rest of the workspace is still checked",
+                        uri.as_str()
+                    );
+                    tracing::warn!("{message}");
+                    self.log(MessageType::WARNING, message);
+                    self.ignored.insert(rel);
+                    return;
+                }
                 self.docs.insert(rel, Document::new(uri, version, &text));
                 self.view_changed();
                 self.sensing.trigger(Instant::now());
@@ -204,13 +228,20 @@ impl Actor {
                 changes,
             } => self.change(&uri, version, &changes),
             Msg::Save { uri } => {
-                if self.shared.paths.rel_of_uri(&uri).is_some() {
+                if self
+                    .shared
+                    .paths
+                    .rel_of_uri(&uri)
+                    .is_some_and(|rel| !self.ignored.contains(&rel))
+                {
                     self.view_changed();
                     self.sensing.trigger(Instant::now());
                 }
             }
             Msg::Close { uri } => {
-                if let Some(rel) = self.shared.paths.rel_of_uri(&uri) {
+                if let Some(rel) = self.shared.paths.rel_of_uri(&uri)
+                    && !self.ignored.remove(&rel)
+                {
                     self.docs.remove(&rel);
                     self.view_changed();
                 }
@@ -256,6 +287,15 @@ impl Actor {
                 self.track_root();
             }
             Msg::ViewMayHaveChanged => self.view_changed(),
+            Msg::ApplyNotSent { repair_id } => {
+                if let Some(repair) = self
+                    .repairs
+                    .iter_mut()
+                    .find(|r| r.outcome.repair_id == repair_id)
+                {
+                    repair.apply_sent = false;
+                }
+            }
         }
     }
 
@@ -263,6 +303,9 @@ impl Actor {
         let Some(rel) = self.shared.paths.rel_of_uri(uri) else {
             return;
         };
+        if self.ignored.contains(&rel) {
+            return;
+        }
         let Some(doc) = self.docs.get_mut(&rel) else {
             tracing::warn!("didChange for {} which is not open", uri.as_str());
             return;
@@ -557,9 +600,9 @@ impl Actor {
                 describe_status(repair.outcome.status)
             ));
         }
-        if repair.promoted {
+        if repair.promoted || repair.apply_sent {
             return Err(format!(
-                "verified repair {} is already applied",
+                "verified repair {} is already applied (a repair is applied once)",
                 repair.outcome.repair_id
             ));
         }
@@ -606,6 +649,12 @@ impl Actor {
             },
             ServerCommand::Apply(which) => match self.apply_request(&which) {
                 Ok(request) => {
+                    let id = &request.outcome.repair_id;
+                    if let Some(repair) =
+                        self.repairs.iter_mut().find(|r| &r.outcome.repair_id == id)
+                    {
+                        repair.apply_sent = true;
+                    }
                     tokio::spawn(tasks::apply(self.shared.clone(), request, self.tx.clone()));
                 }
                 Err(e) => self.show(MessageType::ERROR, format!("Trellis cannot apply: {e}.")),
@@ -684,6 +733,7 @@ impl Actor {
             title: job.title,
             start_view: job.view,
             promoted: false,
+            apply_sent: false,
         });
         if self.repairs.len() > KEPT_REPAIRS {
             self.repairs.remove(0);

@@ -10,6 +10,8 @@
 //! - [`backend`]: LSP handlers; each enqueues for the actor and returns.
 //! - [`actor`]: the single task owning documents, diagnostics and repairs.
 //! - [`tasks`]: sensing, repair searches, apply checks and previews.
+//! - [`framing`]: the stdio framing layer; tower-lsp-server only ever sees
+//!   frames it can decode, and stdout has one writer.
 //! - pure cores, unit-tested without a client: [`encoding`] (positions ↔
 //!   bytes), [`document`] (incremental sync), [`capabilities`],
 //!   [`diagnostics`], [`workspace_edit`], [`preview`], [`sensing`]
@@ -24,6 +26,7 @@ mod capabilities;
 mod diagnostics;
 mod document;
 mod encoding;
+mod framing;
 mod paths;
 mod preview;
 pub mod protocol;
@@ -36,7 +39,12 @@ use trellis_engine::api::PromptPolicy;
 
 use backend::Backend;
 
-/// Serves the language server on stdin/stdout until the client sends `exit`.
+/// Bytes buffered in each in-memory pipe between [`framing`] and tower-lsp-server.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// Serves the language server on stdin/stdout until the client sends `exit`
+/// (or closes stdin). Malformed input is answered by [`framing`] and never
+/// reaches tower-lsp-server, which would end the session at the first one.
 pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
     let (service, socket) = LspService::build(move |client| Backend::new(client, prompts))
         .custom_method("trellis/branchFile", Backend::branch_file)
@@ -45,8 +53,26 @@ pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
             Backend::work_done_progress_cancel,
         )
         .finish();
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
+    let (client_in, server_in) = tokio::io::duplex(PIPE_BYTES);
+    let (server_out, client_out) = tokio::io::duplex(PIPE_BYTES);
+    let (answers, answered) = tokio::sync::mpsc::unbounded_channel();
+    let input = tokio::spawn(framing::pump_input(
+        framing::stdin_chunks(),
+        client_in,
+        answers,
+    ));
+    let output = tokio::spawn(framing::pump_output(
+        client_out,
+        answered,
+        tokio::io::stdout(),
+    ));
+    Server::new(server_in, server_out, socket)
         .serve(service)
         .await;
+    // After `exit` the client may keep stdin open; nothing more is read
+    // (the detached stdin thread ends with the process).
+    input.abort();
+    // The server's output ended with `serve`; write what is left of it.
+    let _ = output.await;
     Ok(())
 }

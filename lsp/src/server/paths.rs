@@ -53,6 +53,22 @@ impl WorkspacePaths {
         }
     }
 
+    /// The first part of `rel` (a directory on the way, or the file itself)
+    /// that is a symlink on disk, if any.
+    pub fn symlink_on_path(&self, rel: &str) -> Option<RelPath> {
+        let mut path = self.root.clone();
+        let mut end = 0;
+        for part in rel.split('/') {
+            path.push(part);
+            end += part.len();
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Some(rel[..end].to_owned());
+            }
+            end += 1;
+        }
+        None
+    }
+
     pub fn absolute(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
@@ -106,5 +122,23 @@ mod tests {
             );
         }
         assert_eq!(p.rel_of_any("../x.rs"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_directory_or_file_on_the_way_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
+        std::fs::write(dir.path().join("src/deep/a.rs"), "").unwrap();
+        std::os::unix::fs::symlink("src", dir.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink("deep/a.rs", dir.path().join("src/b.rs")).unwrap();
+        let p = WorkspacePaths::new(dir.path().to_path_buf());
+        assert_eq!(p.symlink_on_path("src/deep/a.rs"), None);
+        assert_eq!(p.symlink_on_path("src/new.rs"), None);
+        assert_eq!(
+            p.symlink_on_path("linked/deep/a.rs").as_deref(),
+            Some("linked")
+        );
+        assert_eq!(p.symlink_on_path("src/b.rs").as_deref(), Some("src/b.rs"));
     }
 }

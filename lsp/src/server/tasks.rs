@@ -379,8 +379,13 @@ pub async fn refuse_stale(shared: &Arc<Shared>, outcome: Arc<RepairOutcome>, fou
 }
 
 /// The `trellis.repair.apply` command: check, then `workspace/applyEdit`.
+/// Unless the edit may have reached the editor, the actor hears that it can
+/// be applied again.
 pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSender<Msg>) {
     let outcome = request.outcome.clone();
+    let not_sent = || Msg::ApplyNotSent {
+        repair_id: outcome.repair_id.clone(),
+    };
     match prepare_apply(&shared, request).await {
         Ok(edit) => {
             let params = ApplyWorkspaceEditParams {
@@ -399,6 +404,7 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
                     outcome.repair_id
                 ),
                 Ok(response) => {
+                    let _ = tx.send(not_sent());
                     let reason = response.failure_reason.unwrap_or_default();
                     shared
                         .client
@@ -423,8 +429,12 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
             }
             let _ = tx.send(Msg::ViewMayHaveChanged);
         }
-        Err(Refusal::Stale { found }) => refuse_stale(&shared, outcome, found).await,
+        Err(Refusal::Stale { found }) => {
+            let _ = tx.send(not_sent());
+            refuse_stale(&shared, outcome, found).await;
+        }
         Err(Refusal::Failed(message)) => {
+            let _ = tx.send(not_sent());
             shared
                 .client
                 .show_message(

@@ -1,0 +1,123 @@
+//! Faults a client can cause in the language server, through the built
+//! `trellis lsp` and real cargo: a document opened through a symlinked
+//! directory, and the same Apply sent twice by a client whose edits carry no
+//! document versions.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{
+    CARGO_TOML, Client, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT, neovim_capabilities,
+    vscode_capabilities, write_crate,
+};
+
+const LIB: &str = "src/lib.rs";
+
+fn broken_crate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_crate(
+        dir.path(),
+        &[("Cargo.toml", CARGO_TOML), (LIB, MISSING_MUT_LIB)],
+    );
+    dir
+}
+
+fn message_of(notification: &Value) -> &str {
+    notification["params"]["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_document_opened_through_a_symlinked_directory_is_ignored_and_the_rest_is_sensed() {
+    let dir = broken_crate();
+    std::os::unix::fs::symlink("src", dir.path().join("linked")).unwrap();
+    let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
+
+    client.open("linked/lib.rs");
+    let warned = client.wait_for(0, REQUEST_TIMEOUT, "the warning", |n| {
+        n["method"] == "window/logMessage" && message_of(n).contains("symlink `linked`")
+    });
+    assert_eq!(warned["params"]["type"], 2, "{warned}");
+
+    // The real file is still sensed while the linked one stays open.
+    client.open(LIB);
+    let diagnostics = client.wait_for_diagnostics(0, LIB, true);
+    assert!(
+        diagnostics.iter().any(|d| d["code"] == "E0384"),
+        "{diagnostics:#?}"
+    );
+    let failed = client
+        .notifications
+        .iter()
+        .find(|n| message_of(n).contains("could not sense"));
+    assert!(failed.is_none(), "{failed:?}");
+    client.shutdown();
+}
+
+/// Starts the Repair of the missing `mut` and waits for a verified result;
+/// returns the repair id.
+fn verified_repair(client: &mut Client) -> String {
+    client.open(LIB);
+    let diagnostics = client.wait_for_diagnostics(0, LIB, true);
+    let cluster = diagnostics
+        .iter()
+        .find(|d| d["code"] == "E0384")
+        .unwrap_or_else(|| panic!("no E0384 among {diagnostics:#?}"))["data"]["cluster"]
+        .clone();
+    let from = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.start", "arguments": [{ "cluster": cluster }] }),
+    );
+    let ended = client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
+        n["method"] == "trellis/searchStatus" && n["params"]["status"] != "running"
+    });
+    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
+    ended["params"]["repair_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_verified_repair_is_applied_once_by_a_client_without_document_changes() {
+    let dir = broken_crate();
+    let capabilities = neovim_capabilities();
+    assert!(
+        capabilities["workspace"]["workspaceEdit"]
+            .get("documentChanges")
+            .is_none()
+    );
+    let (mut client, _) = Client::start(dir.path(), capabilities, None);
+    let repair_id = verified_repair(&mut client);
+
+    // Both Apply commands are on the wire before the client sees the first
+    // edit, as with a double click.
+    let requests_before = client.server_requests.len();
+    let from = client.notifications.len();
+    let apply =
+        json!({ "command": "trellis.repair.apply", "arguments": [{ "repair_id": repair_id }] });
+    client.send_request("workspace/executeCommand", apply.clone());
+    client.send_request("workspace/executeCommand", apply);
+    client.wait_for(from, REQUEST_TIMEOUT, "the promotion", |n| {
+        n["method"] == "trellis/searchStatus"
+            && n["params"]["status"] == "applied"
+            && n["params"]["repair_id"] == repair_id.as_str()
+    });
+    client.pump(Duration::from_secs(2));
+
+    let edits = client.server_requests[requests_before..]
+        .iter()
+        .filter(|r| r["method"] == "workspace/applyEdit")
+        .count();
+    assert_eq!(edits, 1, "the edit was sent {edits} times");
+    let refused = client.notifications[from..]
+        .iter()
+        .find(|n| n["method"] == "window/showMessage" && message_of(n).contains("already applied"))
+        .unwrap_or_else(|| panic!("no refusal among {:#?}", &client.notifications[from..]));
+    assert!(message_of(refused).contains(&repair_id), "{refused}");
+    let text = &client.docs[&client.uri(LIB)].text;
+    assert_eq!(text.matches("let mut n = 0;").count(), 1, "{text}");
+    assert!(!text.contains("mut mut"), "{text}");
+    client.shutdown();
+}
