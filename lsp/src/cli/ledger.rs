@@ -1,6 +1,6 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
-use trellis_engine::ledger::{Ledger, fold_accepted};
+use trellis_engine::ledger::{Ledger, LedgerEvent, fold_accepted};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
 use crate::{Format, LedgerCommand};
@@ -74,6 +74,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                 "decisions": decisions,
                 "promotions": fold.promotions,
                 "refusals": fold.refusals,
+                "recoveries": fold.recoveries,
             });
             println!(
                 "{}",
@@ -102,6 +103,9 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
             }
             for r in &fold.refusals {
                 println!("refused {}: {}", r.repair_id, r.detail);
+            }
+            for r in &fold.recoveries {
+                println!("{}", LedgerEvent::PromotionRecovered(r.clone()));
             }
         }
     }
