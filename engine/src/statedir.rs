@@ -304,8 +304,10 @@ impl Dir {
     }
 
     /// Replaces `name` with `bytes` atomically (temp file, fsync, rename,
-    /// fsync of this directory). A symlink at `name` is replaced, not followed.
+    /// fsync of this directory). A symlink at `name` is refused: a planted
+    /// link is the user's to look at, not Trellis's to replace.
     pub fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
+        self.refuse_link(name)?;
         let temp = self.stage(bytes, mode)?;
         if let Err(e) = self.rename(&temp, self, name) {
             let _ = self.remove(&temp);
@@ -335,32 +337,6 @@ impl Dir {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(StateError::from_errno(self.join(name), e)),
         }
-    }
-
-    /// Every name in this directory that starts with `prefix`.
-    pub fn names_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
-        let io_error = |source| StateError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let fd = rustix::fs::openat(
-            &self.fd,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| io_error(e.into()))?;
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::new(fd).map_err(|e| io_error(e.into()))? {
-            let entry = entry.map_err(|e| io_error(e.into()))?;
-            if let Ok(name) = entry.file_name().to_str()
-                && name.starts_with(prefix)
-            {
-                names.push(name.to_owned());
-            }
-        }
-        names.sort();
-        Ok(names)
     }
 
     /// Makes renames and creations in this directory durable.
@@ -444,11 +420,19 @@ mod tests {
             state.create_if_missing("index", b"x"),
             Err(StateError::Symlink(_))
         ));
-        // Replacing the link replaces the link, never its target.
-        state.write_atomic("index", b"new", 0o644).unwrap();
+        assert!(matches!(
+            state.write_atomic("index", b"new", 0o644),
+            Err(StateError::Symlink(_))
+        ));
         assert_eq!(fs::read(&victim).unwrap(), b"keep");
+        let names: Vec<_> = fs::read_dir(state.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "only .gitignore and the link: {names:?}");
+        fs::remove_file(state.join("index")).unwrap();
+        state.write_atomic("index", b"new", 0o644).unwrap();
         assert_eq!(state.read("index").unwrap().unwrap(), b"new");
-        assert!(state.names_with_prefix(TEMP_PREFIX).unwrap().is_empty());
     }
 
     #[test]
