@@ -165,7 +165,7 @@ pub fn promote<'s>(
     }
     for (index, _) in placed.iter().enumerate() {
         if let Err(e) = place(&placed[index]) {
-            return Err(undo(state, &placed[..=index], e));
+            return Err(undo(state, &placed, index + 1, e));
         }
         failpoint::hit("promote-after-rename");
     }
@@ -189,7 +189,12 @@ impl Promoted<'_> {
 
     /// The promotion cannot be recorded: put every old file back.
     pub fn roll_back(self, why: String) -> PromoteError {
-        undo(self.state, &self.placed, PromoteError::Refused(why))
+        undo(
+            self.state,
+            &self.placed,
+            self.placed.len(),
+            PromoteError::Refused(why),
+        )
     }
 }
 
@@ -261,12 +266,12 @@ fn digest_of(dir: &Dir, name: &str) -> Result<Option<Digest>, StateError> {
     Ok(dir.read(name)?.as_deref().map(blob_digest))
 }
 
-/// Puts back every target in `placed` (the last one possibly half done),
-/// keeping whatever the user wrote, and removes the journal. `cause` is
-/// returned unless undoing fails too.
-fn undo(state: &Dir, placed: &[Placed], cause: PromoteError) -> PromoteError {
+/// Puts back the first `touched` targets of `placed` (the last of them
+/// possibly half done), keeping whatever the user wrote, removes every
+/// staged file and the journal. `cause` is returned unless undoing fails too.
+fn undo(state: &Dir, placed: &[Placed], touched: usize, cause: PromoteError) -> PromoteError {
     let mut failed = Vec::new();
-    for p in placed.iter().rev() {
+    for p in placed[..touched].iter().rev() {
         if let Err(e) = put_back(p) {
             failed.push(e.to_string());
         }
