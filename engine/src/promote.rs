@@ -242,14 +242,13 @@ fn place(p: &Placed) -> Result<(), PromoteError> {
         }
     }
     failpoint::hit("promote-before-rename");
-    match &p.staged {
-        Some(staged) => {
-            if !p.parent.rename_noreplace(staged, &p.name)? {
-                return Err(stale());
-            }
-        }
-        None if p.parent.kind(&p.name)?.is_some() => return Err(stale()),
-        None => {}
+    // Nothing may have appeared at the path since the old file moved away.
+    let in_place = match &p.staged {
+        Some(staged) => p.parent.rename_noreplace(staged, &p.name)?,
+        None => p.parent.kind(&p.name)?.is_none(),
+    };
+    if !in_place {
+        return Err(stale());
     }
     // Read back: our new file, and the old one untouched (nobody wrote
     // through a descriptor opened before it was moved aside).

@@ -175,6 +175,8 @@ impl Dir {
     }
 
     /// What is at `name`, not following a symlink; `None` when nothing is.
+    // The `stat` field widths differ between targets.
+    #[allow(clippy::unnecessary_cast)]
     pub fn kind(&self, name: &str) -> Result<Option<Kind>> {
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => Ok(Some(

@@ -273,6 +273,43 @@ fn deleting_trellis_before_the_promotion_refuses_it() {
     assert_eq!(temp_files(&ws), Vec::<PathBuf>::new());
 }
 
+#[test]
+fn deleting_trellis_after_the_renames_puts_every_file_back() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let out = edit_during_promotion(&ws, "promote-after-rename:3:pause", || {
+        std::fs::remove_dir_all(ws.path().join(".trellis")).unwrap();
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no longer the file this run opened"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(ws.tree(), before, "what could not be recorded is undone");
+    assert_eq!(temp_files(&ws), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn the_language_server_recovers_an_interrupted_promotion_at_start() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let out = commit_with(&ws, "promote-after-rename:2:abort")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", text(&out));
+
+    let (client, response) =
+        support::Client::start(ws.path(), support::vscode_capabilities(), None);
+    assert!(response.get("error").is_none(), "{response}");
+    client.shutdown();
+    assert!(repaired(&ws), "every file is new");
+    let replay = assert_clean_and_verified(&ws);
+    assert_eq!(
+        replay["recoveries"][0]["direction"], "rolled_forward",
+        "{replay:#}"
+    );
+}
+
 /// Makes a directory unwritable even for root (`chattr +i` on top of the
 /// mode bits) until dropped.
 struct Unwritable(PathBuf);
