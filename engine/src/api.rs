@@ -604,13 +604,14 @@ impl Engine {
             Err(e) => return Err(io(e)),
         };
         let after = self.snapshot(&Overlay::default())?;
-        if let Err(e) = self.ledger.check_in_place() {
-            return Err(io(promoted.roll_back(e.to_string())));
+        match self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli) {
+            Ok(promotion) => {
+                promoted.finish().map_err(io)?;
+                Ok(promotion)
+            }
+            // Never leave files written that the ledger does not record.
+            Err(e) => Err(io(promoted.roll_back(e.to_string()))),
         }
-        let promotion =
-            self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli)?;
-        promoted.finish().map_err(io)?;
-        Ok(promotion)
     }
 
     /// Ledgers a stale-root refusal of `outcome` and returns the error for it.
@@ -622,7 +623,9 @@ impl Engine {
         })
     }
 
-    /// Ledgers (durably) that `outcome` moved the user's files from `before` to `after`.
+    /// Ledgers (durably) that `outcome` moved the user's files from `before`
+    /// to `after`; refused when `.trellis/ledger.db` is no longer the
+    /// database this engine has open (the record would be lost).
     fn ledger_promotion(
         &self,
         outcome: &RepairOutcome,
@@ -639,10 +642,24 @@ impl Engine {
                 .map(|c| c.path().to_owned())
                 .collect(),
         };
+        self.ledger.check_in_place().map_err(io)?;
         self.ledger
             .append(&records::promoted(&outcome.repair_id, &promotion, via))
             .map_err(io)?;
         Ok(promotion)
+    }
+
+    /// Writes `bytes` to `.trellis/<dir>/<name>` (e.g. a preview) without
+    /// following a link, and returns its path.
+    pub fn write_state_file(
+        &self,
+        dir: &str,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<PathBuf, EngineError> {
+        let dir = self.ledger.state_dir().child(dir, true).map_err(io)?;
+        dir.write_atomic(name, bytes, 0o644).map_err(io)?;
+        Ok(dir.join(name))
     }
 
     /// Editor promotion: the editor applied `outcome.changes` and its view

@@ -12,7 +12,11 @@
 //!   exactly that window (edit a file, delete `.trellis`) and then let the
 //!   process go on.
 //!
-//! The points are named where they are hit (see [`crate::promote`]). This
+//! Points, in the order a CLI promotion reaches them: `promote-start`
+//! (before the ledger and the disk are checked), `promote-after-stage` (a
+//! new content was staged), `promote-before-rename` (a target's old file was
+//! moved aside and checked; its new one is about to be renamed in) and
+//! `promote-after-rename` (a target was replaced). This
 //! module must never change behaviour when the variable is unset, and is
 //! never a configuration surface: nothing documents it to users.
 

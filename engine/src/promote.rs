@@ -294,12 +294,15 @@ fn put_back(p: &Placed) -> Result<(), StateError> {
     let at_target = digest_of(&p.parent, &p.name)?;
     let aside_present = p.parent.kind(&p.aside)?.is_some();
     let ours = at_target.is_some() && at_target == p.new;
-    if ours || at_target.is_none() {
-        match (aside_present, ours) {
-            (true, _) => p.parent.rename(&p.aside, &p.parent, &p.name)?,
-            (false, true) => p.parent.remove(&p.name)?,
-            (false, false) => {}
+    match (aside_present, ours) {
+        (true, true) => p.parent.rename(&p.aside, &p.parent, &p.name)?,
+        // Nothing at the path: put the old file back unless something
+        // appears there this very moment (then that is the user's).
+        (true, false) if at_target.is_none() => {
+            p.parent.rename_noreplace(&p.aside, &p.name)?;
         }
+        (false, true) => p.parent.remove(&p.name)?,
+        _ => {}
     }
     p.parent.sync()
 }
