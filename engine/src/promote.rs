@@ -77,6 +77,8 @@ struct Placed {
     parent: Dir,
     name: String,
     old: Option<Digest>,
+    /// The old file's permission bits, which the new one keeps.
+    mode: u32,
     new: Option<Digest>,
     staged: Option<String>,
     aside: String,
@@ -106,7 +108,6 @@ pub fn promote<'s>(
     let blobs = BlobStore::in_state(state).map_err(|e| PromoteError::Refused(e.to_string()))?;
     let stamp = journal::stamp();
     let mut placed = Vec::with_capacity(targets.len());
-    let mut modes = Vec::with_capacity(targets.len());
     for (index, target) in targets.iter().enumerate() {
         check_rel_path(target.path).map_err(|e| PromoteError::Refused(e.to_string()))?;
         let (dir, name) = match target.path.rsplit_once('/') {
@@ -128,12 +129,12 @@ pub fn promote<'s>(
                 .put(bytes)
                 .map_err(|e| PromoteError::Refused(e.to_string()))?;
         }
-        modes.push(mode);
         placed.push(Placed {
             path: target.path.to_owned(),
             parent,
             name: name.to_owned(),
             old: target.old,
+            mode,
             new: target.new.map(blob_digest),
             staged: target
                 .new
@@ -145,11 +146,10 @@ pub fn promote<'s>(
         repair_id,
         placed
             .iter()
-            .zip(&modes)
-            .map(|(p, mode)| JournalTarget {
+            .map(|p| JournalTarget {
                 path: p.path.clone(),
                 old: p.old,
-                old_mode: p.old.map(|_| *mode),
+                old_mode: p.old.map(|_| p.mode),
                 new: p.new,
                 staged: p.staged.clone(),
                 aside: p.aside.clone(),
@@ -157,14 +157,13 @@ pub fn promote<'s>(
             .collect(),
     );
     record.write(state)?;
-    let staged = stage_all(&placed, targets, &modes);
-    if let Err(e) = staged {
+    if let Err(e) = stage_all(&placed, targets) {
         discard_temps(&placed);
         journal::remove(state)?;
         return Err(e);
     }
-    for (index, _) in placed.iter().enumerate() {
-        if let Err(e) = place(&placed[index]) {
+    for (index, p) in placed.iter().enumerate() {
+        if let Err(e) = place(p) {
             return Err(undo(state, &placed, index + 1, e));
         }
         failpoint::hit("promote-after-rename");
@@ -215,10 +214,10 @@ fn read_target(dir: &Dir, name: &str) -> Result<(Option<Vec<u8>>, u32), PromoteE
 }
 
 /// Writes every new content to its staged name.
-fn stage_all(placed: &[Placed], targets: &[Target<'_>], modes: &[u32]) -> Result<(), PromoteError> {
-    for ((p, target), mode) in placed.iter().zip(targets).zip(modes) {
+fn stage_all(placed: &[Placed], targets: &[Target<'_>]) -> Result<(), PromoteError> {
+    for (p, target) in placed.iter().zip(targets) {
         if let (Some(staged), Some(bytes)) = (&p.staged, target.new) {
-            p.parent.stage_as(staged, bytes, *mode)?;
+            p.parent.stage_as(staged, bytes, p.mode)?;
             failpoint::hit("promote-after-stage");
         }
     }
