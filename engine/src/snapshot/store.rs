@@ -89,10 +89,19 @@ pub struct BlobStore {
 
 impl BlobStore {
     /// Opens (creating if needed) the store rooted at `dir`, e.g.
-    /// `.trellis/objects`; its parent must exist.
+    /// `<workspace>/.trellis/objects`. Its parent must exist, and neither it
+    /// nor `dir` may be a link (so a `.trellis` swapped for a link mid-run
+    /// is refused here too).
     pub fn open(dir: impl AsRef<Path>) -> Result<BlobStore, SnapshotError> {
+        let dir = dir.as_ref();
+        let name = dir.file_name().and_then(|n| n.to_str());
+        let (Some(parent), Some(name)) = (dir.parent(), name) else {
+            return Ok(BlobStore {
+                dir: Dir::open_trusted(dir)?,
+            });
+        };
         Ok(BlobStore {
-            dir: Dir::open_last(dir.as_ref(), true)?,
+            dir: Dir::open_last(parent, false)?.child(name, true)?,
         })
     }
 
@@ -256,6 +265,18 @@ mod tests {
         let err = store.get(&digest).unwrap_err();
         assert!(matches!(err, SnapshotError::CorruptBlob { .. }), "{err:?}");
         assert!(err.to_string().contains(&digest.to_hex()[2..]));
+    }
+
+    #[test]
+    fn blob_store_refuses_a_linked_store_or_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".trellis")).unwrap();
+        symlink(elsewhere.path(), dir.path().join(".trellis/objects")).unwrap();
+        assert!(BlobStore::open(dir.path().join(".trellis/objects")).is_err());
+        symlink(elsewhere.path(), dir.path().join("linked-state")).unwrap();
+        assert!(BlobStore::open(dir.path().join("linked-state/objects")).is_err());
+        assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 
     #[test]
