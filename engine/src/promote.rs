@@ -34,7 +34,7 @@ use crate::digest::{Digest, blob_digest};
 use crate::failpoint;
 use crate::snapshot::BlobStore;
 use crate::snapshot::fsutil::check_rel_path;
-use crate::statedir::{Dir, Kind, StateError, TEMP_PREFIX};
+use crate::statedir::{self, Dir, Kind, StateError, TEMP_PREFIX};
 
 use journal::{Journal, JournalTarget};
 
@@ -106,7 +106,7 @@ pub fn promote<'s>(
     let lock = journal::lock(state)?;
     let workspace = Dir::open_trusted(root)?;
     let blobs = BlobStore::in_state(state).map_err(|e| PromoteError::Refused(e.to_string()))?;
-    let stamp = journal::stamp();
+    let stamp = statedir::unique_stamp();
     let mut placed = Vec::with_capacity(targets.len());
     for (index, target) in targets.iter().enumerate() {
         check_rel_path(target.path).map_err(|e| PromoteError::Refused(e.to_string()))?;

@@ -280,7 +280,7 @@ impl Dir {
     /// fsync'd, and returns its name. The caller renames or removes it.
     pub fn stage(&self, bytes: &[u8], mode: u32) -> Result<String> {
         for attempt in 0u32.. {
-            let name = format!("{TEMP_PREFIX}{}", temp_suffix(attempt));
+            let name = format!("{TEMP_PREFIX}{}-{attempt}", unique_stamp());
             match self.stage_as(&name, bytes, mode) {
                 Ok(()) => return Ok(name),
                 Err(StateError::Io { source, .. })
@@ -368,13 +368,14 @@ impl AsFd for Dir {
     }
 }
 
-/// A name suffix unlikely to collide: process id, time and the attempt.
-fn temp_suffix(attempt: u32) -> String {
+/// A stamp for temp names no other process or moment shares: the process
+/// id and the time in nanoseconds.
+pub fn unique_stamp() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
+        .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!("{}-{nanos:x}-{attempt}", std::process::id())
+    format!("{}-{nanos:x}", std::process::id())
 }
 
 /// Opens the workspace's `.trellis/` (creating it and its `.gitignore`) under

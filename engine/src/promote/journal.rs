@@ -83,15 +83,6 @@ pub fn remove(state: &Dir) -> Result<(), StateError> {
     state.sync()
 }
 
-/// A unique stamp for this promotion's temp names.
-pub fn stamp() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{}-{nanos:x}", std::process::id())
-}
-
 /// An exclusive lock on `.trellis/` between promotion and recovery, across
 /// processes; released on drop.
 pub struct Lock(std::os::fd::OwnedFd);
