@@ -17,16 +17,18 @@ use crate::cluster::{Cluster, ResidualClass};
 use crate::config::Config;
 use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
 use crate::digest::Digest;
-use crate::ledger::{Ledger, PromotionRoute};
+use crate::failpoint;
+use crate::ledger::event::PromotionRecovered;
+use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
 use crate::measure::{Measurement, MeasurementCache, measure};
+use crate::promote;
 use crate::records;
 use crate::repair::{Accepted, Ctx, Session, search};
 use crate::sensor::cargo::rust_sensors;
 use crate::sensor::{Sensor, StageStatus};
 use crate::slots::Slots;
-use crate::snapshot::{
-    CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, diff, fsutil, materialize,
-};
+use crate::snapshot::{CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, diff, materialize};
+use crate::statedir;
 
 /// The user's current view: files on disk overlaid with unsaved buffers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -168,6 +170,7 @@ pub struct PinnedBundleSection {
 /// the file and the reason.
 fn pin_prompt_bundles(
     root: &Path,
+    state: &statedir::Dir,
     policy: PromptPolicy,
 ) -> Result<Vec<PinnedBundleSection>, EngineError> {
     let config = trellis_prompts::activation::PromptsConfig::load(root)
@@ -175,13 +178,15 @@ fn pin_prompt_bundles(
     if config.bundles.is_empty() {
         return Ok(Vec::new());
     }
-    let store = root.join(".trellis").join("prompt-bundles");
+    // The store is `.trellis/prompt-bundles/`, checked not to be a link.
+    state.child("prompt-bundles", true).map_err(io)?;
+    let store = state.path();
     let policy = trellis_prompts::ResolutionPolicy {
         allow_experimental: policy.allow_experimental,
         allow_core_override: policy.allow_core_override,
     };
     // Each error names its bundle file and line; the config file is where the bundle was listed.
-    let pinned = trellis_prompts::bundles::load_bundles(&config.bundles, root, &store, policy)
+    let pinned = trellis_prompts::bundles::load_bundles(&config.bundles, root, store, policy)
         .map_err(|errors| EngineError::Config {
             path: root.join(crate::config::WORKSPACE_FILE),
             message: errors
@@ -222,6 +227,8 @@ pub struct Engine {
     /// The prompt policy and bundles pinned at start, recorded with the session.
     prompt_policy: PromptPolicy,
     prompt_bundles: Vec<PinnedBundleSection>,
+    /// The interrupted promotion this start finished or undid, if any.
+    recovered: Option<PromotionRecovered>,
 }
 
 /// Wraps an I/O-side failure (ledger, snapshot, copy) for the front ends.
@@ -282,11 +289,17 @@ impl Engine {
                 path: PathBuf::from(&e.source_name),
                 message: e.message,
             })?;
-        let prompt_bundles = pin_prompt_bundles(&root, prompt_policy)?;
-        let trellis_dir = root.join(".trellis");
-        let ledger = Ledger::open(&trellis_dir).map_err(io)?;
-        let snapshotter = Snapshotter::new(&root, Some(trellis_dir.join("index")));
+        // A linked `.trellis` is refused here, before anything is written.
+        let state = statedir::open_state(&root).map_err(io)?;
+        let prompt_bundles = pin_prompt_bundles(&root, &state, prompt_policy)?;
+        let snapshotter = Snapshotter::new(&root, Some(state.join("index")));
+        let ledger = Ledger::open_in(state).map_err(io)?;
+        let recovered = promote::journal::recover(&root, &ledger).map_err(io)?;
+        if let Some(r) = &recovered {
+            tracing::warn!("{}", LedgerEvent::PromotionRecovered(r.clone()));
+        }
         Ok(Engine {
+            recovered,
             slots: Slots::for_workspace(&root),
             root,
             config,
@@ -319,6 +332,12 @@ impl Engine {
 
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The promotion a crash interrupted that opening this engine finished
+    /// or undid (and ledgered).
+    pub fn recovered(&self) -> Option<&PromotionRecovered> {
+        self.recovered.as_ref()
     }
 
     /// The sensors, fingerprinted once per session; the first call ledgers
@@ -549,29 +568,64 @@ impl Engine {
         Err(EngineError::NotPromotable(outcome.status))
     }
 
-    /// CLI promotion: checks the disk still has `outcome.start_root`, then
-    /// writes every change atomically, and ledgers the promotion.
+    /// CLI promotion: checks the ledger is still the one at
+    /// `.trellis/ledger.db` and the disk still has `outcome.start_root`, then
+    /// writes every change as one journalled promotion ([`promote`]), and
+    /// ledgers it (or undoes it when the ledger moved meanwhile). A user edit seen
+    /// on the way is a ledgered stale refusal with everything put back.
     pub fn promote_to_disk(&self, outcome: &RepairOutcome) -> Result<Promotion, EngineError> {
         self.require_hard_pass(outcome)?;
+        failpoint::hit("promote-start");
+        self.ledger.check_in_place().map_err(io)?;
         let current = self.snapshot(&Overlay::default())?;
         if current.root != outcome.start_root {
-            self.record_stale_refusal(outcome, current.root)?;
-            return Err(EngineError::StaleRoot {
-                expected: outcome.start_root,
-                found: current.root,
-            });
+            return Err(self.stale(outcome, current.root)?);
         }
-        let writes: Vec<(&str, Option<&[u8]>)> = outcome
+        let targets: Vec<promote::Target<'_>> = outcome
             .changes
             .iter()
-            .map(|c| (c.path(), c.new_text().map(str::as_bytes)))
+            .map(|c| promote::Target {
+                path: c.path(),
+                old: current.entries.get(c.path()).map(|e| e.blob),
+                new: c.new_text().map(str::as_bytes),
+            })
             .collect();
-        fsutil::write_all_atomic(&self.root, &writes).map_err(io)?;
+        let promoted = match promote::promote(
+            &self.root,
+            self.ledger.state_dir(),
+            &outcome.repair_id,
+            &targets,
+        ) {
+            Ok(promoted) => promoted,
+            Err(promote::PromoteError::Stale { .. }) => {
+                let found = self.snapshot(&Overlay::default())?.root;
+                return Err(self.stale(outcome, found)?);
+            }
+            Err(e) => return Err(io(e)),
+        };
         let after = self.snapshot(&Overlay::default())?;
-        self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli)
+        match self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli) {
+            Ok(promotion) => {
+                promoted.finish().map_err(io)?;
+                Ok(promotion)
+            }
+            // Never leave files written that the ledger does not record.
+            Err(e) => Err(io(promoted.roll_back(e.to_string()))),
+        }
     }
 
-    /// Ledgers (durably) that `outcome` moved the user's files from `before` to `after`.
+    /// Ledgers a stale-root refusal of `outcome` and returns the error for it.
+    fn stale(&self, outcome: &RepairOutcome, found: Digest) -> Result<EngineError, EngineError> {
+        self.record_stale_refusal(outcome, found)?;
+        Ok(EngineError::StaleRoot {
+            expected: outcome.start_root,
+            found,
+        })
+    }
+
+    /// Ledgers (durably) that `outcome` moved the user's files from `before`
+    /// to `after`; refused when `.trellis/ledger.db` is no longer the
+    /// database this engine has open (the record would be lost).
     fn ledger_promotion(
         &self,
         outcome: &RepairOutcome,
@@ -588,10 +642,24 @@ impl Engine {
                 .map(|c| c.path().to_owned())
                 .collect(),
         };
+        self.ledger.check_in_place().map_err(io)?;
         self.ledger
             .append(&records::promoted(&outcome.repair_id, &promotion, via))
             .map_err(io)?;
         Ok(promotion)
+    }
+
+    /// Writes `bytes` to `.trellis/<dir>/<name>` (e.g. a preview) without
+    /// following a link, and returns its path.
+    pub fn write_state_file(
+        &self,
+        dir: &str,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<PathBuf, EngineError> {
+        let dir = self.ledger.state_dir().child(dir, true).map_err(io)?;
+        dir.write_atomic(name, bytes, 0o644).map_err(io)?;
+        Ok(dir.join(name))
     }
 
     /// Editor promotion: the editor applied `outcome.changes` and its view

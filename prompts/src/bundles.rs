@@ -196,8 +196,13 @@ pub fn load_bundles(
                         "{}.md",
                         spec.content_hash.trim_start_matches("sha256:")
                     ));
+                    // Never copy through a link planted at the destination.
+                    let linked = fs::symlink_metadata(&stored).is_ok_and(|m| m.is_symlink());
                     let copied = fs::create_dir_all(stored.parent().expect("has a parent"))
-                        .and_then(|()| fs::copy(&file, &stored));
+                        .and_then(|()| match linked {
+                            true => Err(std::io::Error::other("it is a symbolic link")),
+                            false => fs::copy(&file, &stored),
+                        });
                     if let Err(e) = copied {
                         errors.push(refuse(format!("cannot store in {}: {e}", stored.display())));
                         continue;

@@ -49,6 +49,7 @@ pub enum LedgerEvent {
     AcceptedStateStored(AcceptedStateStored),
     Promoted(Promoted),
     Refused(Refused),
+    PromotionRecovered(PromotionRecovered),
 }
 
 /// A session opened on a workspace, with everything that shapes its measurements.
@@ -142,6 +143,29 @@ pub struct Promoted {
     pub root_after: Digest,
     pub files: Vec<String>,
     pub via: PromotionRoute,
+}
+
+/// A promotion a crash interrupted was finished or undone on the next start
+/// (from its journal, `.trellis/promotion.journal`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromotionRecovered {
+    pub repair_id: String,
+    pub direction: RecoveryDirection,
+    /// Every file the promotion was writing.
+    pub files: Vec<String>,
+    /// Files left as someone else changed them meanwhile (never overwritten).
+    pub kept: Vec<String>,
+}
+
+/// Which way an interrupted promotion was recovered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryDirection {
+    /// Every file now has the verified new content.
+    RolledForward,
+    /// Every file has its old content again (except the ones in `kept`).
+    RolledBack,
 }
 
 /// Something was asked of the engine and refused; nothing was written.
@@ -239,6 +263,7 @@ impl LedgerEvent {
             LedgerEvent::AcceptedStateStored(_) => "accepted_state_stored",
             LedgerEvent::Promoted(_) => "promoted",
             LedgerEvent::Refused(_) => "refused",
+            LedgerEvent::PromotionRecovered(_) => "promotion_recovered",
         }
     }
 
@@ -250,6 +275,7 @@ impl LedgerEvent {
             LedgerEvent::GateDecisionRecorded(_)
                 | LedgerEvent::Promoted(_)
                 | LedgerEvent::Refused(_)
+                | LedgerEvent::PromotionRecovered(_)
         )
     }
 }
@@ -318,6 +344,22 @@ impl fmt::Display for LedgerEvent {
                 write!(f, "refused {}: {}", e.repair_id, e.reason)?;
                 if !e.detail.is_empty() {
                     write!(f, " ({})", e.detail)?;
+                }
+                Ok(())
+            }
+            LedgerEvent::PromotionRecovered(e) => {
+                write!(
+                    f,
+                    "recovered interrupted promotion {}: {} ({} files)",
+                    e.repair_id,
+                    match e.direction {
+                        RecoveryDirection::RolledForward => "rolled forward",
+                        RecoveryDirection::RolledBack => "rolled back",
+                    },
+                    e.files.len()
+                )?;
+                if !e.kept.is_empty() {
+                    write!(f, ", kept as found: {}", e.kept.join(", "))?;
                 }
                 Ok(())
             }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::event::{
     AcceptedStateStored, CandidateMeasured, DecodedRow, GateDecisionRecorded, LedgerEvent,
-    Promoted, Refused, SearchCounters, SearchEvent,
+    Promoted, PromotionRecovered, Refused, SearchCounters, SearchEvent,
 };
 use super::store::Row;
 use crate::digest::Digest;
@@ -114,6 +114,8 @@ pub struct AcceptedFold {
     pub decision_order: Vec<CandidateKey>,
     pub promotions: Vec<Promoted>,
     pub refusals: Vec<Refused>,
+    /// Interrupted promotions finished or undone on a later start.
+    pub recoveries: Vec<PromotionRecovered>,
 }
 
 impl AcceptedFold {
@@ -244,6 +246,7 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
             }
             LedgerEvent::Promoted(promoted) => fold.promotions.push(promoted.clone()),
             LedgerEvent::Refused(refused) => fold.refusals.push(refused.clone()),
+            LedgerEvent::PromotionRecovered(recovered) => fold.recoveries.push(recovered.clone()),
             LedgerEvent::SessionStarted(_) | LedgerEvent::SnapshotTaken(_) => {}
         }
     }

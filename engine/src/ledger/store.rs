@@ -13,18 +13,19 @@
 //! with `synchronous=FULL`, so the WAL is fsync'd before the append returns
 //! and they survive a power cut too.
 
-use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::event::{DecodedRow, LedgerEvent, SEARCH_KIND, SearchEnvelopeV1, SearchEvent};
 use super::witness::{self, Head};
 use crate::digest::{CanonicalHasher, Digest};
+use crate::statedir::{Dir, FileId, Kind, StateError};
 
 /// File name of the ledger inside `.trellis/`.
 pub const LEDGER_FILE: &str = "ledger.db";
@@ -62,6 +63,13 @@ pub enum LedgerError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(
+        "ledger {} is no longer the file this run opened (was `.trellis` deleted or replaced?); refusing to continue without a record",
+        path.display()
+    )]
+    Replaced { path: PathBuf },
     #[error("ledger {}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
     NoWal { path: PathBuf, mode: String },
     #[error(
@@ -113,12 +121,10 @@ impl std::fmt::Display for Row {
 /// lock, and appends from several processes on SQLite's write lock.
 pub struct Ledger {
     path: PathBuf,
+    /// The database file's identity when it was opened.
+    id: FileId,
+    state: Dir,
     conn: Mutex<Connection>,
-}
-
-/// The `.trellis/` directory holding `path`.
-fn state_dir(path: &Path) -> &Path {
-    path.parent().expect("the ledger file has a directory")
 }
 
 impl std::fmt::Debug for Ledger {
@@ -159,22 +165,29 @@ impl Ledger {
     /// Opens (creating if needed) the ledger in `trellis_dir`, the
     /// workspace's `.trellis/` directory, which is made to ignore itself.
     pub fn open(trellis_dir: &Path) -> Result<Ledger, LedgerError> {
-        let io_error = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| LedgerError::Io { path, source }
-        };
-        fs::create_dir_all(trellis_dir).map_err(io_error(trellis_dir))?;
-        let gitignore = trellis_dir.join(".gitignore");
-        if !gitignore.exists() {
-            fs::write(&gitignore, "*\n").map_err(io_error(&gitignore))?;
-        }
+        let state = Dir::open_last(trellis_dir, true)?;
+        state.create_if_missing(".gitignore", b"*\n")?;
+        Ledger::open_in(state)
+    }
 
-        let path = trellis_dir.join(LEDGER_FILE);
+    /// Opens (creating if needed) the ledger in the checked state directory
+    /// `state`. SQLite opens by name, so the database and its WAL and
+    /// shared-memory files are checked not to be links right before, and
+    /// the open itself refuses one (`SQLITE_OPEN_NOFOLLOW`).
+    pub fn open_in(state: Dir) -> Result<Ledger, LedgerError> {
+        for name in [LEDGER_FILE, "ledger.db-wal", "ledger.db-shm"] {
+            state.refuse_link(name)?;
+        }
+        let path = state.join(LEDGER_FILE);
         let sqlite = |source| LedgerError::Sqlite {
             path: path.clone(),
             source,
         };
-        let mut conn = Connection::open(&path).map_err(sqlite)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
@@ -202,10 +215,40 @@ impl Ledger {
             .map_err(sqlite)?;
         tx.commit().map_err(sqlite)?;
 
+        let Some(Kind::File { id, .. }) = state.kind(LEDGER_FILE)? else {
+            return Err(LedgerError::Replaced { path });
+        };
         Ok(Ledger {
             path,
+            id,
+            state,
             conn: Mutex::new(conn),
         })
+    }
+
+    /// Refuses when the database at `.trellis/ledger.db` is no longer the
+    /// one this ledger has open (the directory was deleted or replaced):
+    /// appends would land in an unlinked file and vanish.
+    pub fn check_in_place(&self) -> Result<(), LedgerError> {
+        let replaced = || LedgerError::Replaced {
+            path: self.path.clone(),
+        };
+        if !self.state.still_at_path() {
+            return Err(replaced());
+        }
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(meta)
+                if meta.is_file() && meta.dev() == self.id.dev && meta.ino() == self.id.ino =>
+            {
+                Ok(())
+            }
+            _ => Err(replaced()),
+        }
+    }
+
+    /// The checked `.trellis/` directory this ledger lives in.
+    pub fn state_dir(&self) -> &Dir {
+        &self.state
     }
 
     /// The database file.
@@ -313,7 +356,7 @@ impl Ledger {
         tx.commit().map_err(|e| self.sqlite(e))?;
         // The event is committed; a witness that cannot be written only
         // weakens later verification, so it is said, not failed on.
-        if let Err(e) = witness::record(state_dir(&self.path), Head { seq, hash }) {
+        if let Err(e) = witness::record(&self.state, Head { seq, hash }) {
             tracing::warn!(
                 "ledger {}: cannot leave the head witness: {e}",
                 self.path.display()
@@ -445,6 +488,7 @@ mod tests {
     use super::*;
     use crate::ledger::event::{GateVerdict, SearchEncoding};
     use crate::ledger::test_support::*;
+    use std::fs;
 
     #[test]
     fn open_creates_a_self_ignoring_dir_and_a_wal_database() {
@@ -635,5 +679,39 @@ mod tests {
             "{error}"
         );
         assert!(error.to_string().contains("not UTF-8"), "{error}");
+    }
+
+    #[test]
+    fn a_linked_database_or_journal_file_is_refused_and_left_untouched() {
+        for name in [LEDGER_FILE, "ledger.db-wal", "ledger.db-shm"] {
+            let dir = tempfile::tempdir().unwrap();
+            let other = dir.path().join("other-app.sqlite");
+            fs::write(&other, b"another application's data").unwrap();
+            let trellis = dir.path().join(".trellis");
+            fs::create_dir(&trellis).unwrap();
+            std::os::unix::fs::symlink(&other, trellis.join(name)).unwrap();
+            let error = Ledger::open(&trellis).unwrap_err();
+            assert!(
+                matches!(&error, LedgerError::State(StateError::Symlink(p)) if p.ends_with(name)),
+                "{name}: {error}"
+            );
+            assert_eq!(fs::read(&other).unwrap(), b"another application's data");
+        }
+    }
+
+    #[test]
+    fn a_deleted_or_replaced_state_dir_is_detected() {
+        let (dir, ledger) = temp_ledger();
+        ledger.check_in_place().unwrap();
+        let trellis = dir.path().join(".trellis");
+        fs::remove_dir_all(&trellis).unwrap();
+        assert!(matches!(
+            ledger.check_in_place(),
+            Err(LedgerError::Replaced { .. })
+        ));
+        // A fresh `.trellis` with a fresh database is still not this ledger.
+        let _fresh = Ledger::open(&trellis).unwrap();
+        let error = ledger.check_in_place().unwrap_err();
+        assert!(error.to_string().contains("no longer the file"), "{error}");
     }
 }

@@ -144,16 +144,15 @@ impl Ledger {
     /// [`Ledger::verify`], and the chain must also reach `expected`, a head
     /// kept outside the workspace.
     pub fn verify_expecting(&self, expected: Option<Head>) -> Result<VerifyReport, ChainError> {
-        let dir = self
-            .path()
-            .parent()
-            .expect("the ledger file has a directory");
-        let witness = witness::read(dir).map_err(HistoryError::UnreadableWitness)?;
+        let state = self.state_dir();
+        let witness = witness::read(state).map_err(HistoryError::UnreadableWitness)?;
         // The user's own head first: it outranks one the workspace holds.
         let anchors: Vec<(Head, HeadSource)> = expected
             .map(|head| (head, HeadSource::Expected))
             .into_iter()
-            .chain(witness.map(|head| (head, HeadSource::Witness(dir.join(witness::WITNESS_FILE)))))
+            .chain(
+                witness.map(|head| (head, HeadSource::Witness(state.join(witness::WITNESS_FILE)))),
+            )
             .collect();
         let mut at_anchor: Vec<Option<(String, Digest)>> = vec![None; anchors.len()];
         let mut report = VerifyReport {
@@ -183,7 +182,7 @@ impl Ledger {
         }
         if witness.is_none()
             && report.events == 0
-            && let Some(evidence) = earlier_sessions(dir)
+            && let Some(evidence) = earlier_sessions(state.path())
         {
             return Err(HistoryError::EmptyWithHistory { evidence }.into());
         }

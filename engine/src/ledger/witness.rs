@@ -15,13 +15,11 @@
 //! an append-only chain) but never names an event that was not committed.
 
 use std::fmt;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::digest::Digest;
+use crate::statedir::{Dir, StateError};
 
 /// The witness file inside `.trellis/`.
 pub const WITNESS_FILE: &str = "head";
@@ -76,30 +74,19 @@ impl fmt::Display for HeadSource {
     }
 }
 
-/// Leaves `head` as the witness in `trellis_dir`: a per-process temp file
-/// (never following a link planted at its name) renamed over the witness.
-pub(super) fn record(trellis_dir: &Path, head: Head) -> io::Result<()> {
-    let temp = trellis_dir.join(format!("{WITNESS_FILE}.{}.tmp", std::process::id()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&temp)?;
-    file.write_all(format!("{head}\n").as_bytes())?;
-    drop(file);
-    fs::rename(&temp, trellis_dir.join(WITNESS_FILE))
+/// Leaves `head` as the witness in the checked `.trellis/` directory.
+pub(super) fn record(state: &Dir, head: Head) -> Result<(), StateError> {
+    state.write_atomic_lagging(WITNESS_FILE, format!("{head}\n").as_bytes())
 }
 
-/// The witness in `trellis_dir`, if one was ever written.
-pub(super) fn read(trellis_dir: &Path) -> Result<Option<Head>, String> {
-    let path = trellis_dir.join(WITNESS_FILE);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+/// The witness in `.trellis/`, if one was ever written.
+pub(super) fn read(state: &Dir) -> Result<Option<Head>, String> {
+    let path = state.join(WITNESS_FILE);
+    let Some(bytes) = state.read(WITNESS_FILE).map_err(|e| e.to_string())? else {
+        return Ok(None);
     };
-    text.parse()
+    String::from_utf8_lossy(&bytes)
+        .parse()
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -130,17 +117,18 @@ mod tests {
     }
 
     #[test]
-    fn recording_replaces_a_planted_link_instead_of_writing_through_it() {
+    fn a_link_planted_at_the_witness_is_refused_and_not_written_through() {
         let dir = tempfile::tempdir().unwrap();
+        let state = crate::statedir::open_state(dir.path()).unwrap();
         let victim = dir.path().join("victim");
-        fs::write(&victim, "keep").unwrap();
-        std::os::unix::fs::symlink(&victim, dir.path().join(WITNESS_FILE)).unwrap();
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, state.join(WITNESS_FILE)).unwrap();
         let head = Head {
             seq: 1,
             hash: Digest::ZERO,
         };
-        record(dir.path(), head).unwrap();
-        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
-        assert_eq!(read(dir.path()).unwrap(), Some(head));
+        assert!(matches!(record(&state, head), Err(StateError::Symlink(_))));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(read(&state).is_err(), "reading does not follow it either");
     }
 }

@@ -1,9 +1,11 @@
 //! Path confinement and atomic writes.
 //!
-//! Everything in Trellis that writes into a workspace goes through here, so
+//! Everything in Trellis that writes into a branch slot goes through here, so
 //! a relative path that came from a snapshot, a model or an editor can never
 //! escape the root: not with `..`, not with an absolute path, and not through
-//! a symlink that already sits inside the root.
+//! a symlink that already sits inside the root. The user's workspace and
+//! `.trellis/` are written through [`crate::statedir`] handles instead (see
+//! [`crate::promote`]).
 
 use std::fs;
 use std::io::{ErrorKind, Write};
@@ -105,53 +107,6 @@ pub fn write_atomic(root: &Path, rel: &str, bytes: &[u8]) -> Result<(), Snapshot
         .map_err(SnapshotError::io(parent))
 }
 
-/// Writes (`Some(bytes)`) and removes (`None`) several files under `root` as
-/// one promotion: every path is confined and every new content is written
-/// and fsync'd to a temp file beside its target *before* the first rename,
-/// so a refused path or a full disk changes nothing. Only the renames
-/// themselves (which do not fail for lack of space) remain after that point.
-pub fn write_all_atomic(
-    root: &Path,
-    changes: &[(&str, Option<&[u8]>)],
-) -> Result<(), SnapshotError> {
-    let mut staged = Vec::with_capacity(changes.len());
-    for (rel, bytes) in changes {
-        let path = confine(root, rel)?;
-        let Some(bytes) = bytes else {
-            staged.push((path, None));
-            continue;
-        };
-        let parent = path.parent().expect("a confined path has a parent");
-        fs::create_dir_all(parent).map_err(SnapshotError::io(parent))?;
-        let mode = match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_file() => meta.permissions().mode() & 0o7777,
-            Ok(_) => NEW_FILE_MODE,
-            Err(err) if err.kind() == ErrorKind::NotFound => NEW_FILE_MODE,
-            Err(err) => return Err(SnapshotError::io(&path)(err)),
-        };
-        let temp = staged_temp(&path, bytes, mode)?;
-        staged.push((path, Some(temp)));
-    }
-    for (path, temp) in staged {
-        match temp {
-            Some(temp) => {
-                temp.persist(&path)
-                    .map_err(|err| SnapshotError::io(&path)(err.error))?;
-            }
-            None => match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(err) if err.kind() == ErrorKind::NotFound => {}
-                Err(err) => return Err(SnapshotError::io(&path)(err)),
-            },
-        }
-        let parent = path.parent().expect("a confined path has a parent");
-        fs::File::open(parent)
-            .and_then(|dir| dir.sync_all())
-            .map_err(SnapshotError::io(parent))?;
-    }
-    Ok(())
-}
-
 /// A temp file beside `path` holding `bytes` with `mode`, fsync'd, not yet renamed.
 fn staged_temp(
     path: &Path,
@@ -190,35 +145,6 @@ pub(crate) fn write_file_atomic_unconfined(
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
-
-    #[test]
-    fn write_all_atomic_changes_nothing_when_one_path_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::write(dir.path().join("a.rs"), b"old").unwrap();
-        let err = write_all_atomic(
-            dir.path(),
-            &[("a.rs", Some(b"new")), ("../escape.rs", Some(b"x"))],
-        );
-        assert!(err.is_err());
-        assert_eq!(fs::read(dir.path().join("a.rs")).unwrap(), b"old");
-        let leftovers: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(
-            leftovers.len(),
-            1,
-            "no temp file is left behind: {leftovers:?}"
-        );
-        write_all_atomic(
-            dir.path(),
-            &[("a.rs", Some(b"new")), ("b/c.rs", Some(b"c"))],
-        )
-        .unwrap();
-        assert_eq!(fs::read(dir.path().join("a.rs")).unwrap(), b"new");
-        write_all_atomic(dir.path(), &[("b/c.rs", None)]).unwrap();
-        assert!(!dir.path().join("b/c.rs").exists());
-    }
 
     fn refused_reason(rel: &str) -> &'static str {
         match check_rel_path(rel) {
@@ -319,15 +245,5 @@ mod tests {
                 .unwrap()
                 .is_file()
         );
-    }
-
-    #[test]
-    fn removal_tolerates_missing_files_and_refuses_escapes() {
-        let root = tempfile::tempdir().unwrap();
-        write_atomic(root.path(), "a/b.txt", b"x").unwrap();
-        write_all_atomic(root.path(), &[("a/b.txt", None)]).unwrap();
-        assert!(!root.path().join("a/b.txt").exists());
-        write_all_atomic(root.path(), &[("a/b.txt", None)]).unwrap();
-        assert!(write_all_atomic(root.path(), &[("../a", None)]).is_err());
     }
 }

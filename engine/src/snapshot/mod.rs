@@ -29,7 +29,7 @@ mod tree;
 mod watch;
 
 pub use diff::diff;
-pub use fsutil::{confine, write_all_atomic, write_atomic};
+pub use fsutil::{confine, write_atomic};
 pub use materialize::{CopyLimits, MaterializeReport, materialize};
 pub use scan::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
@@ -180,6 +180,8 @@ pub enum SnapshotError {
     NonUtf8Path { path: PathBuf },
     #[error("`{path}`: not a safe workspace-relative path: {reason}")]
     InvalidPath { path: String, reason: &'static str },
+    #[error(transparent)]
+    State(#[from] crate::statedir::StateError),
     #[error("`{path}`: refusing to go through the symlink at {}", symlink.display())]
     SymlinkInPath { path: String, symlink: PathBuf },
     #[error("`{path}`: content changed: expected blob {expected}, found {found}")]

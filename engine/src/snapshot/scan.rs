@@ -37,6 +37,7 @@ use super::watch::{DirWatches, RescanReason, Wd};
 use super::{Entry, EntryKind, Overlay, Snapshot, SnapshotError};
 use crate::diagnostic::RelPath;
 use crate::digest::{Digest, blob_digest};
+use crate::statedir::{Dir, StateError};
 
 /// How long after a file's last change its cached stat is trusted. Linux
 /// stamps files from a coarse clock (up to a tick behind) and some file
@@ -310,14 +311,15 @@ impl Snapshotter {
         let Some(file) = &self.cache_file else {
             return StatCache::default();
         };
-        match fs::read(file) {
-            Ok(bytes) => decode_cache(&bytes).unwrap_or_else(|| {
+        match cache_dir(file, false).and_then(|(dir, name)| dir.read(name)) {
+            Ok(Some(bytes)) => decode_cache(&bytes).unwrap_or_else(|| {
                 // The cache only saves work: a damaged one costs a cold scan.
                 tracing::warn!(path = %file.display(), "ignoring unreadable stat cache");
                 StatCache::default()
             }),
+            Ok(None) => StatCache::default(),
             Err(err) => {
-                if err.kind() != ErrorKind::NotFound {
+                if !err.is_not_found() {
                     tracing::warn!(path = %file.display(), %err, "ignoring unreadable stat cache");
                 }
                 StatCache::default()
@@ -329,11 +331,22 @@ impl Snapshotter {
         let Some(file) = &self.cache_file else {
             return Ok(());
         };
-        if let Some(parent) = file.parent() {
-            fs::create_dir_all(parent).map_err(SnapshotError::io(parent))?;
-        }
-        super::fsutil::write_file_atomic_unconfined(file, &encode_cache(files), 0o644)
+        let (dir, name) = cache_dir(file, true)?;
+        Ok(dir.write_atomic(name, &encode_cache(files), 0o644)?)
     }
+}
+
+/// The directory holding the stat cache `file` (its last component checked
+/// not to be a link, created when `create`) and the file's name in it: the
+/// cache is read and written without following a link (`.trellis -> .git`
+/// would otherwise overwrite git's own index).
+fn cache_dir(file: &Path, create: bool) -> Result<(Dir, &str), StateError> {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("the stat cache is a named file");
+    let parent = file.parent().expect("the stat cache has a directory");
+    Ok((Dir::open_last(parent, create)?, name))
 }
 
 impl State {

@@ -6,13 +6,16 @@
 //! rather than copied or diffed as if it were the snapshotted content.
 
 use std::fs;
-use std::io::ErrorKind;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use super::fsutil::{confine, write_file_atomic_unconfined};
+use super::fsutil::confine;
 use super::{Entry, EntryKind, Overlay, SnapshotError};
 use crate::digest::{Digest, blob_digest};
+use crate::statedir::{Dir, Kind};
+
+/// The store's directory inside `.trellis/`.
+pub const OBJECTS: &str = "objects";
 
 /// Produces the content of snapshot entries.
 /// `Sync` so a copy can read on several threads at once.
@@ -76,61 +79,74 @@ fn verify(path: &str, expected: Digest, bytes: Vec<u8>) -> Result<Vec<u8>, Snaps
 /// A content-addressed blob store: blob `abcd…` lives at `dir/ab/cd…`.
 ///
 /// Writes are atomic and idempotent; reads are verified, so a damaged object
-/// is reported, never returned.
-#[derive(Clone, Debug)]
+/// is reported, never returned. The store and its fan-out directories are
+/// opened through [`crate::statedir::Dir`], so a symlink in place of
+/// `objects/` or of a fan-out directory is refused, never written through.
+#[derive(Debug)]
 pub struct BlobStore {
-    dir: PathBuf,
+    dir: Dir,
 }
 
 impl BlobStore {
     /// Opens (creating if needed) the store rooted at `dir`, e.g.
-    /// `.trellis/objects`.
+    /// `<workspace>/.trellis/objects`. Its parent must exist, and neither it
+    /// nor `dir` may be a link (so a `.trellis` swapped for a link mid-run
+    /// is refused here too).
     pub fn open(dir: impl AsRef<Path>) -> Result<BlobStore, SnapshotError> {
         let dir = dir.as_ref();
-        fs::create_dir_all(dir).map_err(SnapshotError::io(dir))?;
+        let name = dir.file_name().and_then(|n| n.to_str());
+        let (Some(parent), Some(name)) = (dir.parent(), name) else {
+            return Ok(BlobStore {
+                dir: Dir::open_trusted(dir)?,
+            });
+        };
         Ok(BlobStore {
-            dir: dir.to_path_buf(),
+            dir: Dir::open_last(parent, false)?.child(name, true)?,
+        })
+    }
+
+    /// The store in `objects/` of the checked state directory `state`.
+    pub fn in_state(state: &Dir) -> Result<BlobStore, SnapshotError> {
+        Ok(BlobStore {
+            dir: state.child(OBJECTS, true)?,
         })
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// Where blob `digest` is (or would be) stored.
     pub fn object_path(&self, digest: &Digest) -> PathBuf {
         let hex = digest.to_hex();
-        self.dir.join(&hex[..2]).join(&hex[2..])
+        self.dir.path().join(&hex[..2]).join(&hex[2..])
     }
 
     /// Stores `bytes` and returns their address. Storing a blob that is
     /// already present does nothing.
     pub fn put(&self, bytes: &[u8]) -> Result<Digest, SnapshotError> {
         let digest = blob_digest(bytes);
-        let path = self.object_path(&digest);
-        if path.is_file() {
+        let hex = digest.to_hex();
+        let fan_out = self.dir.child(&hex[..2], true)?;
+        if matches!(fan_out.kind(&hex[2..])?, Some(Kind::File { .. })) {
             return Ok(digest);
         }
-        let fan_out = path
-            .parent()
-            .expect("object paths have a fan-out directory");
-        fs::create_dir_all(fan_out).map_err(SnapshotError::io(fan_out))?;
-        write_file_atomic_unconfined(&path, bytes, 0o444)?;
+        fan_out.write_atomic(&hex[2..], bytes, 0o444)?;
         Ok(digest)
     }
 
     /// The bytes of blob `digest`, verified.
     pub fn get(&self, digest: &Digest) -> Result<Vec<u8>, SnapshotError> {
         let path = self.object_path(digest);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == ErrorKind::NotFound => {
-                return Err(SnapshotError::MissingBlob {
-                    path,
-                    digest: *digest,
-                });
-            }
-            Err(err) => return Err(SnapshotError::io(path)(err)),
+        let hex = digest.to_hex();
+        let missing = || SnapshotError::MissingBlob {
+            path: path.clone(),
+            digest: *digest,
+        };
+        let bytes = match self.dir.child(&hex[..2], false) {
+            Ok(fan_out) => fan_out.read(&hex[2..])?.ok_or_else(missing)?,
+            Err(e) if e.is_not_found() => return Err(missing()),
+            Err(e) => return Err(e.into()),
         };
         let found = blob_digest(&bytes);
         if found != *digest {
@@ -249,6 +265,18 @@ mod tests {
         let err = store.get(&digest).unwrap_err();
         assert!(matches!(err, SnapshotError::CorruptBlob { .. }), "{err:?}");
         assert!(err.to_string().contains(&digest.to_hex()[2..]));
+    }
+
+    #[test]
+    fn blob_store_refuses_a_linked_store_or_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".trellis")).unwrap();
+        symlink(elsewhere.path(), dir.path().join(".trellis/objects")).unwrap();
+        assert!(BlobStore::open(dir.path().join(".trellis/objects")).is_err());
+        symlink(elsewhere.path(), dir.path().join("linked-state")).unwrap();
+        assert!(BlobStore::open(dir.path().join("linked-state/objects")).is_err());
+        assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
-use trellis_engine::ledger::{Head, Ledger, fold_accepted};
+use trellis_engine::ledger::{Head, Ledger, LedgerEvent, fold_accepted};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
 use crate::{Format, LedgerCommand};
@@ -79,6 +79,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                 "decisions": decisions,
                 "promotions": fold.promotions,
                 "refusals": fold.refusals,
+                "recoveries": fold.recoveries,
             });
             println!(
                 "{}",
@@ -107,6 +108,9 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
             }
             for r in &fold.refusals {
                 println!("refused {}: {}", r.repair_id, r.detail);
+            }
+            for r in &fold.recoveries {
+                println!("{}", LedgerEvent::PromotionRecovered(r.clone()));
             }
         }
     }

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 use trellis_engine::api::{CheckReport, Engine, Progress, PromptPolicy};
+use trellis_engine::ledger::LedgerEvent;
 use trellis_engine::sensor::StageStatus;
 
 /// Exit status: everything passes.
@@ -63,8 +64,17 @@ pub fn workspace(path: Option<PathBuf>) -> Result<PathBuf, u8> {
     trellis_engine::workspace::discover(&start).map_err(fail)
 }
 
+/// Opens the engine; a promotion a crash interrupted, which opening
+/// finished or undid, is reported on stderr (it is also ledgered).
 pub fn open(path: &Path, prompts: PromptPolicy) -> Result<Engine, u8> {
-    Engine::open_with(path, None, prompts).map_err(fail)
+    let engine = Engine::open_with(path, None, prompts).map_err(fail)?;
+    if let Some(recovered) = engine.recovered() {
+        eprintln!(
+            "warning: {}",
+            LedgerEvent::PromotionRecovered(recovered.clone())
+        );
+    }
+    Ok(engine)
 }
 
 /// Progress on stderr: a spinner showing the running stage on a terminal

@@ -12,8 +12,8 @@ use trellis_engine::change::FileChange;
 
 use super::protocol::BranchFileResult;
 
-/// Where previews live, relative to the workspace root.
-pub const PREVIEW_DIR: &str = ".trellis/previews";
+/// Where previews live, inside `.trellis/`.
+pub const PREVIEW_DIR: &str = "previews";
 
 /// A unified diff of `changes`; `old_text` gives each changed path's text
 /// as the repair started from it.

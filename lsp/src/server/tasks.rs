@@ -453,6 +453,7 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
 pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_view: View) {
     let written = {
         let paths = shared.paths.clone();
+        let engine = shared.engine.clone();
         let outcome = outcome.clone();
         tokio::task::spawn_blocking(move || {
             let mut old_text = |rel: &str| view_text(&paths, &start_view, rel);
@@ -462,12 +463,14 @@ pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_vie
                 &outcome.changes,
                 &mut old_text,
             );
-            let dir = paths.absolute(PREVIEW_DIR);
-            let file = dir.join(preview_file_name(&outcome.repair_id));
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| std::fs::write(&file, diff))
-                .map(|()| file.clone())
-                .map_err(|e| format!("{}: {e}", file.display()))
+            // Through the engine's checked `.trellis/`, never through a link.
+            engine
+                .write_state_file(
+                    PREVIEW_DIR,
+                    &preview_file_name(&outcome.repair_id),
+                    diff.as_bytes(),
+                )
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| e.to_string())

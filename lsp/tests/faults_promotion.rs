@@ -1,0 +1,366 @@
+//! `trellis repair --commit` writes a verified repair completely or not at
+//! all, never over an edit the user makes meanwhile, and never without a
+//! record. Faults are injected into the shipped binary with its failpoints
+//! (`TRELLIS_FAILPOINT`: abort after the k-th rename, pause in the window
+//! before a rename so the test edits a file or deletes `.trellis`), and
+//! with a directory the promotion cannot write. The fixture's repair
+//! changes three files.
+
+mod support;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{FixtureCopy, REPAIR_TIMEOUT, files_under, ledger_replay};
+
+const FIXTURE: &str = "three-files";
+/// The files the fixture's repair changes.
+const TARGETS: [&str; 3] = ["src/lib.rs", "src/scale.rs", "src/total.rs"];
+const SIGABRT: i32 = 6;
+const USER_EDIT: &str = "// the user's own edit, made while trellis was writing\n";
+
+fn commit_with(ws: &FixtureCopy, failpoint: &str) -> std::process::Command {
+    let mut command = ws.command(&["repair", "--commit", "--format", "json"]);
+    command
+        .env("TRELLIS_FAILPOINT", failpoint)
+        .env("TRELLIS_FAILPOINT_MARKER", marker(ws));
+    command
+}
+
+fn marker(ws: &FixtureCopy) -> PathBuf {
+    ws.cache.path().join("failpoint-paused")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// How many targets differ from `before`, and how many are missing.
+fn torn(ws: &FixtureCopy, before: &std::collections::BTreeMap<PathBuf, Vec<u8>>) -> (usize, usize) {
+    let now = ws.tree();
+    let changed = TARGETS
+        .iter()
+        .filter(|t| {
+            now.get(Path::new(t))
+                .is_some_and(|b| Some(b) != before.get(Path::new(t)))
+        })
+        .count();
+    let missing = TARGETS
+        .iter()
+        .filter(|t| !now.contains_key(Path::new(t)))
+        .count();
+    (changed, missing)
+}
+
+fn repaired(ws: &FixtureCopy) -> bool {
+    TARGETS
+        .iter()
+        .all(|t| std::fs::read_to_string(ws.path().join(t)).is_ok_and(|s| s.contains("let mut ")))
+}
+
+/// Every `.trellis-tmp*` file anywhere in the workspace (outside `target/`).
+fn temp_files(ws: &FixtureCopy) -> Vec<PathBuf> {
+    files_under(ws.path(), &["target"])
+        .into_keys()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".trellis-tmp"))
+        })
+        .collect()
+}
+
+/// After the run: no temp file, no journal, and the ledger verifies.
+fn assert_clean_and_verified(ws: &FixtureCopy) -> Value {
+    assert_eq!(
+        temp_files(ws),
+        Vec::<PathBuf>::new(),
+        "no temp file survives"
+    );
+    assert!(
+        !ws.path().join(".trellis/promotion.journal").exists(),
+        "the journal is gone"
+    );
+    ledger_replay(ws.path())
+}
+
+/// The next start (`trellis check`) recovers; returns its recovery record.
+fn restart_and_recover(ws: &FixtureCopy, direction: &str) -> (Output, Value) {
+    let out = ws.run(&["check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("recovered interrupted promotion")
+            && stderr.contains(&direction.replace('_', " ")),
+        "the start reports the recovery: {}",
+        text(&out)
+    );
+    let replay = assert_clean_and_verified(ws);
+    let recoveries = replay["recoveries"].as_array().unwrap();
+    assert_eq!(recoveries.len(), 1, "{replay:#}");
+    assert_eq!(recoveries[0]["direction"], direction, "{replay:#}");
+    (out, recoveries[0].clone())
+}
+
+#[test]
+fn a_crash_at_every_rename_is_rolled_forward_on_the_next_start() {
+    // (failpoint, files changed at the crash, files missing at the crash)
+    let crashes = [
+        ("promote-after-rename:1:abort", 1, 0),
+        ("promote-after-rename:2:abort", 2, 0),
+        ("promote-after-rename:3:abort", 3, 0),
+        // The old file moved aside, the new one not yet in place.
+        ("promote-before-rename:2:abort", 1, 1),
+    ];
+    for (failpoint, changed, missing) in crashes {
+        let ws = FixtureCopy::of(FIXTURE);
+        let before = ws.tree();
+        let out = commit_with(&ws, failpoint).output().unwrap();
+        assert_eq!(
+            out.status.signal(),
+            Some(SIGABRT),
+            "{failpoint}: {}",
+            text(&out)
+        );
+        assert_eq!(
+            torn(&ws, &before),
+            (changed, missing),
+            "{failpoint}: the crash tore the tree"
+        );
+
+        let (out, _) = restart_and_recover(&ws, "rolled_forward");
+        assert_eq!(out.status.code(), Some(0), "{failpoint}: {}", text(&out));
+        assert!(repaired(&ws), "{failpoint}: every file is new");
+    }
+}
+
+#[test]
+fn a_crash_while_staging_is_rolled_back_on_the_next_start() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let out = commit_with(&ws, "promote-after-stage:2:abort")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", text(&out));
+    assert_eq!(temp_files(&ws).len(), 2, "two files were staged");
+
+    restart_and_recover(&ws, "rolled_back");
+    assert_eq!(ws.tree(), before, "every file is old");
+}
+
+#[test]
+fn a_file_edited_after_a_crash_is_kept_and_the_rest_rolled_back() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let out = commit_with(&ws, "promote-after-rename:1:abort")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", text(&out));
+    let untouched = TARGETS
+        .iter()
+        .find(|t| std::fs::read(ws.path().join(t)).ok().as_ref() == before.get(Path::new(t)))
+        .expect("two files were not yet replaced");
+    std::fs::write(ws.path().join(untouched), USER_EDIT).unwrap();
+
+    let (_, recovery) = restart_and_recover(&ws, "rolled_back");
+    assert_eq!(recovery["kept"], serde_json::json!([untouched]));
+    let mut expected = before.clone();
+    expected.insert(PathBuf::from(*untouched), USER_EDIT.into());
+    assert_eq!(ws.tree(), expected, "old files, and the user's edit");
+}
+
+/// Runs `repair --commit` paused at `failpoint`, lets `edit` change the
+/// workspace in that window, and returns the run's output.
+fn edit_during_promotion(ws: &FixtureCopy, failpoint: &str, edit: impl FnOnce()) -> Output {
+    let mut child = commit_with(ws, failpoint)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + REPAIR_TIMEOUT;
+    while !marker(ws).exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before reaching {failpoint}");
+        }
+        assert!(Instant::now() < deadline, "never reached {failpoint}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    edit();
+    std::fs::remove_file(marker(ws)).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The run was refused as stale, and the refusal is ledgered.
+fn assert_stale_refusal(ws: &FixtureCopy, out: &Output) {
+    assert_eq!(out.status.code(), Some(2), "{}", text(out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("changed since the repair started"),
+        "{}",
+        text(out)
+    );
+    let replay = assert_clean_and_verified(ws);
+    assert_eq!(replay["promotions"], serde_json::json!([]), "{replay:#}");
+    let refusals = replay["refusals"].as_array().unwrap();
+    assert_eq!(
+        refusals.last().unwrap()["reason"]["kind"],
+        "stale_root",
+        "{replay:#}"
+    );
+}
+
+#[test]
+fn an_edit_in_the_window_before_a_rename_survives() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let mut edited = None;
+    let out = edit_during_promotion(&ws, "promote-before-rename:2:pause", || {
+        // The file being replaced right now: its old copy is moved aside.
+        let target = TARGETS
+            .iter()
+            .find(|t| !ws.path().join(t).exists())
+            .expect("one target is being replaced");
+        std::fs::write(ws.path().join(target), USER_EDIT).unwrap();
+        edited = Some(*target);
+    });
+    assert_stale_refusal(&ws, &out);
+    let mut expected = before.clone();
+    expected.insert(PathBuf::from(edited.unwrap()), USER_EDIT.into());
+    assert_eq!(
+        ws.tree(),
+        expected,
+        "the first file is put back, the edit kept"
+    );
+}
+
+#[test]
+fn an_edit_to_a_later_file_during_promotion_survives() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let mut expected = before.clone();
+    let out = edit_during_promotion(&ws, "promote-before-rename:1:pause", || {
+        for target in TARGETS.iter().filter(|t| ws.path().join(t).exists()) {
+            std::fs::write(ws.path().join(target), USER_EDIT).unwrap();
+            expected.insert(PathBuf::from(*target), USER_EDIT.into());
+        }
+    });
+    assert_stale_refusal(&ws, &out);
+    assert_eq!(
+        ws.tree(),
+        expected,
+        "the first file is put back, both edits kept"
+    );
+}
+
+#[test]
+fn deleting_trellis_before_the_promotion_refuses_it() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let out = edit_during_promotion(&ws, "promote-start:1:pause", || {
+        std::fs::remove_dir_all(ws.path().join(".trellis")).unwrap();
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no longer the file this run opened"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(ws.tree(), before, "nothing was written without a record");
+    assert_eq!(temp_files(&ws), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn deleting_trellis_after_the_renames_puts_every_file_back() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let out = edit_during_promotion(&ws, "promote-after-rename:3:pause", || {
+        std::fs::remove_dir_all(ws.path().join(".trellis")).unwrap();
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no longer the file this run opened"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(ws.tree(), before, "what could not be recorded is undone");
+    assert_eq!(temp_files(&ws), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn the_language_server_recovers_an_interrupted_promotion_at_start() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let out = commit_with(&ws, "promote-after-rename:2:abort")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", text(&out));
+
+    let (client, response) =
+        support::Client::start(ws.path(), support::vscode_capabilities(), None);
+    assert!(response.get("error").is_none(), "{response}");
+    client.shutdown();
+    assert!(repaired(&ws), "every file is new");
+    let replay = assert_clean_and_verified(&ws);
+    assert_eq!(
+        replay["recoveries"][0]["direction"], "rolled_forward",
+        "{replay:#}"
+    );
+}
+
+/// Makes a directory unwritable even for root (`chattr +i` on top of the
+/// mode bits) until dropped.
+struct Unwritable(PathBuf);
+
+impl Unwritable {
+    fn new(dir: &Path) -> Unwritable {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        // Root ignores mode bits; the immutable attribute binds it too.
+        if std::fs::metadata("/proc/self").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        }) {
+            let status = std::process::Command::new("chattr")
+                .arg("+i")
+                .arg(dir)
+                .status()
+                .expect("chattr is needed to make a directory unwritable for root");
+            assert!(status.success(), "chattr +i {}", dir.display());
+        }
+        Unwritable(dir.to_path_buf())
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+    }
+}
+
+#[test]
+fn an_unwritable_directory_refuses_the_promotion_and_changes_nothing() {
+    let ws = FixtureCopy::of(FIXTURE);
+    let before = ws.tree();
+    let out = {
+        let _locked = Unwritable::new(&ws.path().join("src"));
+        ws.run(&["repair", "--commit", "--format", "json"])
+    };
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("nothing was changed"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(ws.tree(), before);
+    let replay = assert_clean_and_verified(&ws);
+    assert_eq!(replay["promotions"], serde_json::json!([]), "{replay:#}");
+}
