@@ -47,7 +47,6 @@ impl Candidate {
 
 /// A source of candidates. Object-safe so the forest can hold several.
 pub trait Proposer: Send + Sync {
-    fn id(&self) -> &str;
     /// At most `limit` candidates for `packet`, best first.
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate>;
 }
@@ -95,10 +94,6 @@ fn choice_key(g: &SuggestionGroup) -> Vec<String> {
 }
 
 impl Proposer for SuggestionProposer {
-    fn id(&self) -> &str {
-        Self::ID
-    }
-
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate> {
         let groups: Vec<SuggestionGroup> = packet
             .diagnostics

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
 use trellis_engine::ledger::{DecodedRow, LedgerEvent, RefusalReason};
+use trellis_engine::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
 
 /// Points every engine in this test binary at one private branch cache.
 /// `Once` makes the one write to the environment happen before any test

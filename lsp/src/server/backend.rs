@@ -18,7 +18,7 @@ use tower_lsp_server::ls_types::{
     InitializedParams, LSPAny, MessageType, ServerInfo, WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
-use trellis_engine::api::{Engine, PromptPolicy};
+use trellis_engine::{Engine, PromptPolicy};
 
 use super::actor::{Actor, ApplyOffer, BranchText, Msg};
 use super::capabilities::{ClientFacts, server_capabilities};

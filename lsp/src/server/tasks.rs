@@ -19,11 +19,11 @@ use tower_lsp_server::ls_types::{
     ShowDocumentParams, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressEnd,
     WorkDoneProgressReport, WorkspaceEdit,
 };
-use trellis_engine::api::{
-    Engine, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
-};
 use trellis_engine::diagnostic::RelPath;
 use trellis_engine::digest::Digest;
+use trellis_engine::{
+    Engine, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
+};
 
 use super::actor::Msg;
 use super::capabilities::ClientFacts;
