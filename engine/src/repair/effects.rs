@@ -510,10 +510,10 @@ pub(super) fn realize(slot: &Path, candidate: &Candidate) -> Result<Snapshot, St
 
 /// Applies a candidate's edits inside `slot`. Paths are confined to the slot.
 fn apply_candidate(slot: &Path, candidate: &Candidate) -> Result<(), String> {
-    let mut by_path: std::collections::BTreeMap<&str, Vec<edit::ByteEdit>> =
+    let mut by_path: std::collections::BTreeMap<&str, Vec<edit::TextEdit>> =
         std::collections::BTreeMap::new();
-    for e in &candidate.edits {
-        by_path.entry(e.path.as_str()).or_default().push(e.clone());
+    for (path, e) in &candidate.edits {
+        by_path.entry(path.as_str()).or_default().push(e.clone());
     }
     for (path, edits) in by_path {
         let full = snapshot::fsutil::confine(slot, path).map_err(|e| e.to_string())?;

@@ -185,7 +185,11 @@ impl QuantumRun<'_, '_> {
         candidate: &Candidate,
         seed: &SeedView<'_>,
     ) -> Result<bool, EngineError> {
-        let touched: BTreeSet<&str> = candidate.edits.iter().map(|e| e.path.as_str()).collect();
+        let touched: BTreeSet<&str> = candidate
+            .edits
+            .iter()
+            .map(|(path, _)| path.as_str())
+            .collect();
         let Some(copied) = self
             .run
             .sync_back(seed.snapshot, &seed.source, &self.slot, &touched)?
