@@ -419,8 +419,25 @@ impl Engine {
         Ok(())
     }
 
+    /// Decides whether `outcome` may be applied to the editor's `view`: it
+    /// must hard-pass and the view must still have its start root. A
+    /// refusal is ledgered before it is returned (`NotPromotable`, or
+    /// `StaleRoot` naming the root found), so the front end only shows it.
+    pub fn decide_apply(&self, outcome: &RepairOutcome, view: &View) -> Result<(), EngineError> {
+        self.require_hard_pass(outcome)?;
+        let found = self.view_root(view)?;
+        if found != outcome.start_root {
+            self.record_stale_refusal(outcome, found)?;
+            return Err(EngineError::StaleRoot {
+                expected: outcome.start_root,
+                found,
+            });
+        }
+        Ok(())
+    }
+
     /// Ledgers a refused apply: the view moved away from `outcome.start_root`.
-    pub fn record_stale_refusal(
+    fn record_stale_refusal(
         &self,
         outcome: &RepairOutcome,
         found: Digest,
