@@ -1,5 +1,6 @@
 //! The engine's module graph, read from its source: no import cycle
-//! between top-level modules, and only `lib.rs` imports the front door.
+//! between top-level modules, only `lib.rs` imports the front door, and in
+//! the repair runtime only the metered effects copy, measure or reserve.
 //!
 //! A module is the first path segment after `crate::` (`crate::repair::x`
 //! is `repair`); a file belongs to the top-level module it sits in
@@ -270,4 +271,47 @@ fn the_reader_sees_paths_in_code_and_groups_not_in_comments_or_strings() {
         ("b".to_owned(), BTreeSet::from(["a".to_owned()])),
     ]);
     assert_eq!(find_cycle(&cyclic).unwrap(), ["a", "b", "a"]);
+}
+
+/// `repair/effects.rs` is the only runtime code that copies into a slot,
+/// runs a sensor or moves the budget: no other file of `repair/` names the
+/// copy, the sensor run, the measurement function or a reservation.
+#[test]
+fn only_the_metered_effects_copy_measure_or_reserve_in_the_runtime() {
+    let repair = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/repair");
+    let mut files = Vec::new();
+    source_files(&repair, &mut files);
+    assert!(files.iter().any(|f| f.ends_with("effects.rs")));
+    let forbidden = [
+        "materialize",
+        "SensorRun",
+        "Reservation",
+        ".reserve(",
+        ".settle(",
+        "measure::measure",
+    ];
+    let mut offences = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("effects.rs")) {
+        let code = code_only(&std::fs::read_to_string(file).unwrap());
+        for token in forbidden {
+            if code.contains(token) {
+                offences.push(format!("{}: `{token}`", file.display()));
+            }
+        }
+        // `use crate::measure::{Measurement, measure}` would bring the
+        // unmetered measurement in under its short name.
+        for import in code.split("use crate::measure::").skip(1) {
+            let named = &import[..import.find(';').unwrap_or(import.len())];
+            if named
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|name| name == "measure")
+            {
+                offences.push(format!("{}: imports `measure`", file.display()));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "only repair/effects.rs may copy, measure or reserve: {offences:?}"
+    );
 }
