@@ -19,7 +19,7 @@
 //! - [`session`]: what a repair inherits from the ledger (no-goods, the
 //!   continuation of an interrupted generation, refusals of an ambiguous
 //!   record);
-//! - [`search`]: the loop over steps, and the continuation of a generation;
+//! - [`search`](mod@search): the loop over steps, and the continuation of a generation;
 //! - [`plan`]: pure: plans, quanta and the identities of attempts;
 //! - [`step`]: one forest: quanta, expansion, selection, the one commit;
 //! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;

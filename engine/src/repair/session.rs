@@ -96,7 +96,7 @@ pub(crate) struct Session {
     /// Interrupted forests this session closed as superseded (once each).
     superseded: BTreeSet<String>,
     /// The interrupted generation's record, when this session continues it
-    /// from its last accepted state; [`super::search`] takes it.
+    /// from its last accepted state; [`super::search()`] takes it.
     pub(super) continuation: Option<Continuation>,
     /// The resumed forest, opened before the first step to re-measure the
     /// accepted state it continues from; that step runs in it.

@@ -11,7 +11,7 @@
 //!
 //! It must never copy, measure or move the budget except through
 //! [`ForestRun`], and never change the accepted state: the committed
-//! branch is handed back to the [`Search`](super::search::Search).
+//! branch is handed back to the [`super::search::Search`].
 
 use std::collections::BTreeMap;
 use std::time::Instant;

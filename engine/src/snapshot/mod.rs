@@ -11,8 +11,8 @@
 //!   events say which directories a re-root must list again.
 //! - [`store`]: where snapshot content can be read back, verified.
 //! - [`fsutil`]: path confinement and atomic writes for anything that writes.
-//! - [`materialize`]: eager copies of a snapshot into branch workspaces.
-//! - [`diff`]: per-file text edits between two snapshots.
+//! - [`materialize`](mod@materialize): eager copies of a snapshot into branch workspaces.
+//! - [`diff`](mod@diff): per-file text edits between two snapshots.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
