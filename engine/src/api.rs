@@ -138,14 +138,12 @@ impl Engine {
             .sensors
             .get_or_try_init(|| async {
                 let sensors = rust_sensors(&self.root).await;
-                self.ledger
-                    .append(&records::session_started(
-                        &self.root,
-                        &self.config,
-                        (self.prompt_policy, &self.prompt_bundles),
-                        &sensors,
-                    ))
-                    .map_err(io)?;
+                self.ledger.append(&records::session_started(
+                    &self.root,
+                    &self.config,
+                    (self.prompt_policy, &self.prompt_bundles),
+                    &sensors,
+                ))?;
                 Ok::<_, EngineError>(sensors)
             })
             .await?;
@@ -155,7 +153,7 @@ impl Engine {
     fn snapshot(&self, overlay: &Overlay) -> Result<Snapshot, EngineError> {
         blocking(|| {
             let mut snapshotter = self.snapshotter.lock().expect("snapshotter lock");
-            snapshotter.snapshot(overlay).map_err(io)
+            snapshotter.snapshot(overlay).map_err(EngineError::from)
         })
     }
 
@@ -175,8 +173,7 @@ impl Engine {
         let overlay = Overlay::from(view);
         let snapshot = self.snapshot(&overlay)?;
         self.ledger
-            .append(&records::snapshot_taken(&snapshot, &overlay))
-            .map_err(io)?;
+            .append(&records::snapshot_taken(&snapshot, &overlay))?;
         if let Some(m) = self
             .measurements
             .lock()
@@ -194,7 +191,7 @@ impl Engine {
             max_bytes: self.config.exploration.workspace_bytes,
         };
         progress.report("copying the workspace", None);
-        blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits)).map_err(io)?;
+        blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
         let m = measure(
             snapshot.root,
             &self.slots.view(),
@@ -246,14 +243,12 @@ impl Engine {
         // the repair before anything is recorded for it.
         let mut session = Session::begin(&self.ledger, snapshot.root)?;
         if !session.x0_recorded {
-            self.ledger
-                .append(&records::candidate_measured(
-                    &session.node,
-                    session.generation,
-                    &session.x0_id(),
-                    &m0,
-                ))
-                .map_err(io)?;
+            self.ledger.append(&records::candidate_measured(
+                &session.node,
+                session.generation,
+                &session.x0_id(),
+                &m0,
+            ))?;
         }
         let initial = self.check_report(&m0);
         if let Some(target) = &options.target_cluster
@@ -317,8 +312,7 @@ impl Engine {
                 &start_source,
                 &result.last.snapshot,
                 &last_source,
-            )
-            .map_err(io)?
+            )?
         };
         let summary = match (result.status, result.labels.is_empty()) {
             (RepairStatus::HardPass, _) => result.labels.join("; "),
@@ -342,12 +336,10 @@ impl Engine {
         if outcome.status == RepairStatus::HardPass {
             return Ok(());
         }
-        self.ledger
-            .append(&records::refused_not_hard_pass(
-                &outcome.repair_id,
-                outcome.status,
-            ))
-            .map_err(io)?;
+        self.ledger.append(&records::refused_not_hard_pass(
+            &outcome.repair_id,
+            outcome.status,
+        ))?;
         Err(EngineError::NotPromotable(outcome.status))
     }
 
@@ -391,8 +383,7 @@ impl Engine {
                 .collect(),
         };
         self.ledger
-            .append(&records::promoted(&outcome.repair_id, &promotion, via))
-            .map_err(io)?;
+            .append(&records::promoted(&outcome.repair_id, &promotion, via))?;
         Ok(promotion)
     }
 
@@ -442,13 +433,11 @@ impl Engine {
         outcome: &RepairOutcome,
         found: Digest,
     ) -> Result<(), EngineError> {
-        self.ledger
-            .append(&records::refused_stale(
-                &outcome.repair_id,
-                outcome.start_root,
-                found,
-            ))
-            .map_err(io)?;
+        self.ledger.append(&records::refused_stale(
+            &outcome.repair_id,
+            outcome.start_root,
+            found,
+        ))?;
         Ok(())
     }
 }

@@ -75,7 +75,7 @@ pub struct ResumeRefusal {
     pub reason: String,
 }
 
-/// Converts a leaf error for `map_err`.
+/// Converts a leaf error into an [`EngineError`], for `map_err`.
 pub(crate) fn io(e: impl Into<EngineError>) -> EngineError {
     e.into()
 }

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::digest::Digest;
-use crate::error::{EngineError, io};
+use crate::error::EngineError;
 use crate::ledger;
 use crate::measure::Measurement;
 use crate::records;
@@ -52,8 +52,7 @@ impl Accepted {
             &accepted_source,
             &y,
             &DirSource::new(slot, Overlay::default()),
-        )
-        .map_err(io)?;
+        )?;
         for change in &changes {
             let Some(text) = change.new_text() else {
                 // Accepted states are overlays of file contents over the user's disk.
@@ -126,15 +125,13 @@ pub(super) fn store_accepted_state(
         objects: accepted_objects(ctx),
         reason,
     })?;
-    ctx.ledger
-        .append(&records::accepted_state_stored(
-            &session.node,
-            session.generation,
-            candidate_id,
-            accepted.snapshot.root,
-            files,
-        ))
-        .map_err(io)?;
+    ctx.ledger.append(&records::accepted_state_stored(
+        &session.node,
+        session.generation,
+        candidate_id,
+        accepted.snapshot.root,
+        files,
+    ))?;
     Ok(())
 }
 

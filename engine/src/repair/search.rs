@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 
 use crate::digest::Digest;
-use crate::error::{EngineError, ResumeRefusal, io};
+use crate::error::{EngineError, ResumeRefusal};
 use crate::gate::{AcceptedTrajectory, Observation, Verdict};
 use crate::measure::Measurement;
 use crate::propose::SuggestionProposer;
@@ -258,8 +258,7 @@ impl<'a> Search<'a> {
                     )
                 };
                 ctx.ledger
-                    .append(&records::refused_no_candidate(repair_id, &detail))
-                    .map_err(io)?;
+                    .append(&records::refused_no_candidate(repair_id, &detail))?;
                 break self.stopped_without_candidate();
             };
 
@@ -281,13 +280,11 @@ impl<'a> Search<'a> {
                     break RepairStatus::Cancelled;
                 }
                 StepEnd::BoundReached { detail } => {
-                    ctx.ledger
-                        .append(&records::refused_bound(
-                            repair_id,
-                            self.trajectory.bound(),
-                            &detail,
-                        ))
-                        .map_err(io)?;
+                    ctx.ledger.append(&records::refused_bound(
+                        repair_id,
+                        self.trajectory.bound(),
+                        &detail,
+                    ))?;
                     steps.push(step);
                     break RepairStatus::BoundReached;
                 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::digest::Digest;
-use crate::error::{EngineError, io};
+use crate::error::EngineError;
 use crate::gate::GateDecision;
 use crate::measure::Measurement;
 use crate::propose::SuggestionProposer;
@@ -550,21 +550,17 @@ impl<'s, 'a> Step<'s, 'a> {
             Err(e) => return Err(e.into()),
         };
         let session = &search.session;
-        ctx.ledger
-            .append(&records::candidate_measured(
-                &session.node,
-                session.generation,
-                &decision.candidate_id,
-                &chosen.m,
-            ))
-            .map_err(io)?;
-        ctx.ledger
-            .append(&records::gate_decision(
-                &session.node,
-                session.generation,
-                &decision,
-            ))
-            .map_err(io)?;
+        ctx.ledger.append(&records::candidate_measured(
+            &session.node,
+            session.generation,
+            &decision.candidate_id,
+            &chosen.m,
+        ))?;
+        ctx.ledger.append(&records::gate_decision(
+            &session.node,
+            session.generation,
+            &decision,
+        ))?;
         run.append(&records::search_committed(
             run.id(),
             &chosen.branch_id,
