@@ -3,207 +3,33 @@
 //! Both front ends drive exactly these functions, so `trellis repair` in a
 //! terminal and the Repair code action in an editor take the same decisions.
 
-use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use std::path::{Path, PathBuf};
 use tokio::sync::OnceCell;
-
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::change::FileChange;
-use crate::cluster::{Cluster, ResidualClass};
+use crate::cluster::ResidualClass;
 use crate::config::Config;
-use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
 use crate::digest::Digest;
+use crate::error::EngineError;
 use crate::failpoint;
 use crate::ledger::event::PromotionRecovered;
 use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
 use crate::measure::{Measurement, MeasurementCache, measure};
 use crate::promote;
+use crate::prompt_policy::{PinnedBundleSection, PromptPolicy, pin_prompt_bundles};
 use crate::records;
 use crate::repair::{Accepted, Ctx, Session, search};
+use crate::report::{CheckReport, Promotion, RepairOptions, RepairOutcome, RepairStatus};
+use crate::runtime::{Progress, blocking};
+use crate::sensor::Sensor;
 use crate::sensor::cargo::rust_sensors;
-use crate::sensor::{Sensor, StageStatus};
 use crate::slots::Slots;
-use crate::snapshot::{CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, diff, materialize};
+use crate::snapshot::{
+    CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, View, diff, materialize,
+};
 use crate::statedir;
-
-/// The user's current view: files on disk overlaid with unsaved buffers.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct View {
-    /// Workspace-relative path to the buffer's full text.
-    pub overlay: BTreeMap<RelPath, String>,
-}
-
-/// Progress of slow work, shown as a bar (CLI) or `$/progress` (LSP).
-pub trait Progress: Send + Sync {
-    fn report(&self, message: &str, percent: Option<u32>);
-}
-
-/// A progress sink that shows nothing.
-pub struct NoProgress;
-
-impl Progress for NoProgress {
-    fn report(&self, _message: &str, _percent: Option<u32>) {}
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StageSummary {
-    pub stage: String,
-    pub required: bool,
-    #[serde(flatten)]
-    pub status: StageStatus,
-    pub duration_ms: u64,
-}
-
-/// What sensing the view found.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckReport {
-    pub root: Digest,
-    pub stages: Vec<StageSummary>,
-    pub diagnostics: Vec<Diagnostic>,
-    pub failures: Vec<TestFailure>,
-    /// Clusters ordered dominant first.
-    pub clusters: Vec<Cluster>,
-    pub energy: f64,
-    pub hard_pass: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RepairOptions {
-    /// At most this many branches per step (1..=3).
-    pub max_branches: usize,
-    /// Repair this cluster first instead of the dominant one.
-    pub target_cluster: Option<String>,
-}
-
-impl Default for RepairOptions {
-    fn default() -> Self {
-        RepairOptions {
-            max_branches: 3,
-            target_cluster: None,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RepairStatus {
-    /// The view already hard-passes: nothing to do.
-    AlreadyClean,
-    /// A hard-passing state was reached; `changes` lead there.
-    HardPass,
-    /// Descents were accepted but residuals remain.
-    ResidualsRemain,
-    /// No branch produced an eligible candidate.
-    NoEligibleCandidate,
-    /// The decision bound N_gate was reached.
-    BoundReached,
-    Cancelled,
-}
-
-pub use crate::repair::{BranchReport, StepReport};
-
-/// The result of one repair.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RepairOutcome {
-    pub repair_id: String,
-    pub status: RepairStatus,
-    /// The view's root when the repair started; promotion requires it still.
-    pub start_root: Digest,
-    /// The last accepted state (equal to `start_root` when nothing was accepted).
-    pub final_root: Digest,
-    pub initial: CheckReport,
-    pub steps: Vec<StepReport>,
-    /// From the start view to the final accepted state. Only promotable when
-    /// `status` is `HardPass`.
-    pub changes: Vec<FileChange>,
-    /// One line for a person: "imported `HashMap`, made `count` mutable".
-    pub summary: String,
-}
-
-/// What a promotion wrote.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Promotion {
-    pub root_before: Digest,
-    pub root_after: Digest,
-    pub files: Vec<RelPath>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error("{path}: {message}")]
-    Config { path: PathBuf, message: String },
-    #[error(
-        "the workspace changed since the repair started (expected root {expected}, found {found}); nothing was written"
-    )]
-    StaleRoot { expected: Digest, found: Digest },
-    #[error("only a hard-passing repair can be promoted (status: {0:?})")]
-    NotPromotable(RepairStatus),
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Io(String),
-}
-
-/// The session's stance on experimental prompt text (`--allow-experimental-prompts`,
-/// `--allow-core-prompt-override`). Both are recorded when the session starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptPolicy {
-    pub allow_experimental: bool,
-    pub allow_core_override: bool,
-}
-
-/// A prompt bundle section pinned for the whole session: the store copy is
-/// what the session uses; the source is never reread.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PinnedBundleSection {
-    pub section: String,
-    pub content_hash: String,
-    pub stored: PathBuf,
-}
-
-/// Validates the workspace's `[prompts]` table and its bundles, and pins
-/// them into `.trellis/prompt-bundles/`. Any problem refuses start-up with
-/// the file and the reason.
-fn pin_prompt_bundles(
-    root: &Path,
-    state: &statedir::Dir,
-    policy: PromptPolicy,
-) -> Result<Vec<PinnedBundleSection>, EngineError> {
-    let config = trellis_prompts::activation::PromptsConfig::load(root)
-        .map_err(|(path, message)| EngineError::Config { path, message })?;
-    if config.bundles.is_empty() {
-        return Ok(Vec::new());
-    }
-    // The store is `.trellis/prompt-bundles/`, checked not to be a link.
-    state.child("prompt-bundles", true).map_err(io)?;
-    let store = state.path();
-    let policy = trellis_prompts::ResolutionPolicy {
-        allow_experimental: policy.allow_experimental,
-        allow_core_override: policy.allow_core_override,
-    };
-    // Each error names its bundle file and line; the config file is where the bundle was listed.
-    let pinned = trellis_prompts::bundles::load_bundles(&config.bundles, root, store, policy)
-        .map_err(|errors| EngineError::Config {
-            path: root.join(crate::config::WORKSPACE_FILE),
-            message: errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; "),
-        })?;
-    Ok(pinned
-        .into_iter()
-        .map(|p| PinnedBundleSection {
-            section: p.schema.id.to_owned(),
-            content_hash: p.content_hash,
-            stored: p.stored,
-        })
-        .collect())
-}
 
 /// How many state roots' measurements an engine remembers: enough for a
 /// check, its repair and the edits between them.
@@ -231,30 +57,13 @@ pub struct Engine {
     recovered: Option<PromotionRecovered>,
 }
 
-/// Wraps an I/O-side failure (ledger, snapshot, copy) for the front ends.
-pub(crate) fn io(e: impl std::fmt::Display) -> EngineError {
-    EngineError::Io(e.to_string())
-}
-
-/// Runs blocking file-system work (hashing a tree, copying a slot) without
-/// stalling the async runtime's other tasks: the language server keeps
-/// answering requests while a snapshot is taken.
-pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
-}
-
 /// Takes a process-wide slot lock off the async runtime's threads.
 async fn slot_lock(slots: &Slots, name: &'static str) -> Result<std::fs::File, EngineError> {
     let slots = slots.clone();
+    let path = slots.lock_path(name);
     tokio::task::spawn_blocking(move || slots.lock(name))
-        .await
-        .map_err(io)?
-        .map_err(|e| EngineError::Io(format!("cannot lock the branch workspaces ({name}): {e}")))
+        .await?
+        .map_err(|source| EngineError::SlotLock { name, path, source })
 }
 
 impl Engine {
@@ -290,11 +99,11 @@ impl Engine {
                 message: e.message,
             })?;
         // A linked `.trellis` is refused here, before anything is written.
-        let state = statedir::open_state(&root).map_err(io)?;
+        let state = statedir::open_state(&root)?;
         let prompt_bundles = pin_prompt_bundles(&root, &state, prompt_policy)?;
         let snapshotter = Snapshotter::new(&root, Some(state.join("index")));
-        let ledger = Ledger::open_in(state).map_err(io)?;
-        let recovered = promote::journal::recover(&root, &ledger).map_err(io)?;
+        let ledger = Ledger::open_in(state)?;
+        let recovered = promote::journal::recover(&root, &ledger)?;
         if let Some(r) = &recovered {
             tracing::warn!("{}", LedgerEvent::PromotionRecovered(r.clone()));
         }
@@ -347,14 +156,12 @@ impl Engine {
             .sensors
             .get_or_try_init(|| async {
                 let sensors = rust_sensors(&self.root).await;
-                self.ledger
-                    .append(&records::session_started(
-                        &self.root,
-                        &self.config,
-                        (self.prompt_policy, &self.prompt_bundles),
-                        &sensors,
-                    ))
-                    .map_err(io)?;
+                self.ledger.append(&records::session_started(
+                    &self.root,
+                    &self.config,
+                    (self.prompt_policy, &self.prompt_bundles),
+                    &sensors,
+                ))?;
                 Ok::<_, EngineError>(sensors)
             })
             .await?;
@@ -364,7 +171,7 @@ impl Engine {
     fn snapshot(&self, overlay: &Overlay) -> Result<Snapshot, EngineError> {
         blocking(|| {
             let mut snapshotter = self.snapshotter.lock().expect("snapshotter lock");
-            snapshotter.snapshot(overlay).map_err(io)
+            snapshotter.snapshot(overlay).map_err(EngineError::from)
         })
     }
 
@@ -384,8 +191,7 @@ impl Engine {
         let overlay = Overlay::from(view);
         let snapshot = self.snapshot(&overlay)?;
         self.ledger
-            .append(&records::snapshot_taken(&snapshot, &overlay))
-            .map_err(io)?;
+            .append(&records::snapshot_taken(&snapshot, &overlay))?;
         if let Some(m) = self
             .measurements
             .lock()
@@ -403,7 +209,7 @@ impl Engine {
             max_bytes: self.config.exploration.workspace_bytes,
         };
         progress.report("copying the workspace", None);
-        blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits)).map_err(io)?;
+        blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
         let m = measure(
             snapshot.root,
             &self.slots.view(),
@@ -425,15 +231,7 @@ impl Engine {
     }
 
     fn check_report(&self, m: &Measurement) -> CheckReport {
-        CheckReport {
-            root: m.root,
-            stages: m.stage_summaries(&self.config),
-            diagnostics: m.assessment.diagnostics.clone(),
-            failures: m.assessment.failures.clone(),
-            clusters: m.assessment.clusters.clone(),
-            energy: m.energy(),
-            hard_pass: m.hard_pass(),
-        }
+        CheckReport::of(m, &self.config)
     }
 
     /// Snapshots the view and runs every configured stage on it.
@@ -463,14 +261,12 @@ impl Engine {
         // the repair before anything is recorded for it.
         let mut session = Session::begin(&self.ledger, snapshot.root)?;
         if !session.x0_recorded {
-            self.ledger
-                .append(&records::candidate_measured(
-                    &session.node,
-                    session.generation,
-                    &session.x0_id(),
-                    &m0,
-                ))
-                .map_err(io)?;
+            self.ledger.append(&records::candidate_measured(
+                &session.node,
+                session.generation,
+                &session.x0_id(),
+                &m0,
+            ))?;
         }
         let initial = self.check_report(&m0);
         if let Some(target) = &options.target_cluster
@@ -534,8 +330,7 @@ impl Engine {
                 &start_source,
                 &result.last.snapshot,
                 &last_source,
-            )
-            .map_err(io)?
+            )?
         };
         let summary = match (result.status, result.labels.is_empty()) {
             (RepairStatus::HardPass, _) => result.labels.join("; "),
@@ -559,12 +354,10 @@ impl Engine {
         if outcome.status == RepairStatus::HardPass {
             return Ok(());
         }
-        self.ledger
-            .append(&records::refused_not_hard_pass(
-                &outcome.repair_id,
-                outcome.status,
-            ))
-            .map_err(io)?;
+        self.ledger.append(&records::refused_not_hard_pass(
+            &outcome.repair_id,
+            outcome.status,
+        ))?;
         Err(EngineError::NotPromotable(outcome.status))
     }
 
@@ -576,7 +369,7 @@ impl Engine {
     pub fn promote_to_disk(&self, outcome: &RepairOutcome) -> Result<Promotion, EngineError> {
         self.require_hard_pass(outcome)?;
         failpoint::hit("promote-start");
-        self.ledger.check_in_place().map_err(io)?;
+        self.ledger.check_in_place()?;
         let current = self.snapshot(&Overlay::default())?;
         if current.root != outcome.start_root {
             return Err(self.stale(outcome, current.root)?);
@@ -601,16 +394,16 @@ impl Engine {
                 let found = self.snapshot(&Overlay::default())?.root;
                 return Err(self.stale(outcome, found)?);
             }
-            Err(e) => return Err(io(e)),
+            Err(e) => return Err(e.into()),
         };
         let after = self.snapshot(&Overlay::default())?;
         match self.ledger_promotion(outcome, current.root, after.root, PromotionRoute::Cli) {
             Ok(promotion) => {
-                promoted.finish().map_err(io)?;
+                promoted.finish()?;
                 Ok(promotion)
             }
             // Never leave files written that the ledger does not record.
-            Err(e) => Err(io(promoted.roll_back(e.to_string()))),
+            Err(e) => Err(promoted.roll_back(e.to_string()).into()),
         }
     }
 
@@ -642,10 +435,9 @@ impl Engine {
                 .map(|c| c.path().to_owned())
                 .collect(),
         };
-        self.ledger.check_in_place().map_err(io)?;
+        self.ledger.check_in_place()?;
         self.ledger
-            .append(&records::promoted(&outcome.repair_id, &promotion, via))
-            .map_err(io)?;
+            .append(&records::promoted(&outcome.repair_id, &promotion, via))?;
         Ok(promotion)
     }
 
@@ -657,8 +449,8 @@ impl Engine {
         name: &str,
         bytes: &[u8],
     ) -> Result<PathBuf, EngineError> {
-        let dir = self.ledger.state_dir().child(dir, true).map_err(io)?;
-        dir.write_atomic(name, bytes, 0o644).map_err(io)?;
+        let dir = self.ledger.state_dir().child(dir, true)?;
+        dir.write_atomic(name, bytes, 0o644)?;
         Ok(dir.join(name))
     }
 
@@ -685,19 +477,30 @@ impl Engine {
         Ok(())
     }
 
+    /// Decides whether `outcome` may be applied to the editor's `view`: it
+    /// must hard-pass and the view must still have its start root. A
+    /// refusal is ledgered before it is returned (`NotPromotable`, or
+    /// `StaleRoot` naming the root found), so the front end only shows it.
+    pub fn decide_apply(&self, outcome: &RepairOutcome, view: &View) -> Result<(), EngineError> {
+        self.require_hard_pass(outcome)?;
+        let found = self.view_root(view)?;
+        if found != outcome.start_root {
+            return Err(self.stale(outcome, found)?);
+        }
+        Ok(())
+    }
+
     /// Ledgers a refused apply: the view moved away from `outcome.start_root`.
-    pub fn record_stale_refusal(
+    fn record_stale_refusal(
         &self,
         outcome: &RepairOutcome,
         found: Digest,
     ) -> Result<(), EngineError> {
-        self.ledger
-            .append(&records::refused_stale(
-                &outcome.repair_id,
-                outcome.start_root,
-                found,
-            ))
-            .map_err(io)?;
+        self.ledger.append(&records::refused_stale(
+            &outcome.repair_id,
+            outcome.start_root,
+            found,
+        ))?;
         Ok(())
     }
 }

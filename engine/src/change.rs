@@ -4,14 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::RelPath;
 use crate::digest::Digest;
-
-/// Replace bytes `byte_start..byte_end` of the old text with `new_text`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TextEdit {
-    pub byte_start: usize,
-    pub byte_end: usize,
-    pub new_text: String,
-}
+pub use crate::edit::TextEdit;
 
 /// One file's change from an old snapshot to a new one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

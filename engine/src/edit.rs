@@ -1,21 +1,22 @@
-//! Applying byte-range replacements to text.
+//! Byte-range replacements of text: the one edit type of the engine, and
+//! applying several of them to one file.
 //!
-//! Candidates are sets of replacements, several per file, expressed against
-//! the text the branch was seeded with. They are applied back to front so
-//! earlier offsets stay valid. Insertions at one offset keep their given
-//! order; any other overlap is a conflict, not a guess.
+//! A candidate's edits (several per file, against the text its branch was
+//! seeded with) and a repair's reviewable changes ([`FileChange`]) are both
+//! [`TextEdit`]s. They are applied in offset order, so earlier offsets stay
+//! valid. Insertions at one offset keep their given order; any other
+//! overlap is a conflict, not a guess.
+//!
+//! [`FileChange`]: crate::change::FileChange
 
-use crate::diagnostic::RelPath;
-
-/// Replace `start..end` (bytes) of one file with `text`.
+/// Replace bytes `byte_start..byte_end` of a text with `new_text`.
 #[derive(
     Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
-pub struct ByteEdit {
-    pub path: RelPath,
-    pub start: usize,
-    pub end: usize,
-    pub text: String,
+pub struct TextEdit {
+    pub byte_start: usize,
+    pub byte_end: usize,
+    pub new_text: String,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,48 +46,48 @@ pub enum EditError {
 
 /// Applies `edits` (all for one file) to `text`. Identical duplicate edits
 /// collapse to one, so 150 sites suggesting the same `use` line insert it once.
-pub fn apply(path: &str, text: &str, edits: &[ByteEdit]) -> Result<String, EditError> {
-    let mut sorted: Vec<&ByteEdit> = edits.iter().collect();
+pub fn apply(path: &str, text: &str, edits: &[TextEdit]) -> Result<String, EditError> {
+    let mut sorted: Vec<&TextEdit> = edits.iter().collect();
     // Stable sort: insertions at one offset keep their order.
-    sorted.sort_by_key(|e| (e.start, e.end));
+    sorted.sort_by_key(|e| (e.byte_start, e.byte_end));
     let mut seen = std::collections::HashSet::new();
-    sorted.retain(|e| seen.insert((e.start, e.end, e.text.as_str())));
+    sorted.retain(|e| seen.insert((e.byte_start, e.byte_end, e.new_text.as_str())));
     for e in &sorted {
-        if e.start > e.end || e.end > text.len() {
+        if e.byte_start > e.byte_end || e.byte_end > text.len() {
             return Err(EditError::OutOfBounds {
                 path: path.into(),
-                start: e.start,
-                end: e.end,
+                start: e.byte_start,
+                end: e.byte_end,
                 len: text.len(),
             });
         }
-        if !text.is_char_boundary(e.start) || !text.is_char_boundary(e.end) {
+        if !text.is_char_boundary(e.byte_start) || !text.is_char_boundary(e.byte_end) {
             return Err(EditError::NotCharBoundary {
                 path: path.into(),
-                start: e.start,
-                end: e.end,
+                start: e.byte_start,
+                end: e.byte_end,
             });
         }
     }
     for pair in sorted.windows(2) {
         let (a, b) = (pair[0], pair[1]);
-        if b.start < a.end {
+        if b.byte_start < a.byte_end {
             return Err(EditError::Overlap {
                 path: path.into(),
-                a_start: a.start,
-                a_end: a.end,
-                b_start: b.start,
-                b_end: b.end,
+                a_start: a.byte_start,
+                a_end: a.byte_end,
+                b_start: b.byte_start,
+                b_end: b.byte_end,
             });
         }
     }
     let mut out =
-        String::with_capacity(text.len() + sorted.iter().map(|e| e.text.len()).sum::<usize>());
+        String::with_capacity(text.len() + sorted.iter().map(|e| e.new_text.len()).sum::<usize>());
     let mut cursor = 0;
     for e in sorted {
-        out.push_str(&text[cursor..e.start]);
-        out.push_str(&e.text);
-        cursor = e.end;
+        out.push_str(&text[cursor..e.byte_start]);
+        out.push_str(&e.new_text);
+        cursor = e.byte_end;
     }
     out.push_str(&text[cursor..]);
     Ok(out)
@@ -97,12 +98,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn e(start: usize, end: usize, text: &str) -> ByteEdit {
-        ByteEdit {
-            path: "f.rs".into(),
-            start,
-            end,
-            text: text.into(),
+    fn e(start: usize, end: usize, text: &str) -> TextEdit {
+        TextEdit {
+            byte_start: start,
+            byte_end: end,
+            new_text: text.into(),
         }
     }
 
@@ -157,10 +157,10 @@ mod tests {
         fn disjoint_edits_apply_like_a_sequence(text in "[a-z]{0,40}", cuts in proptest::collection::btree_set(0usize..40, 0..6)) {
             let cuts: Vec<usize> = cuts.into_iter().filter(|c| *c <= text.len()).collect();
             // Replace each single byte after a cut point with "Z" (disjoint by construction).
-            let edits: Vec<ByteEdit> = cuts.iter().filter(|c| **c < text.len()).map(|c| e(*c, *c + 1, "Z")).collect();
+            let edits: Vec<TextEdit> = cuts.iter().filter(|c| **c < text.len()).map(|c| e(*c, *c + 1, "Z")).collect();
             let out = apply("f.rs", &text, &edits).unwrap();
             let mut expected: Vec<char> = text.chars().collect();
-            for ed in &edits { expected[ed.start] = 'Z'; }
+            for ed in &edits { expected[ed.byte_start] = 'Z'; }
             prop_assert_eq!(out, expected.into_iter().collect::<String>());
         }
     }

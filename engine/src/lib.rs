@@ -5,28 +5,50 @@
 //! It never sees an LSP type: the `trellis` binary translates between the
 //! editor protocol (or the terminal) and the values defined here.
 //!
+//! The front door is [`Engine`]: open a workspace, then [`Engine::check`] or
+//! [`Engine::repair`] a [`View`] of it, and promote a hard-passing
+//! [`RepairOutcome`]. What those calls take and return is re-exported here;
+//! the modules that stay public hold the vocabulary the front ends render
+//! (diagnostics, clusters, changes, the ledger, the sensors).
+//!
 //! See `ARCHITECTURE.md` at the repository root for the map and invariants.
 
-pub mod api;
+mod api;
 pub mod change;
 pub mod cluster;
 pub mod config;
-pub mod correction;
+mod correction;
 pub mod diagnostic;
 pub mod digest;
-pub mod edit;
-pub mod failpoint;
+mod edit;
+mod error;
+mod failpoint;
 pub mod gate;
 pub mod ledger;
-pub mod measure;
-pub mod promote;
-pub mod propose;
-pub mod records;
-pub mod repair;
+mod measure;
+mod promote;
+mod prompt_policy;
+mod propose;
+mod records;
+mod repair;
+mod report;
+mod runtime;
 pub mod search;
-pub mod select;
+mod select;
 pub mod sensor;
-pub mod slots;
+mod slots;
 pub mod snapshot;
-pub mod statedir;
+mod statedir;
 pub mod workspace;
+
+pub use api::Engine;
+pub use error::EngineError;
+pub use measure::StageSummary;
+pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
+pub use repair::{BranchState, BranchStatus, ForestStatus, SearchStatus};
+pub use report::{
+    BranchOutcome, BranchReport, CheckReport, Promotion, RepairOptions, RepairOutcome,
+    RepairStatus, StepReport,
+};
+pub use runtime::{NoProgress, Progress};
+pub use snapshot::View;

@@ -6,11 +6,21 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Progress, StageSummary};
 use crate::cluster::{Assessment, EnergyModel, assess};
 use crate::config::Config;
 use crate::digest::{CanonicalHasher, Digest};
-use crate::sensor::{Sensor, SensorRun, StageReport};
+use crate::runtime::Progress;
+use crate::sensor::{Sensor, SensorRun, StageReport, StageStatus};
+
+/// How one stage went, for a report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageSummary {
+    pub stage: String,
+    pub required: bool,
+    #[serde(flatten)]
+    pub status: StageStatus,
+    pub duration_ms: u64,
+}
 
 /// Everything the sensors said about one state root.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -160,14 +170,6 @@ impl MeasurementCache {
             }
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.by_root.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_root.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -198,13 +200,13 @@ mod cache_tests {
         for root in &roots {
             cache.insert(*root, measured(*root));
         }
-        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.by_root.len(), 3);
         assert!(cache.get(&roots[0]).is_none(), "the oldest went first");
         assert!(roots[1..].iter().all(|r| cache.get(r).is_some()));
         // Re-inserting a known root neither grows nor reorders the cache.
         cache.insert(roots[1], measured(roots[1]));
         cache.insert(blob_digest(b"new"), measured(blob_digest(b"new")));
         assert!(cache.get(&roots[1]).is_none(), "still the oldest");
-        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.by_root.len(), 3);
     }
 }

@@ -11,9 +11,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
+use crate::diagnostic::RelPath;
 use crate::diagnostic::{Applicability, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
-use crate::edit::ByteEdit;
+use crate::edit::TextEdit;
 
 /// A proposed change to the accepted state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,7 +23,8 @@ pub struct Candidate {
     pub label: String,
     /// Which proposer made it (`rustc-suggestions`, a model route, ...).
     pub proposer: String,
-    pub edits: Vec<ByteEdit>,
+    /// Byte-range edits, each with the file it edits.
+    pub edits: Vec<(RelPath, TextEdit)>,
     /// Which of the tools' alternatives this candidate takes (0-based), or
     /// `None` when it only applies single-fix suggestions.
     pub alternative: Option<u32>,
@@ -35,11 +37,11 @@ impl Candidate {
         edits.sort();
         let mut h = CanonicalHasher::new("trellis.proposal.v1");
         h.str(&self.proposer).u64(edits.len() as u64);
-        for e in &edits {
-            h.str(&e.path)
-                .u64(e.start as u64)
-                .u64(e.end as u64)
-                .str(&e.text);
+        for (path, e) in &edits {
+            h.str(path)
+                .u64(e.byte_start as u64)
+                .u64(e.byte_end as u64)
+                .str(&e.new_text);
         }
         h.finish()
     }
@@ -47,7 +49,6 @@ impl Candidate {
 
 /// A source of candidates. Object-safe so the forest can hold several.
 pub trait Proposer: Send + Sync {
-    fn id(&self) -> &str;
     /// At most `limit` candidates for `packet`, best first.
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate>;
 }
@@ -63,12 +64,14 @@ fn usable(s: &Suggestion) -> bool {
     s.applicability != Applicability::HasPlaceholders && !s.replacements.is_empty()
 }
 
-fn edits_of(s: &Suggestion) -> impl Iterator<Item = ByteEdit> + '_ {
-    s.replacements.iter().map(|r| ByteEdit {
-        path: r.span.path.clone(),
-        start: r.span.byte_start as usize,
-        end: r.span.byte_end as usize,
-        text: r.text.clone(),
+fn edits_of(s: &Suggestion) -> impl Iterator<Item = (RelPath, TextEdit)> + '_ {
+    s.replacements.iter().map(|r| {
+        let edit = TextEdit {
+            byte_start: r.span.byte_start as usize,
+            byte_end: r.span.byte_end as usize,
+            new_text: r.text.clone(),
+        };
+        (r.span.path.clone(), edit)
     })
 }
 
@@ -95,10 +98,6 @@ fn choice_key(g: &SuggestionGroup) -> Vec<String> {
 }
 
 impl Proposer for SuggestionProposer {
-    fn id(&self) -> &str {
-        Self::ID
-    }
-
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate> {
         let groups: Vec<SuggestionGroup> = packet
             .diagnostics
@@ -115,7 +114,7 @@ impl Proposer for SuggestionProposer {
             .filter(|g| !g.alternatives.is_empty())
             .collect();
 
-        let mut unambiguous: Vec<ByteEdit> = Vec::new();
+        let mut unambiguous: Vec<(RelPath, TextEdit)> = Vec::new();
         let mut labels: BTreeSet<String> = BTreeSet::new();
         for g in groups.iter().filter(|g| g.alternatives.len() == 1) {
             unambiguous.extend(edits_of(&g.alternatives[0]));
@@ -246,8 +245,8 @@ mod tests {
         let p = packet(vec![vec![choice()], vec![choice()]]);
         let c = SuggestionProposer.propose(&p, 3);
         assert_eq!(c.len(), 2);
-        assert_eq!(c[0].edits[0].text, "use crate::fast::Item;\n");
-        assert_eq!(c[1].edits[0].text, "use crate::slow::Item;\n");
+        assert_eq!(c[0].edits[0].1.new_text, "use crate::fast::Item;\n");
+        assert_eq!(c[1].edits[0].1.new_text, "use crate::slow::Item;\n");
         assert_ne!(c[0].digest(), c[1].digest());
     }
 

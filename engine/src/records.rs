@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use crate::api::{PinnedBundleSection, Promotion, PromptPolicy, RepairStatus};
 use crate::config::Config;
 use crate::diagnostic::RelPath;
 use crate::digest::{CanonicalHasher, Digest};
@@ -14,7 +13,9 @@ use crate::ledger::{
     SnapshotTaken, StageOutcome, StoredFile,
 };
 use crate::measure::Measurement;
-use crate::search::{NoGood, PartialCheckpointRef, SearchBranch, SearchForest};
+use crate::prompt_policy::{PinnedBundleSection, PromptPolicy};
+use crate::report::{Promotion, RepairStatus};
+use crate::search::{PartialCheckpointRef, SearchBranch, SearchForest};
 use crate::sensor::{Sensor, StageStatus};
 use crate::snapshot::{Overlay, Snapshot};
 
@@ -302,18 +303,6 @@ pub fn entry_served(forest_id: &str, branch_id: &str, epoch: u64, rank: u32) -> 
         branch_id: branch_id.to_owned(),
         epoch: epoch as u32,
         rank,
-    }
-}
-
-pub fn no_good_recorded(forest_id: &str, branch_id: &str, nogood: &NoGood) -> SearchEvent {
-    SearchEvent::NoGoodRecorded {
-        forest_id: forest_id.to_owned(),
-        branch_id: branch_id.to_owned(),
-        key: nogood.key.digest(),
-        support_kind: nogood.support.kind().to_owned(),
-        evidence_digest: nogood.evidence_digest,
-        components: Some(Box::new(nogood.components.clone())),
-        support: Some(nogood.support.clone()),
     }
 }
 

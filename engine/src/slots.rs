@@ -57,6 +57,11 @@ impl Slots {
         self.base.join("target")
     }
 
+    /// The file `lock(name)` locks.
+    pub fn lock_path(&self, name: &str) -> std::path::PathBuf {
+        self.base.join(format!("{name}.lock"))
+    }
+
     /// Takes the process-wide lock named `name` (`view`, `branches`) on these
     /// slots, waiting while another `trellis` process (a CLI run beside the
     /// editor's server) holds it. Released when the returned file drops.
@@ -66,7 +71,7 @@ impl Slots {
             .create(true)
             .truncate(false)
             .write(true)
-            .open(self.base.join(format!("{name}.lock")))?;
+            .open(self.lock_path(name))?;
         file.lock()?;
         Ok(file)
     }

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
 use trellis_engine::ledger::{DecodedRow, LedgerEvent, RefusalReason};
+use trellis_engine::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
 
 /// Points every engine in this test binary at one private branch cache.
 /// `Once` makes the one write to the environment happen before any test
@@ -134,4 +134,53 @@ async fn unsaved_buffers_are_part_of_the_view() {
         .unwrap();
     assert!(!disk.hard_pass);
     assert_ne!(report.root, disk.root);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_engine_decides_an_editor_apply_and_ledgers_a_stale_view_once() {
+    private_cache();
+    let ws = fixture_copy("missing-mut");
+    let engine = Engine::open(ws.path(), None).unwrap();
+    let outcome = engine
+        .repair(
+            &View::default(),
+            &RepairOptions::default(),
+            &NoProgress,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RepairStatus::HardPass);
+    let stale = |engine: &Engine| {
+        refusals(engine)
+            .iter()
+            .filter(|r| matches!(r, RefusalReason::StaleRoot { .. }))
+            .count()
+    };
+
+    engine
+        .decide_apply(&outcome, &View::default())
+        .expect("the view is still at the repair's start root");
+    assert_eq!(stale(&engine), 0, "an accepted apply ledgers no refusal");
+
+    // An unsaved edit in the editor moves the view off the start root.
+    let on_disk = std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap();
+    let edited = View {
+        overlay: [("src/lib.rs".to_owned(), on_disk.replace("Sums", "Adds"))].into(),
+    };
+    let err = engine.decide_apply(&outcome, &edited).unwrap_err();
+    assert!(
+        matches!(err, EngineError::StaleRoot { expected, .. } if expected == outcome.start_root),
+        "{err}"
+    );
+    assert_eq!(
+        stale(&engine),
+        1,
+        "the refusal is ledgered once, by the engine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap(),
+        on_disk,
+        "deciding writes nothing"
+    );
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use trellis_engine::api::PromptPolicy;
+use trellis_engine::PromptPolicy;
 
 mod cli;
 mod server;

@@ -21,7 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
-use crate::search::{NoGoodComponents, Support};
+use crate::search::{NoGood, NoGoodComponents, Support};
 use crate::sensor::SensorFingerprint;
 
 /// The `kind` column of every search row.
@@ -517,6 +517,20 @@ pub enum SearchEvent {
 }
 
 impl SearchEvent {
+    /// The `no_good_recorded` row for `nogood`: its key, and the
+    /// components and support that let a later session match it exactly.
+    pub fn no_good_recorded(forest_id: &str, branch_id: &str, nogood: &NoGood) -> SearchEvent {
+        SearchEvent::NoGoodRecorded {
+            forest_id: forest_id.to_owned(),
+            branch_id: branch_id.to_owned(),
+            key: nogood.key.digest(),
+            support_kind: nogood.support.kind().to_owned(),
+            evidence_digest: nogood.evidence_digest,
+            components: Some(Box::new(nogood.components.clone())),
+            support: Some(nogood.support.clone()),
+        }
+    }
+
     pub fn forest_id(&self) -> &str {
         self.ids().0
     }

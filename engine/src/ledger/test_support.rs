@@ -172,7 +172,7 @@ pub fn exact_no_good(label: &str) -> NoGood {
 
 /// The `no_good_recorded` row trellis writes for `nogood`.
 pub fn exact_no_good_row(forest: &str, nogood: &NoGood) -> SearchEvent {
-    crate::records::no_good_recorded(forest, "b1", nogood)
+    SearchEvent::no_good_recorded(forest, "b1", nogood)
 }
 
 fn db(ledger: &Ledger) -> Connection {

@@ -46,7 +46,7 @@ pub struct NoGoodComponents {
     pub domain_manifest: Digest,
     pub strategy: Digest,
     pub prompt_program: Option<Digest>,
-    /// [`crate::propose::Candidate::digest`].
+    /// The candidate's canonical proposal digest (`propose::Candidate::digest`).
     pub proposal: Digest,
     /// Capability grant, write scope and graph-revision binding.
     pub grant: Digest,

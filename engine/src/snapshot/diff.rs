@@ -132,19 +132,6 @@ pub fn line_edits(old: &str, new: &str) -> Vec<TextEdit> {
     edits
 }
 
-/// Applies ordered, non-overlapping `edits` to `old`.
-pub fn apply_edits(old: &str, edits: &[TextEdit]) -> String {
-    let mut out = String::with_capacity(old.len());
-    let mut cursor = 0;
-    for edit in edits {
-        out.push_str(&old[cursor..edit.byte_start]);
-        out.push_str(&edit.new_text);
-        cursor = edit.byte_end;
-    }
-    out.push_str(&old[cursor..]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,7 +260,7 @@ mod tests {
             for edit in &edits {
                 prop_assert!(edit.byte_start <= edit.byte_end && edit.byte_end <= old.len());
             }
-            prop_assert_eq!(apply_edits(&old, &edits), new);
+            prop_assert_eq!(crate::edit::apply("f", &old, &edits).unwrap(), new);
         }
     }
 }

@@ -11,8 +11,8 @@
 //!   events say which directories a re-root must list again.
 //! - [`store`]: where snapshot content can be read back, verified.
 //! - [`fsutil`]: path confinement and atomic writes for anything that writes.
-//! - [`materialize`]: eager copies of a snapshot into branch workspaces.
-//! - [`diff`]: per-file text edits between two snapshots.
+//! - [`materialize`](mod@materialize): eager copies of a snapshot into branch workspaces.
+//! - [`diff`](mod@diff): per-file text edits between two snapshots.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -152,8 +152,15 @@ impl Overlay {
     }
 }
 
-impl From<&crate::api::View> for Overlay {
-    fn from(view: &crate::api::View) -> Overlay {
+/// The user's current view: files on disk overlaid with unsaved buffers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    /// Workspace-relative path to the buffer's full text.
+    pub overlay: BTreeMap<RelPath, String>,
+}
+
+impl From<&View> for Overlay {
+    fn from(view: &View) -> Overlay {
         Overlay {
             buffers: view
                 .overlay
@@ -315,7 +322,7 @@ mod tests {
 
     #[test]
     fn overlay_from_view_keeps_every_buffer() {
-        let view = crate::api::View {
+        let view = View {
             overlay: BTreeMap::from([("src/new.rs".to_owned(), "fn x() {}".to_owned())]),
         };
         let overlay = Overlay::from(&view);

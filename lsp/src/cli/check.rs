@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::{PromptPolicy, View};
+use trellis_engine::{PromptPolicy, View};
 
 use super::{Spinner, cancel_on_interrupt, fail, open, render, verdict_code, workspace};
 use crate::Format;

@@ -13,9 +13,9 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::{CheckReport, Engine, Progress, PromptPolicy};
 use trellis_engine::ledger::LedgerEvent;
 use trellis_engine::sensor::StageStatus;
+use trellis_engine::{CheckReport, Engine, Progress, PromptPolicy};
 
 /// Exit status: everything passes.
 pub const EXIT_OK: u8 = 0;

@@ -3,11 +3,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use trellis_engine::api::{CheckReport, RepairOutcome, StageSummary};
+use trellis_engine::BranchOutcome;
 use trellis_engine::change::FileChange;
 use trellis_engine::gate::Verdict;
-use trellis_engine::repair::BranchOutcome;
 use trellis_engine::sensor::StageStatus;
+use trellis_engine::{CheckReport, RepairOutcome, StageSummary};
 
 fn stage_line(stages: &[StageSummary]) -> String {
     let parts: Vec<String> = stages

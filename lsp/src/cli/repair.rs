@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::api::{PromptPolicy, RepairOptions, RepairStatus, View};
+use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
 
 use super::{
     EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, render, verdict_code, workspace,

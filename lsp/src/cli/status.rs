@@ -3,22 +3,10 @@
 use std::path::Path;
 
 use trellis_engine::ledger::Ledger;
-use trellis_engine::repair::SearchStatus;
+use trellis_engine::{BranchState, SearchStatus};
 
 use super::{EXIT_OK, fail, workspace};
 use crate::Format;
-
-/// The branch states shown, in the order a branch moves through them.
-const STATES: [&str; 8] = [
-    "opened",
-    "measured",
-    "partial_checkpointed",
-    "ineligible",
-    "not_selected",
-    "abandoned",
-    "selected",
-    "committed",
-];
 
 pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
     let root = match workspace(path) {
@@ -72,10 +60,10 @@ fn print_human(status: &SearchStatus) {
         if let Some(from) = &forest.resumed_from {
             println!("  resumed from {from}");
         }
-        let counts: Vec<String> = STATES
+        let counts: Vec<String> = BranchState::ALL
             .iter()
             .skip(1)
-            .map(|s| format!("{} {}", forest.count(s), s.replace('_', " ")))
+            .map(|&s| format!("{} {}", forest.count(s), s.name().replace('_', " ")))
             .collect();
         println!(
             "  branches: {} opened; {}",

@@ -20,9 +20,9 @@ use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, MessageActionItem,
     MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri,
 };
-use trellis_engine::api::{RepairOutcome, RepairStatus, View};
 use trellis_engine::diagnostic::RelPath;
 use trellis_engine::digest::Digest;
+use trellis_engine::{RepairOutcome, RepairStatus, View};
 
 use super::diagnostics::SOURCE;
 use super::document::Document;

@@ -18,7 +18,7 @@ use tower_lsp_server::ls_types::{
     InitializedParams, LSPAny, MessageType, ServerInfo, WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
-use trellis_engine::api::{Engine, PromptPolicy};
+use trellis_engine::{Engine, PromptPolicy};
 
 use super::actor::{Actor, ApplyOffer, BranchText, Msg};
 use super::capabilities::{ClientFacts, server_capabilities};
@@ -26,7 +26,7 @@ use super::paths::WorkspacePaths;
 use super::protocol::{
     ApplyActionData, BranchFileParams, BranchFileResult, Commands, ServerCommand,
 };
-use super::tasks::{self, Refusal, Shared, prepare_apply, refuse_stale};
+use super::tasks::{self, Shared, prepare_apply, report_refusal};
 
 pub struct Backend {
     client: Client,
@@ -335,18 +335,7 @@ impl LanguageServer for Backend {
         let outcome = request.outcome.clone();
         match prepare_apply(&shared, request).await {
             Ok(edit) => action.edit = Some(edit),
-            Err(Refusal::Stale { found }) => refuse_stale(&shared, outcome, found).await,
-            Err(Refusal::Failed(message)) => {
-                self.client
-                    .show_message(
-                        MessageType::ERROR,
-                        format!(
-                            "Trellis could not apply verified repair {}: {message}",
-                            outcome.repair_id
-                        ),
-                    )
-                    .await;
-            }
+            Err(refusal) => report_refusal(&shared, &outcome, refusal).await,
         }
         Ok(action)
     }

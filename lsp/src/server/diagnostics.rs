@@ -13,7 +13,7 @@ use tower_lsp_server::ls_types::{
     Diagnostic, DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString,
     Position, Range, Uri,
 };
-use trellis_engine::api::CheckReport;
+use trellis_engine::CheckReport;
 use trellis_engine::cluster::Cluster;
 use trellis_engine::diagnostic::{self as engine, Level, Span};
 

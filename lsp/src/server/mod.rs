@@ -1,7 +1,7 @@
 //! `trellis lsp`: the language server over stdio.
 //!
 //! The server translates; the engine decides. Documents become a
-//! [`View`](trellis_engine::api::View), sensing reports become
+//! [`View`](trellis_engine::View), sensing reports become
 //! `publishDiagnostics`, clusters become Repair code actions, a hard-passing
 //! repair becomes an Apply code action carrying a `WorkspaceEdit`, and the
 //! document state that follows confirms the promotion.
@@ -35,7 +35,7 @@ mod tasks;
 mod workspace_edit;
 
 use tower_lsp_server::{LspService, Server};
-use trellis_engine::api::PromptPolicy;
+use trellis_engine::PromptPolicy;
 
 use backend::Backend;
 

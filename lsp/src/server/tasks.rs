@@ -19,11 +19,11 @@ use tower_lsp_server::ls_types::{
     ShowDocumentParams, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressEnd,
     WorkDoneProgressReport, WorkspaceEdit,
 };
-use trellis_engine::api::{
-    Engine, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
-};
 use trellis_engine::diagnostic::RelPath;
 use trellis_engine::digest::Digest;
+use trellis_engine::{
+    Engine, EngineError, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
+};
 
 use super::actor::Msg;
 use super::capabilities::ClientFacts;
@@ -272,39 +272,56 @@ pub struct ApplyRequest {
 
 /// Why an apply cannot go ahead.
 pub enum Refusal {
-    /// The view's root is no longer the repair's start root.
-    Stale {
-        found: Digest,
-    },
+    /// The view's root is no longer the repair's start root (the engine
+    /// decided, and ledgered the refusal).
+    Stale,
     Failed(String),
 }
 
 /// The view's root, computed off the async threads, within [`ROOT_BUDGET`].
 pub async fn view_root(engine: &Arc<Engine>, view: View) -> Result<Digest, String> {
     let engine = engine.clone();
-    let compute = tokio::task::spawn_blocking(move || engine.view_root(&view));
-    match tokio::time::timeout(ROOT_BUDGET, compute).await {
-        Ok(Ok(root)) => root.map_err(|e| e.to_string()),
-        Ok(Err(join)) => Err(format!("computing the view's root failed: {join}")),
-        Err(_) => Err(format!(
+    within_root_budget(move || engine.view_root(&view))
+        .await
+        .map_err(|refusal| match refusal {
+            Refusal::Failed(message) => message,
+            Refusal::Stale => "the workspace changed since the repair started".to_owned(),
+        })
+}
+
+/// Runs engine work that computes the view's root off the async threads,
+/// within [`ROOT_BUDGET`]; the engine's stale-root verdict is a
+/// [`Refusal::Stale`].
+async fn within_root_budget<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, Refusal> {
+    match tokio::time::timeout(ROOT_BUDGET, tokio::task::spawn_blocking(work)).await {
+        Ok(Ok(Ok(done))) => Ok(done),
+        Ok(Ok(Err(EngineError::StaleRoot { .. }))) => Err(Refusal::Stale),
+        Ok(Ok(Err(e))) => Err(Refusal::Failed(e.to_string())),
+        Ok(Err(join)) => Err(Refusal::Failed(format!(
+            "computing the view's root failed: {join}"
+        ))),
+        Err(_) => Err(Refusal::Failed(format!(
             "computing the view's root took longer than {} ms",
             ROOT_BUDGET.as_millis()
-        )),
+        ))),
     }
 }
 
-/// Checks that the request's view still has the repair's start root, then
-/// builds the edit against the editor's current documents.
+/// Asks the engine whether the request's view may take the repair (it
+/// decides, and ledgers a refusal), then builds the edit against the
+/// editor's current documents.
 pub async fn prepare_apply(
     shared: &Arc<Shared>,
     request: ApplyRequest,
 ) -> Result<WorkspaceEdit, Refusal> {
-    let root = view_root(&shared.engine, request.view.clone())
-        .await
-        .map_err(Refusal::Failed)?;
-    if root != request.outcome.start_root {
-        return Err(Refusal::Stale { found: root });
-    }
+    let (engine, outcome, view) = (
+        shared.engine.clone(),
+        request.outcome.clone(),
+        request.view.clone(),
+    );
+    within_root_budget(move || engine.decide_apply(&outcome, &view)).await?;
     let shared = shared.clone();
     tokio::task::spawn_blocking(move || {
         let outcome = &request.outcome;
@@ -348,33 +365,22 @@ fn current_file(
     })
 }
 
-/// Tells the user the apply was refused and ledgers the refusal.
-pub async fn refuse_stale(shared: &Arc<Shared>, outcome: Arc<RepairOutcome>, found: Digest) {
-    let engine = shared.engine.clone();
-    let ledgered = {
-        let outcome = outcome.clone();
-        tokio::task::spawn_blocking(move || engine.record_stale_refusal(&outcome, found)).await
-    };
-    let failure = match ledgered {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(e) => Some(e.to_string()),
-    };
-    if let Some(e) = failure {
-        tracing::error!(
-            "ledgering the stale refusal of {} failed: {e}",
+/// Tells the user why an apply was refused; the engine ledgered a stale
+/// refusal already.
+pub async fn report_refusal(shared: &Shared, outcome: &RepairOutcome, refusal: Refusal) {
+    let message = match refusal {
+        Refusal::Stale => format!(
+            "Trellis refused to apply verified repair {}: the workspace changed since the repair started. Nothing was applied; run Repair again.",
             outcome.repair_id
-        );
-    }
+        ),
+        Refusal::Failed(message) => format!(
+            "Trellis could not apply verified repair {}: {message}",
+            outcome.repair_id
+        ),
+    };
     shared
         .client
-        .show_message(
-            MessageType::ERROR,
-            format!(
-                "Trellis refused to apply verified repair {}: the workspace changed since the repair started. Nothing was applied; run Repair again.",
-                outcome.repair_id
-            ),
-        )
+        .show_message(MessageType::ERROR, message)
         .await;
 }
 
@@ -429,22 +435,9 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
             }
             let _ = tx.send(Msg::ViewMayHaveChanged);
         }
-        Err(Refusal::Stale { found }) => {
+        Err(refusal) => {
             let _ = tx.send(not_sent());
-            refuse_stale(&shared, outcome, found).await;
-        }
-        Err(Refusal::Failed(message)) => {
-            let _ = tx.send(not_sent());
-            shared
-                .client
-                .show_message(
-                    MessageType::ERROR,
-                    format!(
-                        "Trellis could not apply verified repair {}: {message}",
-                        outcome.repair_id
-                    ),
-                )
-                .await;
+            report_refusal(&shared, &outcome, refusal).await;
         }
     }
 }

@@ -1,0 +1,549 @@
+//! The metered effects: the only code in the runtime that copies into a
+//! branch slot, runs a sensor, or moves a forest's budget.
+//!
+//! [`ForestRun`] is one open forest and the ledger it writes to. Each
+//! action is one method that reserves against the forest's budget, acts,
+//! settles with actuals and ledgers the usage snapshot after each budget
+//! move (erratum 14), so "every action is reserved first" holds by
+//! construction: `reserve` and `settle` are private to this file, and so
+//! is every call of `materialize`, `measure` and `Sensor::run`. A crash
+//! therefore resumes with at least what was reserved. A refused
+//! reservation is ledgered as an observation and returned as `None`; the
+//! step decides what follows.
+//!
+//! It must never decide: which branch to open, whether a state is
+//! eligible, what to select or commit is the step's. It writes no user
+//! file, and a closed forest writes nothing more.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::digest::Digest;
+use crate::edit;
+use crate::error::EngineError;
+use crate::gate::{AcceptedTrajectory, GateDecision};
+use crate::ledger::SearchEvent;
+use crate::measure::{Measurement, measure};
+use crate::propose::Candidate;
+use crate::records;
+use crate::runtime::blocking;
+use crate::search::{
+    ActionKind, BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError,
+    NoGoodComponents, NoGoodRefusal, PartialCheckpointRef, Receipt, Reservation, SearchBranch,
+    SearchForest, Seed, Selection, Support,
+};
+use crate::sensor::{Sensor, SensorRun, StageReport};
+use crate::snapshot::{
+    self, CopyLimits, DirSource, MaterializeReport, Overlay, Snapshot, SnapshotError, Snapshotter,
+};
+
+use super::Ctx;
+use super::session::Session;
+use crate::report::{BranchOutcome, BranchReport};
+
+/// One forest and the ledger it writes to: every budget move is followed by
+/// a usage snapshot, and a closed forest writes nothing more.
+pub(super) struct ForestRun<'a> {
+    pub(super) ctx: &'a Ctx<'a>,
+    forest: SearchForest,
+}
+
+/// What a probe's narrowed build showed.
+pub(super) enum Probed {
+    /// The budget refused the reservation.
+    Refused,
+    /// The candidate does not apply to the slot, and why.
+    NotApplicable(String),
+    Built(StageReport),
+}
+
+/// What a metered copy did: its settled receipt, whether it copied more
+/// than it reserved, and the copy itself.
+pub(super) struct Copied {
+    pub(super) receipt: Receipt,
+    pub(super) exceeded: bool,
+    pub(super) copy: Result<MaterializeReport, SnapshotError>,
+}
+
+impl<'a> ForestRun<'a> {
+    /// Opens the step's forest: claims an interrupted forest's usage if this
+    /// is its owner, ledgers `search_opened` and the first snapshot.
+    pub(super) fn open(
+        ctx: &'a Ctx<'a>,
+        session: &mut Session,
+        accepted_root: Digest,
+        max_branches: usize,
+    ) -> Result<ForestRun<'a>, EngineError> {
+        let binding = ForestBinding {
+            node: session.node.clone(),
+            generation: session.generation,
+            accepted_root,
+        };
+        if let Some(forest) = session
+            .resumed_forest
+            .take_if(|forest| forest.accepted_root == accepted_root)
+        {
+            // Opened (and ledgered) when the generation was continued.
+            return Ok(ForestRun { ctx, forest });
+        }
+        let forest_id = format!(
+            "{}/{}/f{}",
+            session.node, session.generation, session.next_forest
+        );
+        session.next_forest += 1;
+        let seed = session.claim.open(&binding, ctx.config.exploration.limits);
+        let forest = SearchForest::open(
+            forest_id,
+            binding,
+            seed.budget,
+            max_branches,
+            seed.resumed_from,
+        )?;
+        let run = ForestRun { ctx, forest };
+        run.append(&records::search_opened(&run.forest))?;
+        if let Some(notice) = session.nogoods.key_only_notice() {
+            run.observe("", &notice)?;
+        }
+        if let Some(bypass) = seed.bypass {
+            // The interrupted forest can never be claimed by its owner now (its
+            // attempt restarted under a new generation): close it, so the next
+            // interruption is not mistaken for an ambiguous pair of searches.
+            if let Some(close) =
+                session.close_superseded(&bypass.interrupted_forest, &run.forest.forest_id)
+            {
+                run.append(&close)?;
+            }
+            run.observe(
+                "",
+                &format!(
+                    "interrupted forest {} belongs to {}/{} at root {}; this forest opened with a \
+                     fresh budget and left that usage unclaimed",
+                    bypass.interrupted_forest,
+                    bypass.owner.node,
+                    bypass.owner.generation,
+                    bypass.owner.accepted_root.short(12)
+                ),
+            )?;
+        }
+        run.snapshot()?;
+        Ok(run)
+    }
+
+    /// The forest a continued generation opened and no step ran in.
+    pub(super) fn resumed(ctx: &'a Ctx<'a>, forest: SearchForest) -> ForestRun<'a> {
+        ForestRun { ctx, forest }
+    }
+
+    /// Keeps the forest open for the session's next step.
+    pub(super) fn into_forest(self) -> SearchForest {
+        self.forest
+    }
+}
+
+impl ForestRun<'_> {
+    pub(super) fn forest(&self) -> &SearchForest {
+        &self.forest
+    }
+
+    pub(super) fn id(&self) -> &str {
+        &self.forest.forest_id
+    }
+
+    pub(super) fn append(&self, event: &SearchEvent) -> Result<(), EngineError> {
+        self.ctx
+            .ledger
+            .append_search(event)
+            .map(|_| ())
+            .map_err(crate::error::io)
+    }
+
+    fn snapshot(&self) -> Result<(), EngineError> {
+        self.append(&records::usage_snapshot(&self.forest))
+    }
+
+    pub(super) fn observe(&self, branch_id: &str, text: &str) -> Result<(), EngineError> {
+        self.append(&records::observation(self.id(), branch_id, text))
+    }
+
+    /// Reserves `kind`, or says why not as an observation.
+    fn reserve(&mut self, kind: ActionKind) -> Result<Option<Reservation>, EngineError> {
+        if let Err(refusal) = self.forest.budget().admits(&kind) {
+            self.observe("", &format!("no {}: {refusal}", kind.name()))?;
+            return Ok(None);
+        }
+        let reservation = self.forest.reserve(kind)?;
+        self.snapshot()?;
+        Ok(Some(reservation))
+    }
+
+    /// Settles with actuals. An overflow closes the forest: its live
+    /// branches are abandoned (and their slots removed).
+    fn settle(
+        &mut self,
+        reservation: Reservation,
+        actual: ActionKind,
+    ) -> Result<(Receipt, bool), EngineError> {
+        let settled = self.forest.settle(reservation, actual)?;
+        self.snapshot()?;
+        if let Some(overflow) = settled.settlement.overflow {
+            self.observe(
+                "",
+                &format!(
+                    "budget overflow: {} would reach {} (limit {}); the forest closes",
+                    overflow.counter, overflow.attempted, overflow.limit
+                ),
+            )?;
+            self.abandoned(&settled.abandoned, "the search budget overflowed")?;
+        }
+        Ok((
+            settled.settlement.receipt,
+            settled.settlement.exceeded_reservation,
+        ))
+    }
+
+    /// Copies all of `state` into `slot` (a fork, or a rebuilt state's
+    /// copy) under a reservation of its whole size, settled with what was
+    /// copied. `None` when the budget refuses the reservation.
+    pub(super) fn copy_state(
+        &mut self,
+        state: &Snapshot,
+        source: &DirSource,
+        slot: &Path,
+    ) -> Result<Option<Copied>, EngineError> {
+        let files = state.entries.len() as u64;
+        let bytes = state.total_bytes();
+        let exploration = &self.ctx.config.exploration;
+        let limits = CopyLimits {
+            max_files: files.min(exploration.workspace_files),
+            max_bytes: bytes.min(exploration.workspace_bytes),
+        };
+        self.copy(state, source, slot, (files, bytes), limits, |r| {
+            ActionKind::Fork {
+                files: r.files,
+                bytes: r.bytes,
+            }
+        })
+    }
+
+    /// Syncs a probed slot back to its seed under a reservation sized by
+    /// the files the probe touched, settled with what the sync wrote
+    /// (removing a file the build left copies nothing). `None` when the
+    /// budget refuses the reservation.
+    pub(super) fn sync_back(
+        &mut self,
+        seed: &Snapshot,
+        source: &DirSource,
+        slot: &Path,
+        touched: &BTreeSet<&str>,
+    ) -> Result<Option<Copied>, EngineError> {
+        let files = touched.len() as u64;
+        let bytes = touched
+            .iter()
+            .filter_map(|path| seed.entries.get(*path))
+            .map(|entry| entry.size)
+            .sum();
+        let exploration = &self.ctx.config.exploration;
+        let limits = CopyLimits {
+            max_files: (seed.entries.len() as u64).min(exploration.workspace_files),
+            max_bytes: seed.total_bytes().min(exploration.workspace_bytes),
+        };
+        self.copy(seed, source, slot, (files, bytes), limits, |r| {
+            ActionKind::Fork {
+                files: r.written,
+                bytes,
+            }
+        })
+    }
+
+    /// Reserve a fork of `(files, bytes)`, materialize, settle with
+    /// `actual` of what was copied; a failed copy is charged its whole
+    /// reservation.
+    fn copy(
+        &mut self,
+        state: &Snapshot,
+        source: &DirSource,
+        slot: &Path,
+        (files, bytes): (u64, u64),
+        limits: CopyLimits,
+        actual: impl FnOnce(&MaterializeReport) -> ActionKind,
+    ) -> Result<Option<Copied>, EngineError> {
+        let Some(reservation) = self.reserve(ActionKind::Fork { files, bytes })? else {
+            return Ok(None);
+        };
+        let copy = blocking(|| snapshot::materialize(state, source, slot, limits));
+        let charged = match &copy {
+            Ok(r) => actual(r),
+            Err(_) => ActionKind::Fork { files, bytes },
+        };
+        let (receipt, exceeded) = self.settle(reservation, charged)?;
+        Ok(Some(Copied {
+            receipt,
+            exceeded,
+            copy,
+        }))
+    }
+
+    /// Measures `slot` (state `root`) by every configured stage under a
+    /// verifier-run reservation, settled after. `None` when the budget
+    /// refuses the reservation.
+    pub(super) async fn measure(
+        &mut self,
+        root: Digest,
+        slot: &Path,
+        label: &str,
+    ) -> Result<Option<(Measurement, Receipt)>, EngineError> {
+        let Some(verifier) = self.reserve(ActionKind::VerifierRun)? else {
+            return Ok(None);
+        };
+        let ctx = self.ctx;
+        let m = measure(
+            root,
+            slot,
+            &ctx.slots.branch_target(),
+            ctx.sensors,
+            ctx.config,
+            label,
+            ctx.progress,
+            ctx.cancel,
+        )
+        .await;
+        let (receipt, _) = self.settle(verifier, ActionKind::VerifierRun)?;
+        Ok(Some((m, receipt)))
+    }
+
+    /// A diagnostic probe of one alternative: applies `candidate` in `slot`
+    /// and runs the `build` stage alone on it, a narrowed sensor run that
+    /// is reserved like any verifier run (and never a gate decision).
+    pub(super) async fn probe_build(
+        &mut self,
+        build: &dyn Sensor,
+        slot: &Path,
+        candidate: &Candidate,
+    ) -> Result<Probed, EngineError> {
+        let Some(reservation) = self.reserve(ActionKind::VerifierRun)? else {
+            return Ok(Probed::Refused);
+        };
+        let ctx = self.ctx;
+        let probed = match blocking(|| apply_candidate(slot, candidate)) {
+            Ok(()) => Probed::Built(
+                build
+                    .run(SensorRun {
+                        dir: slot,
+                        target_dir: &ctx.slots.branch_target(),
+                        deadline: Duration::from_secs(ctx.config.stages.build_timeout_secs),
+                        cancel: ctx.cancel.clone(),
+                    })
+                    .await,
+            ),
+            Err(reason) => Probed::NotApplicable(reason),
+        };
+        self.settle(reservation, ActionKind::VerifierRun)?;
+        Ok(probed)
+    }
+
+    /// Charges the wall time of a branch at its boundary.
+    pub(super) fn charge_elapsed(&mut self, since: Instant) -> Result<(), EngineError> {
+        if self.forest.is_closed() {
+            return Ok(());
+        }
+        let abandoned = self.forest.charge_elapsed(since.elapsed().as_secs())?;
+        self.snapshot()?;
+        self.abandoned(&abandoned, "the search deadline passed")
+    }
+
+    fn abandoned(&self, branch_ids: &[String], reason: &str) -> Result<(), EngineError> {
+        for branch_id in branch_ids {
+            remove_slot(self.ctx, branch_id);
+            self.append(&records::search_abandoned(self.id(), branch_id, reason))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the forest: abandons what is still live, then the final
+    /// snapshot, then `search_closed`, last.
+    pub(super) fn close(mut self, reason: &str) -> Result<(), EngineError> {
+        let abandoned = self.forest.close(reason);
+        self.abandoned(&abandoned, reason)?;
+        self.snapshot()?;
+        self.append(&records::search_closed(&self.forest.forest_id, reason))
+    }
+
+    // -- branch transitions: the forest's, ledgered here -------------------
+
+    /// A new branch from `seed`, paid for by the settled copy `receipt`.
+    pub(super) fn fork(
+        &mut self,
+        seed: Seed,
+        spec: BranchSpec,
+        receipt: Receipt,
+    ) -> Result<SearchBranch, EngineError> {
+        let branch = self.forest.fork(seed, spec, receipt)?.clone();
+        self.append(&records::branch_forked(self.id(), &branch))?;
+        Ok(branch)
+    }
+
+    pub(super) fn start(&mut self, branch_id: &str) -> Result<(), EngineError> {
+        self.forest.start(branch_id).map_err(EngineError::from)
+    }
+
+    /// Abandons a running branch and removes its workspace.
+    pub(super) fn abandon(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
+        self.forest.abandon(branch_id, reason)?;
+        self.abandoned(&[branch_id.to_owned()], reason)
+    }
+
+    /// Rejects a running branch, ledgers why, and removes its workspace.
+    pub(super) fn reject(
+        &mut self,
+        report: &mut BranchReport,
+        reason: String,
+    ) -> Result<(), EngineError> {
+        self.forest.reject(&report.branch_id, &reason)?;
+        remove_slot(self.ctx, &report.branch_id);
+        self.append(&records::search_ineligible(
+            self.id(),
+            &report.branch_id,
+            &reason,
+        ))?;
+        report.outcome = BranchOutcome::Ineligible { reason };
+        Ok(())
+    }
+
+    /// The forest's eligibility verdict on a measured branch, paid for by
+    /// the settled verifier `receipt`; ledgers the measurement.
+    pub(super) fn judge(
+        &mut self,
+        branch_id: &str,
+        observation: &CandidateObservation,
+        trajectory: &AcceptedTrajectory,
+        receipt: Receipt,
+    ) -> Result<Eligibility, EngineError> {
+        let eligibility = self
+            .forest
+            .measure(branch_id, observation, trajectory, receipt)?;
+        self.append(&records::search_candidate_measured(
+            self.id(),
+            branch_id,
+            observation.root,
+            observation.energy,
+            observation.hard_pass,
+        ))?;
+        Ok(eligibility)
+    }
+
+    pub(super) fn checkpoint_partial(
+        &mut self,
+        branch_id: &str,
+        root: Digest,
+        plan: Digest,
+        obligations: Vec<Digest>,
+        evidence: Digest,
+    ) -> Result<PartialCheckpointRef, EngineError> {
+        let checkpoint =
+            self.forest
+                .checkpoint_partial(branch_id, root, Some(plan), obligations, evidence)?;
+        self.append(&records::partial_checkpointed(
+            self.id(),
+            branch_id,
+            &checkpoint,
+        ))?;
+        Ok(checkpoint)
+    }
+
+    /// Selects among the measured branches; the losers lose their slots.
+    pub(super) fn select(&mut self, profile: Digest) -> Result<Selection, EngineError> {
+        let selection = self.forest.select(profile)?;
+        self.append(&records::search_selected(self.id(), &selection.selected))?;
+        for loser in &selection.not_selected {
+            remove_slot(self.ctx, loser);
+            self.append(&records::search_not_selected(
+                self.id(),
+                loser,
+                &selection.selected,
+            ))?;
+        }
+        Ok(selection)
+    }
+
+    /// The forest's one commit through the gate; a gate refusal is the
+    /// step's to handle.
+    pub(super) fn commit(
+        &mut self,
+        trajectory: &mut AcceptedTrajectory,
+    ) -> Result<GateDecision, ForestError> {
+        self.forest.commit(trajectory)
+    }
+
+    /// Records an exact no-good when the support is deterministic; a refused
+    /// support is kept only as an observation.
+    pub(super) fn record_no_good(
+        &self,
+        session: &mut Session,
+        branch_id: &str,
+        components: &NoGoodComponents,
+        support: Result<Support, NoGoodRefusal>,
+    ) -> Result<(), EngineError> {
+        match support {
+            Ok(support) => {
+                if let Some(nogood) = session.nogoods.store.record(components.clone(), support) {
+                    self.append(&SearchEvent::no_good_recorded(self.id(), branch_id, nogood))?;
+                }
+                Ok(())
+            }
+            Err(refusal) => self.observe(branch_id, &format!("no no-good recorded: {refusal}")),
+        }
+    }
+}
+
+/// Realizes a candidate in its slot and snapshots the result. An edit is
+/// not a budget action of its own: the verifier run that measures it pays.
+pub(super) fn realize(slot: &Path, candidate: &Candidate) -> Result<Snapshot, String> {
+    blocking(|| {
+        apply_candidate(slot, candidate).and_then(|()| {
+            Snapshotter::new(slot, None)
+                .snapshot(&Overlay::default())
+                .map_err(|e| e.to_string())
+        })
+    })
+}
+
+/// Applies a candidate's edits inside `slot`. Paths are confined to the slot.
+fn apply_candidate(slot: &Path, candidate: &Candidate) -> Result<(), String> {
+    let mut by_path: std::collections::BTreeMap<&str, Vec<edit::TextEdit>> =
+        std::collections::BTreeMap::new();
+    for (path, e) in &candidate.edits {
+        by_path.entry(path.as_str()).or_default().push(e.clone());
+    }
+    for (path, edits) in by_path {
+        let full = snapshot::fsutil::confine(slot, path).map_err(|e| e.to_string())?;
+        let bytes = std::fs::read(&full).map_err(|e| format!("{path}: {e}"))?;
+        let text = String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))?;
+        let edited = edit::apply(path, &text, &edits).map_err(|e| e.to_string())?;
+        snapshot::fsutil::write_atomic(slot, path, edited.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// An abandoned, rejected or unselected branch loses its workspace.
+pub(super) fn remove_slot(ctx: &Ctx<'_>, branch_id: &str) {
+    let slot = ctx.slots.branch(branch_index(branch_id));
+    // A slot that is already gone is fine; the next fork re-copies it.
+    let _ = std::fs::remove_dir_all(slot);
+}
+
+/// The slot of a branch, by its id.
+pub(super) fn branch_slot(ctx: &Ctx<'_>, branch_id: &str) -> PathBuf {
+    ctx.slots.branch(branch_index(branch_id))
+}
+
+/// The slot index of a branch: `b1` is slot 0. Branch ids come from
+/// `SearchForest::fork`, so any other id is a broken invariant, never a slot
+/// to guess (guessing could remove another branch's workspace).
+fn branch_index(branch_id: &str) -> usize {
+    branch_id
+        .strip_prefix('b')
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+        .unwrap_or_else(|| panic!("branch id {branch_id:?} is not one of b1, b2, ..."))
+}

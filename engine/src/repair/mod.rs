@@ -1,0 +1,73 @@
+//! The repair runtime: bounded search steps over the accepted trajectory.
+//!
+//! One step is one [`SearchForest`](crate::search::SearchForest) over
+//! (node, generation, accepted root): build the correction packet of the
+//! target cluster, ask the proposer for candidates, and open one branch at
+//! a time. Every eager copy and every sensor run reserves against the
+//! forest's budget before it runs and settles with actuals, and the usage
+//! is ledgered after each (erratum 14), so a crash resumes with at least
+//! what was reserved. An exact no-good refuses a repeated attempt for free.
+//! Branch previews never decide; the forest selects one candidate
+//! (Proposition 5) and commits it once through the gate's
+//! [`AcceptedTrajectory`](crate::gate::AcceptedTrajectory). Steps repeat
+//! from the new accepted state until hard pass, the decision bound, or no
+//! eligible candidate. Nothing here writes the user's files: promotion is
+//! separate and requires a hard pass.
+//!
+//! The rooms, in the order a repair passes through them:
+//!
+//! - [`session`]: what a repair inherits from the ledger (no-goods, the
+//!   continuation of an interrupted generation, refusals of an ambiguous
+//!   record);
+//! - [`search`](mod@search): the loop over steps, and the continuation of a generation;
+//! - [`plan`]: pure: plans, quanta and the identities of attempts;
+//! - [`step`]: one forest: quanta, expansion, selection, the one commit;
+//! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;
+//! - [`effects`]: the only code that copies, measures or moves the budget;
+//! - [`accepted`]: the accepted-state store and its rebuild;
+//! - [`status`]: the ledger's search rows folded for display.
+
+mod accepted;
+mod effects;
+mod plan;
+mod quantum;
+mod search;
+mod session;
+mod status;
+mod step;
+#[cfg(test)]
+mod test_support;
+
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::ledger::Ledger;
+use crate::report::{RepairStatus, StepReport};
+use crate::runtime::Progress;
+use crate::sensor::Sensor;
+use crate::slots::Slots;
+
+pub(crate) use accepted::Accepted;
+pub(crate) use search::search;
+pub(crate) use session::Session;
+pub use status::{BranchState, BranchStatus, ForestStatus, SearchStatus};
+
+/// What the runtime needs from the engine for one repair.
+pub(crate) struct Ctx<'a> {
+    pub root: &'a Path,
+    pub config: &'a Config,
+    pub sensors: &'a [Box<dyn Sensor>],
+    pub ledger: &'a Ledger,
+    pub slots: &'a Slots,
+    pub progress: &'a dyn Progress,
+    pub cancel: &'a CancellationToken,
+}
+
+pub(crate) struct SearchResult {
+    pub status: RepairStatus,
+    pub steps: Vec<StepReport>,
+    pub last: Accepted,
+    pub labels: Vec<String>,
+}

@@ -1,0 +1,394 @@
+//! One quantum of a running branch: realize a candidate in its slot (or
+//! probe a choice for one), measure it, and say what it showed.
+//!
+//! A measured state is eligible (it awaits selection), kept as a partial
+//! checkpoint when it fails only on descent and the proposer can still act
+//! on a cluster whose resolution alone would make it eligible, or rejected;
+//! a rejection with deterministic evidence records an exact no-good.
+//!
+//! It must never copy, measure or move the budget except through
+//! [`ForestRun`], and never select or commit: that is the step's, once per
+//! forest.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::cluster::{EnergyModel, assess};
+use crate::digest::Digest;
+use crate::error::EngineError;
+use crate::gate::{AcceptedTrajectory, Observation};
+use crate::measure::Measurement;
+use crate::propose::{Candidate, SuggestionProposer};
+use crate::search::{
+    Attempt, CandidateObservation, Eligibility, Environmental, Evidence, Ineligibility,
+    NoGoodComponents, NoGoodRefusal, Seed, Support,
+};
+use crate::sensor::{StageReport, StageStatus};
+use crate::snapshot::{DirSource, Snapshot};
+
+use super::accepted::Accepted;
+use super::effects::{ForestRun, Probed, realize};
+use super::plan::{
+    KeptPartial, Plan, Quantum, Track, cluster_signature, dominant_cluster, evidence_digest,
+    obligations, packet_energy,
+};
+use super::session::Session;
+use super::step::Eligible;
+use crate::report::{BranchOutcome, BranchReport};
+
+/// How one quantum ended.
+pub(super) enum QuantumEnd {
+    /// Measured eligible: the branch awaits selection.
+    Eligible(Box<Eligible>),
+    /// Ineligible but actionable: kept as a partial checkpoint.
+    Partial(Box<KeptPartial>),
+    /// Rejected.
+    Ineligible,
+    /// Cancelled, or the budget closed the forest: nothing more runs.
+    Stop,
+}
+
+/// The seed a quantum starts from: its content, its measurement and the
+/// plan its evidence offers.
+pub(super) struct SeedView<'p> {
+    pub(super) snapshot: &'p Snapshot,
+    pub(super) source: DirSource,
+    pub(super) measurement: &'p Measurement,
+    pub(super) plan: &'p Plan,
+}
+
+/// One quantum of the running branch `branch_id`, borrowing what it needs
+/// from its step.
+pub(super) struct QuantumRun<'q, 'a> {
+    pub(super) run: &'q mut ForestRun<'a>,
+    pub(super) session: &'q mut Session,
+    pub(super) trajectory: &'q AcceptedTrajectory,
+    pub(super) accepted: &'q Accepted,
+    /// The step's plan: its targeted cluster.
+    pub(super) plan: &'q Plan,
+    pub(super) measured_roots: &'q mut BTreeSet<Digest>,
+    /// The targeted cluster's energy at the accepted state.
+    pub(super) targeted_before: f64,
+    pub(super) branch_id: String,
+    pub(super) slot: PathBuf,
+    pub(super) report: &'q mut BranchReport,
+}
+
+impl QuantumRun<'_, '_> {
+    /// A diagnostic probe over a choice. Each untried alternative is applied
+    /// alone in the branch slot and measured by the build stage only (see
+    /// [`ForestRun::probe_build`]), then the slot is synced back to its
+    /// seed. The probe implicates the alternative that builds with the
+    /// lowest energy, if that is below the seed's; only that one is then
+    /// edited and measured in full.
+    pub(super) async fn probe(
+        &mut self,
+        seed: &SeedView<'_>,
+        tried: &[Attempt],
+    ) -> Result<Option<Candidate>, EngineError> {
+        let ctx = self.run.ctx;
+        let branch_id = self.branch_id.clone();
+        let branch_id = branch_id.as_str();
+        // The build stage alone: the narrowest run that says whether a choice
+        // compiles.
+        let Some(build) = ctx.sensors.iter().find(|s| s.stage() == "build") else {
+            self.run
+                .observe(branch_id, "no build stage to probe with")?;
+            return Ok(None);
+        };
+        let narrowed_energy =
+            |reports: &[StageReport]| assess(reports, &[], &EnergyModel::V1).energy;
+        let seed_reports: Vec<StageReport> = seed
+            .measurement
+            .reports
+            .iter()
+            .filter(|r| r.stage == build.stage())
+            .cloned()
+            .collect();
+        let seed_energy = narrowed_energy(&seed_reports);
+        let untried = seed.plan.candidates.iter().filter(|c| {
+            c.alternative.is_some()
+                && !tried
+                    .iter()
+                    .any(|a| a.route == c.proposer && a.alternative == c.alternative)
+        });
+        let mut best: Option<(f64, &Candidate)> = None;
+        for candidate in untried {
+            if ctx.cancel.is_cancelled() || self.run.forest().is_closed() {
+                break;
+            }
+            let probed = self
+                .run
+                .probe_build(build.as_ref(), &self.slot, candidate)
+                .await?;
+            if matches!(probed, Probed::Refused) {
+                break;
+            }
+            // Syncing the slot back to its seed is a copy of what the probe
+            // touched: reserved and settled like any other.
+            if !self.restore_seed(candidate, seed)? {
+                // A slot that cannot be restored must not be edited further.
+                self.run.observe(
+                    branch_id,
+                    "probe stopped: its slot could not be synced back to the seed",
+                )?;
+                return Ok(None);
+            }
+            let alternative = candidate.alternative.map_or(0, |i| i + 1);
+            let energy = match probed {
+                Probed::Built(report)
+                    if !matches!(report.status, StageStatus::Unavailable { .. }) =>
+                {
+                    narrowed_energy(std::slice::from_ref(&report))
+                }
+                Probed::NotApplicable(reason) => {
+                    self.run.observe(
+                        branch_id,
+                        &format!(
+                            "probe #{alternative} `{}`: not applicable: {reason}",
+                            candidate.label
+                        ),
+                    )?;
+                    continue;
+                }
+                Probed::Built(_) | Probed::Refused => {
+                    self.run.observe(
+                        branch_id,
+                        &format!(
+                            "probe #{alternative} `{}`: the build could not run",
+                            candidate.label
+                        ),
+                    )?;
+                    continue;
+                }
+            };
+            self.run.observe(
+                branch_id,
+                &format!(
+                    "probe #{alternative} `{}`: build energy {energy:.2} (seed {seed_energy:.2})",
+                    candidate.label
+                ),
+            )?;
+            if best.is_none_or(|(lowest, _)| energy < lowest) {
+                best = Some((energy, candidate));
+            }
+        }
+        Ok(best
+            .filter(|(energy, _)| *energy < seed_energy)
+            .map(|(_, candidate)| candidate.clone()))
+    }
+
+    /// Syncs the probed slot back to its seed. `false` when the budget
+    /// refuses the copy or it exceeded its reservation.
+    fn restore_seed(
+        &mut self,
+        candidate: &Candidate,
+        seed: &SeedView<'_>,
+    ) -> Result<bool, EngineError> {
+        let touched: BTreeSet<&str> = candidate
+            .edits
+            .iter()
+            .map(|(path, _)| path.as_str())
+            .collect();
+        let Some(copied) = self
+            .run
+            .sync_back(seed.snapshot, &seed.source, &self.slot, &touched)?
+        else {
+            return Ok(false);
+        };
+        let synced = copied.copy?;
+        if synced.root != seed.snapshot.root {
+            return Err(EngineError::Invariant(format!(
+                "{}: the probe slot did not sync back to its seed",
+                self.slot.display()
+            )));
+        }
+        Ok(!copied.exceeded)
+    }
+
+    /// Realizes `candidate` in the slot, measures it under a verifier
+    /// reservation, and records what it showed in `track` and the report.
+    /// An ineligible state whose evidence the proposer can still act on is
+    /// kept as a partial checkpoint; any other is rejected.
+    pub(super) async fn measure(
+        &mut self,
+        quantum: &Quantum,
+        candidate: &Candidate,
+        components: &NoGoodComponents,
+        track: &mut Track,
+    ) -> Result<QuantumEnd, EngineError> {
+        let ctx = self.run.ctx;
+        let branch_id = self.branch_id.clone();
+        let seed_root = match &quantum.seed {
+            Seed::Accepted => self.accepted.snapshot.root,
+            Seed::Partial(p) => p.state_root,
+        };
+        let y = match realize(&self.slot, candidate) {
+            Ok(y) => y,
+            Err(reason) => {
+                self.reject(format!("candidate could not be realized: {reason}"))?;
+                return Ok(QuantumEnd::Ineligible);
+            }
+        };
+        self.report.root = Some(y.root);
+        if y.root == seed_root {
+            self.reject("the candidate changed nothing".into())?;
+            let support = Support::from_evidence(Evidence::UnchangedState { root: y.root });
+            self.run
+                .record_no_good(self.session, &branch_id, components, support)?;
+            return Ok(QuantumEnd::Ineligible);
+        }
+        if self.run.forest().is_measured_root(&y.root) || self.measured_roots.contains(&y.root) {
+            // Not re-measured (system 20): no verifier reservation.
+            self.reject("duplicate of an already measured state".into())?;
+            return Ok(QuantumEnd::Ineligible);
+        }
+
+        let label = format!("branch {branch_id}");
+        let Some((m, receipt)) = self.run.measure(y.root, &self.slot, &label).await? else {
+            self.run
+                .abandon(&branch_id, "no verifier run left in the budget")?;
+            self.report.outcome = BranchOutcome::Ineligible {
+                reason: "the search budget has no verifier run left".into(),
+            };
+            return Ok(QuantumEnd::Stop);
+        };
+        if !ctx.cancel.is_cancelled() {
+            // Only a finished measurement makes a root "already measured".
+            self.measured_roots.insert(y.root);
+        }
+        let report = &mut *self.report;
+        report.energy = Some(m.energy());
+        report.hard_pass = m.hard_pass();
+        report.preview = Some(self.trajectory.preview(&Observation {
+            root: y.root,
+            energy: m.energy(),
+            hard_pass: m.hard_pass(),
+        }));
+        report.stages = m.stage_summaries(ctx.config);
+        report.clusters = m
+            .assessment
+            .clusters
+            .iter()
+            .map(|c| c.title.clone())
+            .collect();
+        track.energies.push(m.energy());
+        if let Some(dominant) = dominant_cluster(&m, &self.plan.packet.cluster_id) {
+            track.signatures.push(cluster_signature(&dominant.id));
+        }
+        if self.run.forest().is_closed() {
+            self.report.outcome = BranchOutcome::Ineligible {
+                reason: "the search budget closed the forest".into(),
+            };
+            return Ok(QuantumEnd::Stop);
+        }
+        if ctx.cancel.is_cancelled() {
+            self.run.abandon(&branch_id, "cancelled")?;
+            self.report.outcome = BranchOutcome::Ineligible {
+                reason: "cancelled".into(),
+            };
+            return Ok(QuantumEnd::Stop);
+        }
+        let observation = CandidateObservation {
+            root: y.root,
+            energy: m.energy(),
+            hard_pass: m.hard_pass(),
+            targeted_improvement: self.targeted_before
+                - packet_energy(&m, &self.plan.packet.cluster_id),
+            cost: m.cost_ms,
+            profile: m.profile,
+            barriers_hold: true,
+            required_sensors_ran: m.required_ran(ctx.config),
+        };
+        let reasons = match self
+            .run
+            .judge(&branch_id, &observation, self.trajectory, receipt)?
+        {
+            Eligibility::Eligible => {
+                return Ok(QuantumEnd::Eligible(Box::new(Eligible {
+                    branch_id,
+                    label: candidate.label.clone(),
+                    y,
+                    m,
+                })));
+            }
+            Eligibility::Ineligible(reasons) => reasons,
+        };
+        let reason = if reasons.contains(&Ineligibility::RequiredSensorMissing) {
+            format!(
+                "a required stage could not run: {}",
+                m.unavailable().join(", ")
+            )
+        } else if reasons.contains(&Ineligibility::NotDescending) {
+            format!(
+                "no descent: energy {:.2} is not below {:.2} − ρ",
+                m.energy(),
+                self.trajectory.v_best()
+            )
+        } else {
+            "an operational barrier does not hold".to_owned()
+        };
+        // A state measured by every required stage and failing only on descent
+        // is worth keeping when the proposer can act on a cluster whose
+        // resolution alone would make the state eligible: evidence the branch
+        // can still turn into a descent, not a pre-existing residual to carry.
+        let bar = self.trajectory.v_best() - ctx.config.gate.rho;
+        let actionable = (reasons == [Ineligibility::NotDescending])
+            .then(|| {
+                Plan::first_actionable(
+                    &m,
+                    None,
+                    |cluster| m.energy() - cluster.energy <= bar,
+                    ctx.config,
+                    &SuggestionProposer,
+                )
+            })
+            .flatten();
+        if let Some(next_plan) = actionable {
+            let checkpoint = self.run.checkpoint_partial(
+                &branch_id,
+                y.root,
+                next_plan.digest(),
+                obligations(&m),
+                evidence_digest(&m),
+            )?;
+            self.report.outcome = BranchOutcome::Partial {
+                reason: format!(
+                    "{reason}; kept as partial checkpoint {} with `{}` to work on",
+                    checkpoint.digest().short(12),
+                    next_plan.packet.cluster_title
+                ),
+            };
+            return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
+                checkpoint,
+                branch_id,
+                snapshot: y,
+                measurement: m,
+                plan: next_plan,
+            })));
+        }
+        self.reject(reason)?;
+        // Only deterministic evidence supports a no-good: a stage that could not
+        // run is environmental, and a retry may succeed.
+        let support = if observation.required_sensors_ran {
+            dominant_cluster(&m, &self.plan.packet.cluster_id)
+                .map(|cluster| {
+                    Support::from_evidence(Evidence::Cluster {
+                        cluster,
+                        assessment: &m.assessment,
+                    })
+                })
+                .unwrap_or(Err(NoGoodRefusal::Empty))
+        } else {
+            Support::from_evidence(Evidence::Environmental(Environmental::SensorUnavailable))
+        };
+        self.run
+            .record_no_good(self.session, &branch_id, components, support)?;
+        Ok(QuantumEnd::Ineligible)
+    }
+
+    /// Rejects the running branch (see [`ForestRun::reject`]).
+    pub(super) fn reject(&mut self, reason: String) -> Result<(), EngineError> {
+        self.run.reject(self.report, reason)
+    }
+}

@@ -1,0 +1,149 @@
+//! What the engine tells its front ends: the reports of a check and of a
+//! repair, and what a promotion wrote.
+//!
+//! Plain data, serialized as the CLI's `--format json` and carried to the
+//! editor. It must never decide anything: the values are filled in by the
+//! runtime and the gate, and only rendered by the binary.
+
+use serde::{Deserialize, Serialize};
+
+use crate::change::FileChange;
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
+use crate::digest::Digest;
+use crate::gate::{GateDecision, Verdict};
+use crate::measure::{Measurement, StageSummary};
+
+/// What sensing the view found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub root: Digest,
+    pub stages: Vec<StageSummary>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub failures: Vec<TestFailure>,
+    /// Clusters ordered dominant first.
+    pub clusters: Vec<Cluster>,
+    pub energy: f64,
+    pub hard_pass: bool,
+}
+
+impl CheckReport {
+    pub(crate) fn of(m: &Measurement, config: &Config) -> CheckReport {
+        CheckReport {
+            root: m.root,
+            stages: m.stage_summaries(config),
+            diagnostics: m.assessment.diagnostics.clone(),
+            failures: m.assessment.failures.clone(),
+            clusters: m.assessment.clusters.clone(),
+            energy: m.energy(),
+            hard_pass: m.hard_pass(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairOptions {
+    /// At most this many branches per step (1..=3).
+    pub max_branches: usize,
+    /// Repair this cluster first instead of the dominant one.
+    pub target_cluster: Option<String>,
+}
+
+impl Default for RepairOptions {
+    fn default() -> Self {
+        RepairOptions {
+            max_branches: 3,
+            target_cluster: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairStatus {
+    /// The view already hard-passes: nothing to do.
+    AlreadyClean,
+    /// A hard-passing state was reached; `changes` lead there.
+    HardPass,
+    /// Descents were accepted but residuals remain.
+    ResidualsRemain,
+    /// No branch produced an eligible candidate.
+    NoEligibleCandidate,
+    /// The decision bound N_gate was reached.
+    BoundReached,
+    Cancelled,
+}
+
+/// How one branch ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum BranchOutcome {
+    Selected,
+    NotSelected,
+    Ineligible {
+        reason: String,
+    },
+    /// Ineligible, but kept as a partial checkpoint that a later quantum
+    /// continued or forked from; never accepted itself.
+    Partial {
+        reason: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BranchReport {
+    pub branch_id: String,
+    pub label: String,
+    pub proposer: String,
+    /// The quantum's strategy (`apply_suggestions`, `local_repair`, ...).
+    pub strategy: String,
+    pub proposal: Digest,
+    pub root: Option<Digest>,
+    pub energy: Option<f64>,
+    pub hard_pass: bool,
+    /// The gate's pure preview; never a decision.
+    pub preview: Option<Verdict>,
+    pub stages: Vec<StageSummary>,
+    /// Titles of the clusters left in the branch.
+    pub clusters: Vec<String>,
+    #[serde(flatten)]
+    pub outcome: BranchOutcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    pub forest_id: String,
+    pub cluster_id: String,
+    pub cluster_title: String,
+    pub energy_before: f64,
+    pub branches: Vec<BranchReport>,
+    /// The one decision this step appended, if any.
+    pub decision: Option<GateDecision>,
+}
+
+/// The result of one repair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepairOutcome {
+    pub repair_id: String,
+    pub status: RepairStatus,
+    /// The view's root when the repair started; promotion requires it still.
+    pub start_root: Digest,
+    /// The last accepted state (equal to `start_root` when nothing was accepted).
+    pub final_root: Digest,
+    pub initial: CheckReport,
+    pub steps: Vec<StepReport>,
+    /// From the start view to the final accepted state. Only promotable when
+    /// `status` is `HardPass`.
+    pub changes: Vec<FileChange>,
+    /// One line for a person: "imported `HashMap`, made `count` mutable".
+    pub summary: String,
+}
+
+/// What a promotion wrote.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Promotion {
+    pub root_before: Digest,
+    pub root_after: Digest,
+    pub files: Vec<RelPath>,
+}
