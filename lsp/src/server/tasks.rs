@@ -306,25 +306,32 @@ pub async fn prepare_apply(
         return Err(Refusal::Stale { found: root });
     }
     let shared = shared.clone();
-    tokio::task::spawn_blocking(move || {
-        let outcome = &request.outcome;
-        let shape = EditShape {
-            encoding: shared.facts.encoding,
-            document_changes: shared.facts.document_changes,
-            file_operations: shared.facts.file_operations,
-            confirmation: shared.facts.change_annotations.then(|| {
-                (
-                    "Trellis verified repair".to_owned(),
-                    format!("{} (repair {})", outcome.summary, outcome.repair_id),
-                )
-            }),
-        };
-        let mut current = |rel: &str| current_file(&shared.paths, &request.open, rel);
-        build_workspace_edit(&outcome.changes, &mut current, &shape).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| Refusal::Failed(format!("building the edit failed: {e}")))?
-    .map_err(Refusal::Failed)
+    tokio::task::spawn_blocking(move || build_edit(&shared, &request.outcome, &request.open))
+        .await
+        .map_err(|e| Refusal::Failed(format!("building the edit failed: {e}")))?
+        .map_err(Refusal::Failed)
+}
+
+/// A verified repair as the `WorkspaceEdit` this client can apply, against
+/// the open documents `open` (other files are read from disk). Blocking.
+pub fn build_edit(
+    shared: &Shared,
+    outcome: &RepairOutcome,
+    open: &BTreeMap<RelPath, Document>,
+) -> Result<WorkspaceEdit, String> {
+    let shape = EditShape {
+        encoding: shared.facts.encoding,
+        document_changes: shared.facts.document_changes,
+        file_operations: shared.facts.file_operations,
+        confirmation: shared.facts.change_annotations.then(|| {
+            (
+                "Trellis verified repair".to_owned(),
+                format!("{} (repair {})", outcome.summary, outcome.repair_id),
+            )
+        }),
+    };
+    let mut current = |rel: &str| current_file(&shared.paths, open, rel);
+    build_workspace_edit(&outcome.changes, &mut current, &shape).map_err(|e| e.to_string())
 }
 
 fn current_file(
