@@ -225,7 +225,7 @@ def test_typing_through_the_end_of_a_repair_keeps_every_key(nvim_in_tmux):
     tmux.command("Trellis apply")
     refused = tmux.wait_for(
         "the apply to be refused",
-        lambda screen: message_line(screen) if "apply" in message_line(screen) else None,
+        lambda screen: message_line(screen) if message_line(screen).startswith("Trellis: apply") else None,
         30,
     )
     assert "not_offered" in refused or "refused" in refused, refused

@@ -252,14 +252,18 @@ impl Actor {
             Msg::RepairDone { job, outcome } => self.repair_done(&job, outcome),
             Msg::RootComputed(known) => {
                 self.root.in_flight = false;
-                if known.revision == self.revision
-                    && let Ok(root) = &known.root
-                {
-                    self.confirm_promotions(*root);
-                }
+                let current = match &known.root {
+                    Ok(root) if known.revision == self.revision => Some(*root),
+                    _ => None,
+                };
                 let epoch = known.epoch;
                 self.root.known = Some(known);
+                // Told before a promotion it may already confirm (the user
+                // typed the same fix), so `hard_pass` precedes `applied`.
                 self.announce_verified(epoch);
+                if let Some(root) = current {
+                    self.confirm_promotions(root);
+                }
                 self.track_root();
             }
             Msg::ViewMayHaveChanged => self.view_changed(),
