@@ -4,7 +4,8 @@
 #   - Helix: structure of editors/helix/languages.toml
 #   - Neovim 0.12 (PyPI) and 0.7.2 (Debian), headless: what setup() registers,
 #     Repair → Preview → Apply on a broken crate, a stale Apply that must be
-#     refused, and :checkhealth trellis (0.12); the plugin loaded as the
+#     refused, :checkhealth trellis and vim.lsp.enable("trellis") without the
+#     plugin (0.12); the plugin loaded as the
 #     README says, `trellis` found on PATH, no handler replaced
 #   - Neovim 0.12 with a UI inside tmux: typing through the end of a repair
 #   - pytest-lsp replay of VS Code, Neovim 0.7/0.11/0.12 and Helix capabilities
@@ -108,6 +109,7 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" stale_apply
 done
 check_nvim "$NVIM_NEW" health
+check_nvim "$NVIM_NEW" enable
 check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py
 check_pytest "LSP replay of recorded client capabilities" tests/editors/test_client_capabilities.py
 
