@@ -2,10 +2,14 @@
 # Every benchmark, each against its named baseline, median of several runs:
 #   1. snapshot root vs `git add -A && git write-tree`; watched re-root vs cold;
 #      eager copy vs `cp -a` (a generated 10,000-file tree);
-#   2. a branch measurement vs an in-place incremental `cargo check`.
+#   2. a branch measurement vs an in-place incremental `cargo check`;
+#   3. code-action latency in the language server while the user types and
+#      a repair runs (goal: p99 under 20 ms).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash bench/snapshot.sh "$@"
 echo
 cargo build --quiet --release -p trellis-engine --example bench_branch
 "${CARGO_TARGET_DIR:-target}/release/examples/bench_branch"
+echo
+bash bench/code_actions.sh

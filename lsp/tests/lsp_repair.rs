@@ -391,8 +391,11 @@ fn diagnostic_positions_follow_the_negotiated_encoding() {
     );
 }
 
+/// Neovim's capabilities, but the client does not name itself: a client
+/// that does gets no buttons (`lsp_editors.rs`), since Neovim's default
+/// `showMessageRequest` handler is modal.
 #[test]
-fn neovim_profile_applies_from_the_message_buttons_without_annotations() {
+fn an_unnamed_client_with_message_buttons_applies_from_them_without_annotations() {
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), neovim_capabilities(), None);
     client.message_choice = Some("Apply".into());

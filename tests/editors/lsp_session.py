@@ -40,6 +40,25 @@ TERMINAL_STATES = {
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
+def _window(caps: types.ClientCapabilities) -> types.WindowClientCapabilities:
+    return caps.window or types.WindowClientCapabilities()
+
+
+def _workspace(caps: types.ClientCapabilities) -> types.WorkspaceClientCapabilities:
+    return caps.workspace or types.WorkspaceClientCapabilities()
+
+
+# Server-to-client requests and the client capability that allows each.
+CLIENT_REQUEST_SUPPORT: dict[str, Callable[[types.ClientCapabilities], bool]] = {
+    types.WINDOW_WORK_DONE_PROGRESS_CREATE: lambda c: bool(_window(c).work_done_progress),
+    types.WINDOW_SHOW_MESSAGE_REQUEST: lambda c: _window(c).show_message is not None,
+    types.WINDOW_SHOW_DOCUMENT: lambda c: bool(_window(c).show_document and _window(c).show_document.support),
+    types.WORKSPACE_APPLY_EDIT: lambda c: bool(_workspace(c).apply_edit),
+    types.WORKSPACE_CONFIGURATION: lambda c: bool(_workspace(c).configuration),
+    types.WORKSPACE_WORKSPACE_FOLDERS: lambda c: bool(_workspace(c).workspace_folders),
+}
+
+
 def _units(char: str, encoding: str) -> int:
     if encoding == "utf-8":
         return len(char.encode("utf-8"))
@@ -97,9 +116,12 @@ class EditorSession:
     capabilities: types.ClientCapabilities
     root: pathlib.Path
     encoding: str = "utf-16"
+    client_name: str = ""
     documents: dict[str, OpenDocument] = field(default_factory=dict)
     statuses: list[dict[str, Any]] = field(default_factory=list)
     message_requests: list[Any] = field(default_factory=list)
+    # The method of every request the server sent, in arrival order.
+    server_requests: list[str] = field(default_factory=list)
     refused_edits: list[str] = field(default_factory=list)
     server_capabilities: types.ServerCapabilities | None = None
     _status_event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -108,6 +130,7 @@ class EditorSession:
     # -- session ------------------------------------------------------------
 
     async def initialize(self, client_name: str) -> types.InitializeResult:
+        self.client_name = client_name
         # pygls wants plain functions (it tags them); a first parameter named `ls`
         # receives the client.
         def on_search_status(ls: LanguageClient, params: Any) -> None:
@@ -120,6 +143,7 @@ class EditorSession:
             return self._on_show_message_request(params)
 
         _structure_code_actions_by_shape(self.client)
+        self._record_server_requests()
         self.client.feature("trellis/searchStatus")(on_search_status)
         self.client.feature(types.WORKSPACE_APPLY_EDIT)(on_apply_edit)
         self.client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)(on_show_message_request)
@@ -138,6 +162,25 @@ class EditorSession:
         self.server_capabilities = result.capabilities
         self.encoding = str(result.capabilities.position_encoding or "utf-16")
         return result
+
+    def _record_server_requests(self) -> None:
+        protocol = self.client.protocol
+        handle = protocol._handle_request
+
+        def recording(msg_id, method_name, params):
+            self.server_requests.append(method_name)
+            return handle(msg_id, method_name, params)
+
+        protocol._handle_request = recording
+
+    def unsupported_requests(self) -> list[str]:
+        """The server's requests that the replayed capabilities do not allow
+        (a method missing from `CLIENT_REQUEST_SUPPORT` counts as not allowed)."""
+        return [
+            method
+            for method in self.server_requests
+            if not CLIENT_REQUEST_SUPPORT.get(method, lambda _: False)(self.capabilities)
+        ]
 
     async def request(self, awaitable):
         return await asyncio.wait_for(awaitable, REQUEST_TIMEOUT_S)

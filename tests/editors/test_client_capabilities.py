@@ -37,11 +37,20 @@ def without_progress(capabilities: types.ClientCapabilities) -> types.ClientCapa
     return capabilities
 
 
+def with_trellis_plugin(capabilities: types.ClientCapabilities) -> types.ClientCapabilities:
+    """As editors/nvim's setup() sends them: it announces searches itself."""
+    capabilities.experimental = {"trellis": {"announcesSearchStatus": True}}
+    return capabilities
+
+
 # name → (clientInfo.name, capabilities)
 CLIENTS = {
     "vscode": ("Visual Studio Code", lambda: client_capabilities("visual-studio-code")),
     "neovim-0.7": ("Neovim", lambda: client_capabilities("neovim@v0.7.0")),
     "neovim-0.11": ("Neovim", lambda: client_capabilities("neovim@v0.11.0")),
+    # 0.12 as vim.lsp.enable("trellis") starts it, and with the plugin.
+    "neovim-0.12": ("Neovim", lambda: recorded("neovim-0.12.json")),
+    "neovim-0.12-plugin": ("Neovim", lambda: with_trellis_plugin(recorded("neovim-0.12.json"))),
     "helix": ("helix", lambda: recorded("helix.json")),
     # Helix as recorded but without `window.workDoneProgress`: the server must
     # not create progress tokens for it.
@@ -89,6 +98,21 @@ def titled(actions, prefix: str):
     return next((a for a in actions if a.title.startswith(prefix)), None)
 
 
+def assert_nothing_modal_or_unsupported(session: EditorSession) -> None:
+    """No request the client did not advertise; none that Neovim renders as a
+    modal prompt; no announcement a plugin said it makes itself."""
+    assert session.unsupported_requests() == [], session.server_requests
+    if session.client_name == "Neovim":
+        assert session.message_requests == [], "Neovim renders showMessageRequest as a modal prompt"
+    experimental = session.capabilities.experimental or {}
+    if experimental.get("trellis", {}).get("announcesSearchStatus"):
+        assert session.message_requests == [], session.message_requests
+        # The announcement ("Trellis: verified repair … ready for …"); refusals
+        # and errors still arrive as messages.
+        told = [m.message for m in session.client.messages if " ready for " in m.message]
+        assert told == [], told
+
+
 async def test_repair_then_apply_fixes_the_file(session: EditorSession):
     document = session.open("src/main.rs", "rust")
     diagnostics = await session.wait_for_diagnostics(document, "trellis diagnostics", lambda found: bool(found))
@@ -115,6 +139,7 @@ async def test_repair_then_apply_fixes_the_file(session: EditorSession):
 
     if not (session.capabilities.window and session.capabilities.window.work_done_progress):
         assert session.client.progress_reports == {}, "progress created for a client that did not advertise it"
+    assert_nothing_modal_or_unsupported(session)
 
 
 async def test_stale_apply_is_refused_and_keeps_the_edit(session: EditorSession):
@@ -136,13 +161,23 @@ async def test_stale_apply_is_refused_and_keeps_the_edit(session: EditorSession)
         refusal = str(error)
     else:
         # ...or as an edit this client rejects for its stale version, or as a
-        # warning or error message to the user.
-        warnings = [
-            m.message
-            for m in session.client.messages
-            if m.type in (types.MessageType.Error, types.MessageType.Warning)
-        ]
-        refusal = "; ".join(session.refused_edits + warnings)
+        # warning or error message to the user (which the server's output may
+        # deliver after its reply to the resolve).
+        def warnings():
+            return [
+                m.message
+                for m in session.client.messages
+                if m.type in (types.MessageType.Error, types.MessageType.Warning)
+            ]
+
+        if not (session.refused_edits or warnings()):
+            await session.wait_until(
+                "a refusal message",
+                warnings,
+                lambda: session.client.wait_for_notification(types.WINDOW_SHOW_MESSAGE),
+            )
+        refusal = "; ".join(session.refused_edits + warnings())
     assert document.text == edited, "the stale apply changed the document"
     assert refusal, "the stale apply was neither refused by the server nor rejected as a stale edit"
     assert document.path.read_text(encoding="utf-8") == FIXTURE.joinpath("src/main.rs").read_text(encoding="utf-8")
+    assert_nothing_modal_or_unsupported(session)

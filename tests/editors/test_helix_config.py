@@ -7,11 +7,10 @@ import pytest
 
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "editors" / "helix" / "languages.toml"
 
-# Each language trellis serves, with the language's own server that must come first.
+# Each language trellis has a sensor for, with the language's own server that
+# must come first.
 LANGUAGES = {
     "rust": "rust-analyzer",
-    "python": "pylsp",
-    "typescript": "typescript-language-server",
 }
 
 

@@ -1,6 +1,7 @@
 // VS Code entry point. Everything that can be decided without VS Code lives in
-// settings.ts, status.ts, branchUri.ts and preview.ts; this file wires those to
-// the editor and to the language client.
+// settings.ts, status.ts, branchUri.ts, preview.ts, palette.ts and sensors.ts;
+// this file wires those to the editor and to the language client. esbuild
+// bundles it with vscode-languageclient into out/extension.js.
 
 import * as vscode from "vscode";
 import {
@@ -13,16 +14,15 @@ import {
 import { BRANCH_SCHEME, decodeBranchUri, diffTitle, encodeBranchUri, workspaceRelativePath } from "./branchUri";
 import { PREVIEW_COMMAND, SearchStatus, parseSearchStatus, renderStatus } from "./status";
 import { previewTarget } from "./preview";
+import { ActionLike, CommandLike, PALETTE, commandOfAction, serverCommand } from "./palette";
+import { documentSelector } from "./sensors";
 import { RESTART_KEYS, readSettings, serverExecutable } from "./settings";
 
 const SEARCH_STATUS_NOTIFICATION = "trellis/searchStatus";
 const BRANCH_FILE_REQUEST = "trellis/branchFile";
 
-/** The server's languages; trellis attaches beside each language's own server. */
-const DOCUMENT_SELECTOR = ["rust", "python", "typescript", "typescriptreact"].map((language) => ({
-  scheme: "file",
-  language,
-}));
+/** The languages with a trellis sensor; trellis attaches beside each one's own server. */
+const DOCUMENT_SELECTOR = documentSelector();
 
 let client: LanguageClient | undefined;
 /** The last repair the server reported an id for: what Preview shows by default. */
@@ -46,9 +46,47 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
     { dispose: () => void stopClient() },
+    vscode.commands.registerCommand(PALETTE.repairAtCursor, repairAtCursor),
+    vscode.commands.registerCommand(PALETTE.preview, () => runServerCommand(serverCommand("preview", lastRepairId))),
+    vscode.commands.registerCommand(PALETTE.apply, () => runServerCommand(serverCommand("apply", lastRepairId))),
+    vscode.commands.registerCommand(PALETTE.cancel, () => runServerCommand(serverCommand("cancel", lastRepairId))),
+    vscode.commands.registerCommand(PALETTE.restartServer, async () => {
+      await stopClient();
+      await startClient(output, statusItem);
+    }),
+    vscode.commands.registerCommand(PALETTE.showOutput, () => output.show(true)),
   );
 
   await startClient(output, statusItem);
+}
+
+/** Runs a server command through the language client's registration (and the Preview middleware). */
+async function runServerCommand(command: CommandLike): Promise<void> {
+  if (client === undefined || !client.isRunning()) {
+    void vscode.window.showWarningMessage("Trellis: the language server is not running (Trellis: Restart server).");
+    return;
+  }
+  await vscode.commands.executeCommand(command.command, ...(command.arguments ?? []));
+}
+
+/** Runs trellis's `Repair: …` code action for the diagnostic under the cursor. */
+async function repairAtCursor(): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined) {
+    void vscode.window.showInformationMessage("Trellis: open a file and put the cursor on a trellis diagnostic.");
+    return;
+  }
+  const actions = await vscode.commands.executeCommand<ActionLike[]>(
+    "vscode.executeCodeActionProvider",
+    editor.document.uri,
+    editor.selection,
+  );
+  const command = commandOfAction(actions ?? [], "Repair:");
+  if (command === undefined) {
+    void vscode.window.showInformationMessage("Trellis: no repair is offered at the cursor.");
+    return;
+  }
+  await runServerCommand(command);
 }
 
 export async function deactivate(): Promise<void> {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, MessageActionItem,
-    MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri,
+    MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri, WorkspaceEdit,
 };
 use trellis_engine::diagnostic::RelPath;
 use trellis_engine::digest::Digest;
@@ -28,8 +28,8 @@ use super::diagnostics::SOURCE;
 use super::document::Document;
 use super::preview::repaired_file;
 use super::protocol::{
-    BranchFileParams, BranchFileResult, Commands, RepairRef, SearchStatus, SearchStatusParams,
-    ServerCommand,
+    ApplyActionData, BranchFileParams, BranchFileResult, Commands, RepairRef, SearchStatus,
+    SearchStatusParams, ServerCommand,
 };
 use super::sensing::{Debouncer, SENSING_DEBOUNCE};
 use super::tasks::{self, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status};
@@ -56,7 +56,7 @@ pub enum Msg {
     },
     CodeActions {
         params: Box<CodeActionParams>,
-        reply: Reply<CodeActionAnswer>,
+        reply: Reply<Vec<CodeActionOrCommand>>,
     },
     PrepareApply {
         repair_id: String,
@@ -80,10 +80,7 @@ pub enum Msg {
         job: String,
         outcome: Result<Box<RepairOutcome>, String>,
     },
-    RootComputed {
-        revision: u64,
-        root: Result<Digest, String>,
-    },
+    RootComputed(KnownRoot),
     /// The client answered a `workspace/applyEdit`; look at the view again
     /// even if no document notification follows (files it wrote directly).
     ViewMayHaveChanged,
@@ -94,20 +91,6 @@ pub enum Msg {
     },
 }
 
-/// Code actions the actor can answer from its state, plus Apply offers the
-/// handler finishes (their edit or freshness check needs I/O).
-pub struct CodeActionAnswer {
-    pub actions: Vec<CodeActionOrCommand>,
-    pub applies: Vec<ApplyOffer>,
-}
-
-pub struct ApplyOffer {
-    pub request: ApplyRequest,
-    /// Whether the view still has the repair's start root, when the actor
-    /// knows it for the current documents.
-    pub fresh: Option<bool>,
-}
-
 /// A branch file's text, or where to read it (the repair left it alone).
 pub enum BranchText {
     Known(BranchFileResult),
@@ -116,6 +99,8 @@ pub enum BranchText {
 
 /// A finished repair search.
 struct FinishedRepair {
+    /// The job that ran it (`trellis-repair-N`).
+    job: String,
     outcome: Arc<RepairOutcome>,
     cluster: String,
     title: String,
@@ -126,6 +111,12 @@ struct FinishedRepair {
     /// is refused, since a client that cannot check document versions would
     /// apply the same edit twice.
     apply_sent: bool,
+    /// The repair's end was told to the client. A verified repair is told
+    /// once a root computation that knew of it finished, so that the code
+    /// actions asked for right after offer its Apply.
+    announced: bool,
+    /// [`Actor::repair_epoch`] when it was kept.
+    epoch: u64,
 }
 
 impl FinishedRepair {
@@ -137,10 +128,20 @@ impl FinishedRepair {
 /// Keep this many finished repairs for Preview, Apply and branch files.
 const KEPT_REPAIRS: usize = 16;
 
-/// The root of the view at one document revision.
+/// The root of the view at one document revision, and the Apply edits built
+/// against that revision's documents for the repairs it was the start root
+/// of (only for clients that need the edit inside the code action).
+pub struct KnownRoot {
+    revision: u64,
+    /// The repairs it was computed for (see [`Actor::repair_epoch`]).
+    epoch: u64,
+    root: Result<Digest, String>,
+    edits: HashMap<String, WorkspaceEdit>,
+}
+
 #[derive(Default)]
 struct RootTracker {
-    known: Option<(u64, Result<Digest, String>)>,
+    known: Option<KnownRoot>,
     in_flight: bool,
 }
 
@@ -160,6 +161,9 @@ pub struct Actor {
     jobs: Vec<RepairJob>,
     next_job: u64,
     repairs: Vec<FinishedRepair>,
+    /// Bumped whenever a repair is kept: a known root computed before the
+    /// bump has no edit for the newcomer.
+    repair_epoch: u64,
     root: RootTracker,
     /// Open documents reached through a symlink inside the root: the
     /// snapshot never follows one, so their text is kept out of the view.
@@ -181,6 +185,7 @@ impl Actor {
             jobs: Vec::new(),
             next_job: 1,
             repairs: Vec::new(),
+            repair_epoch: 0,
             root: RootTracker::default(),
             ignored: BTreeSet::new(),
         }
@@ -276,14 +281,20 @@ impl Actor {
                 }
             }
             Msg::RepairDone { job, outcome } => self.repair_done(&job, outcome),
-            Msg::RootComputed { revision, root } => {
+            Msg::RootComputed(known) => {
                 self.root.in_flight = false;
-                if revision == self.revision
-                    && let Ok(root) = &root
-                {
-                    self.confirm_promotions(*root);
+                let current = match &known.root {
+                    Ok(root) if known.revision == self.revision => Some(*root),
+                    _ => None,
+                };
+                let epoch = known.epoch;
+                self.root.known = Some(known);
+                // Told before a promotion it may already confirm (the user
+                // typed the same fix), so `hard_pass` precedes `applied`.
+                self.announce_verified(epoch);
+                if let Some(root) = current {
+                    self.confirm_promotions(root);
                 }
-                self.root.known = Some((revision, root));
                 self.track_root();
             }
             Msg::ViewMayHaveChanged => self.view_changed(),
@@ -336,8 +347,14 @@ impl Actor {
     /// applied: it decides whether Apply is offered and confirms an apply
     /// once the editor's documents reach the repair's final root. One
     /// computation at a time; a burst of edits costs one more at most.
+    ///
+    /// Whatever a code action needs for an Apply offer is computed here, off
+    /// the request: whether the view is fresh and, for clients that apply
+    /// the action's edit without coming back, the edit itself.
     fn track_root(&mut self) {
-        let current = matches!(&self.root.known, Some((r, _)) if *r == self.revision);
+        let current = self.root.known.as_ref().is_some_and(|known| {
+            known.revision == self.revision && known.epoch == self.repair_epoch
+        });
         if self.root.in_flight
             || current
             || !self.repairs.iter().any(FinishedRepair::awaiting_apply)
@@ -345,25 +362,60 @@ impl Actor {
             return;
         }
         self.root.in_flight = true;
-        let (engine, view, revision, tx) = (
-            self.shared.engine.clone(),
+        let awaiting: Vec<Arc<RepairOutcome>> = self
+            .repairs
+            .iter()
+            .filter(|r| r.awaiting_apply())
+            .map(|r| r.outcome.clone())
+            .collect();
+        let (shared, view, docs, revision, epoch, tx) = (
+            self.shared.clone(),
             self.view(),
+            self.docs.clone(),
             self.revision,
+            self.repair_epoch,
             self.tx.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            let root = engine.view_root(&view).map_err(|e| e.to_string());
-            let _ = tx.send(Msg::RootComputed { revision, root });
+            let root = shared.engine.view_root(&view).map_err(|e| e.to_string());
+            let mut edits = HashMap::new();
+            if let Ok(root) = &root
+                && shared.facts.inline_apply_edit()
+            {
+                for outcome in awaiting.iter().filter(|o| &o.start_root == root) {
+                    match tasks::build_edit(&shared, outcome, &docs) {
+                        Ok(edit) => {
+                            edits.insert(outcome.repair_id.clone(), edit);
+                        }
+                        Err(e) => tracing::warn!(
+                            "no Apply offer for {}: building its edit failed: {e}",
+                            outcome.repair_id
+                        ),
+                    }
+                }
+            }
+            let _ = tx.send(Msg::RootComputed(KnownRoot {
+                revision,
+                epoch,
+                root,
+                edits,
+            }));
         });
+    }
+
+    /// The root of the current documents, when it is known.
+    fn current_root(&self) -> Option<&KnownRoot> {
+        self.root
+            .known
+            .as_ref()
+            .filter(|known| known.revision == self.revision)
     }
 
     /// Whether the current view has the root of `outcome`'s start, if known.
     fn fresh(&self, outcome: &RepairOutcome) -> Option<bool> {
-        match &self.root.known {
-            Some((revision, Ok(root))) if *revision == self.revision => {
-                Some(*root == outcome.start_root)
-            }
-            _ => None,
+        match &self.current_root()?.root {
+            Ok(root) => Some(*root == outcome.start_root),
+            Err(_) => None,
         }
     }
 
@@ -470,28 +522,31 @@ impl Actor {
             .send(async move { client.publish_diagnostics(uri, diagnostics, None).await });
     }
 
-    fn code_actions(&self, params: &CodeActionParams) -> CodeActionAnswer {
+    /// The code actions for a request, from state already computed: this
+    /// never waits on a root computation or builds an edit (clients ask on
+    /// every cursor move and wait). Until the view's root is known for the
+    /// current documents no Apply is offered (failing closed); it is known
+    /// a root computation later (`track_root`).
+    fn code_actions(&self, params: &CodeActionParams) -> Vec<CodeActionOrCommand> {
         let uri = &params.text_document.uri;
         let rel = self.shared.paths.rel_of_uri(uri);
         let clusters = self.clusters_in_request(params);
         let literals = self.shared.facts.code_action_literals;
+        let mut applies = Vec::new();
         let mut actions = Vec::new();
 
-        let mut applies = Vec::new();
         for repair in self.repairs.iter().rev() {
             let relevant = clusters.contains(&repair.cluster)
                 || rel
                     .as_ref()
                     .is_some_and(|rel| repair.outcome.changes.iter().any(|c| c.path() == rel));
-            if !relevant || !repair.awaiting_apply() {
+            if !relevant || !repair.awaiting_apply() || !repair.announced {
                 continue;
             }
-            let fresh = self.fresh(&repair.outcome);
-            if fresh != Some(false)
-                && let Ok(request) =
-                    self.apply_request(&RepairRef::Id(repair.outcome.repair_id.clone()))
+            if self.fresh(&repair.outcome) == Some(true)
+                && let Some(apply) = self.apply_action(&repair.outcome)
             {
-                applies.push(ApplyOffer { request, fresh });
+                applies.push(apply);
             }
             actions.push(action(
                 literals,
@@ -543,7 +598,39 @@ impl Actor {
                 ));
             }
         }
-        CodeActionAnswer { actions, applies }
+        applies.extend(actions);
+        applies
+    }
+
+    /// The Apply action of a fresh verified repair in the shape the client
+    /// runs: a command, an action resolved later, or one carrying the edit
+    /// built for the current documents (none when it is not built yet).
+    fn apply_action(&self, outcome: &RepairOutcome) -> Option<CodeActionOrCommand> {
+        let title = format!("Apply verified repair: {}", outcome.summary);
+        let facts = &self.shared.facts;
+        if !facts.code_action_literals {
+            return Some(CodeActionOrCommand::Command(Command {
+                title,
+                command: Commands::APPLY.into(),
+                arguments: Some(vec![json!({ "repair_id": outcome.repair_id })]),
+            }));
+        }
+        let (edit, data) = if facts.inline_apply_edit() {
+            let edit = self.current_root()?.edits.get(&outcome.repair_id)?;
+            (Some(edit.clone()), None)
+        } else {
+            let data = ApplyActionData {
+                trellis_apply: outcome.repair_id.clone(),
+            };
+            (None, serde_json::to_value(data).ok())
+        };
+        Some(CodeActionOrCommand::CodeAction(CodeAction {
+            title,
+            kind: Some(CodeActionKind::QUICKFIX),
+            edit,
+            data,
+            ..CodeAction::default()
+        }))
     }
 
     /// The clusters a code-action request is about: those named in the
@@ -706,19 +793,10 @@ impl Actor {
                 return;
             }
         };
-        let status_name = serde_json::to_value(outcome.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let status = status_params(
-            Some(&job.id),
-            &job.cluster,
-            &job.title,
-            &status_name,
-            Some(&outcome),
-        );
-        self.notify_status(status);
-        self.announce(&job.title, &outcome);
+        let verified = outcome.status == RepairStatus::HardPass;
+        if !verified {
+            self.announce(&job.id, &job.cluster, &job.title, &outcome);
+        }
 
         // A newer verified repair of the same cluster supersedes an older
         // one that was not applied: the menu offers one Apply per cluster.
@@ -727,13 +805,18 @@ impl Actor {
             self.repairs
                 .retain(|r| r.promoted || r.cluster != job.cluster);
         }
+        self.repair_epoch += 1;
         self.repairs.push(FinishedRepair {
+            job: job.id,
             outcome,
             cluster: job.cluster,
             title: job.title,
             start_view: job.view,
             promoted: false,
             apply_sent: false,
+            // A verified repair is announced by `announce_verified`.
+            announced: !verified,
+            epoch: self.repair_epoch,
         });
         if self.repairs.len() > KEPT_REPAIRS {
             self.repairs.remove(0);
@@ -741,10 +824,39 @@ impl Actor {
         self.track_root();
     }
 
-    /// Tells the user how a repair ended. A verified one is also offered as
-    /// Preview/Apply buttons where the client shows them; the reply is
+    /// Announces the verified repairs that a root computation of `epoch`
+    /// knew of: their Apply is now offered (or known to be stale).
+    fn announce_verified(&mut self, epoch: u64) {
+        let due: Vec<usize> = (0..self.repairs.len())
+            .filter(|&i| !self.repairs[i].announced && self.repairs[i].epoch <= epoch)
+            .collect();
+        for i in due {
+            self.repairs[i].announced = true;
+            let repair = &self.repairs[i];
+            self.announce(&repair.job, &repair.cluster, &repair.title, &repair.outcome);
+        }
+    }
+
+    /// Tells the client how a repair ended: `trellis/searchStatus`, and a
+    /// message unless the client's plugin announces that itself. A verified
+    /// repair is also offered as Preview/Apply buttons where the client
+    /// shows them without blocking (see `capabilities`); the reply is
     /// awaited in a task, since the user may take minutes to click.
-    fn announce(&self, title: &str, outcome: &Arc<RepairOutcome>) {
+    fn announce(&self, job: &str, cluster: &str, title: &str, outcome: &Arc<RepairOutcome>) {
+        let status_name = serde_json::to_value(outcome.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        self.notify_status(status_params(
+            Some(job),
+            cluster,
+            title,
+            &status_name,
+            Some(outcome),
+        ));
+        if self.shared.facts.announces_itself {
+            return;
+        }
         let text = match outcome.status {
             RepairStatus::HardPass => format!(
                 "Trellis: verified repair {} ready for {title}: {}. Use “Apply verified repair” to apply it.",
@@ -771,7 +883,7 @@ impl Actor {
             _ => MessageType::WARNING,
         };
         self.show(typ, text);
-        if outcome.status != RepairStatus::HardPass || !self.shared.facts.message_actions {
+        if outcome.status != RepairStatus::HardPass || !self.shared.facts.ready_prompt {
             return;
         }
         let question = format!(

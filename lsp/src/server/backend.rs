@@ -1,8 +1,9 @@
 //! The LSP handlers: each translates one message for the actor and returns.
 //!
 //! Requests that need an answer ask the actor (which answers from memory at
-//! once) and, at most, do a bounded piece of I/O themselves (the view's root
-//! for an Apply offer). Nothing here waits on a sensor or a search.
+//! once); `textDocument/codeAction` never does anything else. Only the
+//! answer to a chosen action (`codeAction/resolve`) does a bounded piece of
+//! I/O itself. Nothing here waits on a sensor or a search.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -12,21 +13,19 @@ use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::sync::oneshot;
 use tower_lsp_server::jsonrpc::{self, ErrorCode};
 use tower_lsp_server::ls_types::{
-    CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, CodeActionResponse, Command,
-    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DidSaveTextDocumentParams, ExecuteCommandParams, InitializeParams, InitializeResult,
-    InitializedParams, LSPAny, MessageType, ServerInfo, WorkDoneProgressCancelParams,
+    CodeAction, CodeActionParams, CodeActionResponse, DidChangeTextDocumentParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
+    ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, LSPAny,
+    MessageType, ServerInfo, WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
 use trellis_engine::{Engine, PromptPolicy};
 
-use super::actor::{Actor, ApplyOffer, BranchText, Msg};
+use super::actor::{Actor, BranchText, Msg};
 use super::capabilities::{ClientFacts, server_capabilities};
 use super::paths::WorkspacePaths;
-use super::protocol::{
-    ApplyActionData, BranchFileParams, BranchFileResult, Commands, ServerCommand,
-};
-use super::tasks::{self, Shared, prepare_apply, report_refusal};
+use super::protocol::{ApplyActionData, BranchFileParams, BranchFileResult, ServerCommand};
+use super::tasks::{Shared, prepare_apply, report_refusal};
 
 pub struct Backend {
     client: Client,
@@ -112,54 +111,6 @@ impl Backend {
     pub async fn work_done_progress_cancel(&self, params: WorkDoneProgressCancelParams) {
         self.tell(Msg::CancelProgress(params.token));
     }
-
-    /// Turns an Apply offer into a code action, or drops it when the view
-    /// moved on (checked here unless the actor already knew).
-    async fn apply_action(
-        &self,
-        shared: &Arc<Shared>,
-        offer: ApplyOffer,
-    ) -> Option<CodeActionOrCommand> {
-        let outcome = offer.request.outcome.clone();
-        let title = format!("Apply verified repair: {}", outcome.summary);
-        let arguments = vec![json!({ "repair_id": outcome.repair_id })];
-        let facts = &shared.facts;
-        if !facts.code_action_literals || facts.resolve_edit {
-            let fresh = match offer.fresh {
-                Some(fresh) => fresh,
-                None => tasks::view_root(&shared.engine, offer.request.view)
-                    .await
-                    .is_ok_and(|root| root == outcome.start_root),
-            };
-            if !fresh {
-                return None;
-            }
-            if !facts.code_action_literals {
-                return Some(CodeActionOrCommand::Command(Command {
-                    title,
-                    command: Commands::APPLY.into(),
-                    arguments: Some(arguments),
-                }));
-            }
-            let data = ApplyActionData {
-                trellis_apply: outcome.repair_id.clone(),
-            };
-            return Some(CodeActionOrCommand::CodeAction(CodeAction {
-                title,
-                kind: Some(CodeActionKind::QUICKFIX),
-                data: serde_json::to_value(data).ok(),
-                ..CodeAction::default()
-            }));
-        }
-        // The client applies the edit without coming back: check and build now.
-        let edit = prepare_apply(shared, offer.request).await.ok()?;
-        Some(CodeActionOrCommand::CodeAction(CodeAction {
-            title,
-            kind: Some(CodeActionKind::QUICKFIX),
-            edit: Some(edit),
-            ..CodeAction::default()
-        }))
-    }
 }
 
 fn internal(message: &str) -> jsonrpc::Error {
@@ -198,7 +149,8 @@ fn workspace_root(params: &InitializeParams) -> Result<PathBuf, String> {
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> jsonrpc::Result<InitializeResult> {
         let root = workspace_root(&params).map_err(invalid_params)?;
-        let facts = ClientFacts::from_capabilities(&params.capabilities);
+        let facts =
+            ClientFacts::from_capabilities(&params.capabilities, params.client_info.as_ref());
         let options = params.initialization_options.clone();
         let opened = {
             let root = root.clone();
@@ -291,20 +243,14 @@ impl LanguageServer for Backend {
         &self,
         params: CodeActionParams,
     ) -> jsonrpc::Result<Option<CodeActionResponse>> {
-        let shared = self.running()?.shared.clone();
-        let answer = self
+        // Answered from the actor's state alone: clients send this on every
+        // cursor move and wait for it (see `Actor::code_actions`).
+        let actions = self
             .ask(|reply| Msg::CodeActions {
                 params: Box::new(params),
                 reply,
             })
             .await?;
-        let mut actions = Vec::new();
-        for offer in answer.applies {
-            if let Some(action) = self.apply_action(&shared, offer).await {
-                actions.push(action);
-            }
-        }
-        actions.extend(answer.actions);
         Ok((!actions.is_empty()).then_some(actions))
     }
 

@@ -5,11 +5,20 @@
 //! annotations; VS Code resolves code-action edits lazily). Every such choice
 //! reads one field of [`ClientFacts`] instead of digging through the nested
 //! capability structs at the call site.
+//!
+//! How a finished repair reaches the user is decided here too, and never by
+//! a prompt that takes the keyboard: `window/showMessageRequest` is sent only
+//! to clients that render it without blocking (VS Code's notification
+//! toasts). Neovim's default handler is a modal `inputlist()`, so a client
+//! that names itself Neovim never gets one, with or without the plugin; a
+//! client whose plugin announces `trellis/searchStatus` itself says so with
+//! the experimental capability [`ANNOUNCES_SEARCH_STATUS`] and gets neither
+//! the prompt nor the announcement message.
 
 use tower_lsp_server::ls_types::{
-    ClientCapabilities, CodeActionKind, CodeActionOptions, CodeActionProviderCapability,
-    ExecuteCommandOptions, ResourceOperationKind, SaveOptions, ServerCapabilities,
-    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    ClientCapabilities, ClientInfo, CodeActionKind, CodeActionOptions,
+    CodeActionProviderCapability, ExecuteCommandOptions, ResourceOperationKind, SaveOptions,
+    ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
     TextDocumentSyncSaveOptions, WorkDoneProgressOptions,
 };
 
@@ -38,10 +47,38 @@ pub struct ClientFacts {
     pub change_annotations: bool,
     /// `publishDiagnostics.relatedInformation`.
     pub related_information: bool,
+    /// The client tells the user about `trellis/searchStatus` itself
+    /// (`experimental.trellis.announcesSearchStatus`): the server does not
+    /// also announce the end of a search with `window/showMessage`.
+    pub announces_itself: bool,
+    /// Offer Preview/Apply buttons with `window/showMessageRequest` when a
+    /// verified repair is ready: only where the buttons do not block.
+    pub ready_prompt: bool,
+}
+
+/// `capabilities.experimental.trellis.<this>: true` — the client's plugin
+/// renders the search's status and outcome itself.
+pub const ANNOUNCES_SEARCH_STATUS: &str = "announcesSearchStatus";
+
+/// Clients (by `clientInfo.name`) whose `showMessageRequest` rendering is
+/// modal: Neovim's default handler waits in `inputlist()` and takes the
+/// keys the user is typing as its answer.
+const MODAL_PROMPT_CLIENTS: [&str; 2] = ["neovim", "nvim"];
+
+fn renders_prompts_modally(client: Option<&ClientInfo>) -> bool {
+    client.is_some_and(|c| {
+        MODAL_PROMPT_CLIENTS
+            .iter()
+            .any(|name| c.name.eq_ignore_ascii_case(name))
+    })
 }
 
 impl ClientFacts {
-    pub fn from_capabilities(caps: &ClientCapabilities) -> ClientFacts {
+    /// The facts of a client that sent `caps` and named itself `client`.
+    pub fn from_capabilities(
+        caps: &ClientCapabilities,
+        client: Option<&ClientInfo>,
+    ) -> ClientFacts {
         let general = caps.general.as_ref();
         let window = caps.window.as_ref();
         let text = caps.text_document.as_ref();
@@ -54,6 +91,15 @@ impl ClientFacts {
             .and_then(|e| e.resource_operations.as_deref())
             .unwrap_or_default();
 
+        let message_actions = window.and_then(|w| w.show_message.as_ref()).is_some();
+        let announces_itself = caps
+            .experimental
+            .as_ref()
+            .and_then(|e| e.get("trellis"))
+            .and_then(|t| t.get(ANNOUNCES_SEARCH_STATUS))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
+
         ClientFacts {
             encoding: PositionEncoding::negotiate(
                 general.and_then(|g| g.position_encodings.as_deref()),
@@ -62,7 +108,7 @@ impl ClientFacts {
             show_document: window
                 .and_then(|w| w.show_document.as_ref())
                 .is_some_and(|d| d.support),
-            message_actions: window.and_then(|w| w.show_message.as_ref()).is_some(),
+            message_actions,
             code_action_literals: code_action
                 .and_then(|c| c.code_action_literal_support.as_ref())
                 .is_some(),
@@ -82,7 +128,15 @@ impl ClientFacts {
                 .and_then(|t| t.publish_diagnostics.as_ref())
                 .and_then(|p| p.related_information)
                 == Some(true),
+            announces_itself,
+            ready_prompt: message_actions && !announces_itself && !renders_prompts_modally(client),
         }
+    }
+
+    /// Code-action literals without `codeAction/resolve`: an Apply action
+    /// must carry its edit when it is offered.
+    pub fn inline_apply_edit(&self) -> bool {
+        self.code_action_literals && !self.resolve_edit
     }
 }
 
@@ -120,7 +174,21 @@ mod tests {
     use serde_json::json;
 
     fn facts(caps: serde_json::Value) -> ClientFacts {
-        ClientFacts::from_capabilities(&serde_json::from_value(caps).unwrap())
+        ClientFacts::from_capabilities(&serde_json::from_value(caps).unwrap(), None)
+    }
+
+    fn named(name: &str) -> ClientInfo {
+        ClientInfo {
+            name: name.into(),
+            version: None,
+        }
+    }
+
+    fn with_message_buttons() -> ClientCapabilities {
+        serde_json::from_value(json!({ "window": { "showMessage": {
+            "messageActionItem": { "additionalPropertiesSupport": false }
+        } } }))
+        .unwrap()
     }
 
     #[test]
@@ -136,6 +204,40 @@ mod tests {
         assert!(!f.file_operations);
         assert!(!f.change_annotations);
         assert!(!f.related_information);
+        assert!(!f.announces_itself && !f.ready_prompt);
+    }
+
+    #[test]
+    fn message_buttons_are_offered_where_they_do_not_block() {
+        let caps = with_message_buttons();
+        let vscode = ClientFacts::from_capabilities(&caps, Some(&named("Visual Studio Code")));
+        assert!(vscode.ready_prompt && !vscode.announces_itself);
+        assert!(ClientFacts::from_capabilities(&caps, None).ready_prompt);
+    }
+
+    #[test]
+    fn neovim_never_gets_a_prompt_even_without_the_plugin() {
+        let caps = with_message_buttons();
+        for name in ["Neovim", "nvim"] {
+            let f = ClientFacts::from_capabilities(&caps, Some(&named(name)));
+            assert!(f.message_actions, "{name} still renders showMessage");
+            assert!(!f.ready_prompt, "{name} renders showMessageRequest modally");
+            assert!(
+                !f.announces_itself,
+                "without the plugin the server announces"
+            );
+        }
+    }
+
+    #[test]
+    fn a_plugin_that_announces_itself_gets_neither_prompt_nor_announcement() {
+        let mut caps = with_message_buttons();
+        caps.experimental = Some(json!({ "trellis": { "announcesSearchStatus": true } }));
+        let f = ClientFacts::from_capabilities(&caps, Some(&named("Visual Studio Code")));
+        assert!(f.announces_itself && !f.ready_prompt);
+        caps.experimental = Some(json!({ "trellis": { "announcesSearchStatus": "yes" } }));
+        let f = ClientFacts::from_capabilities(&caps, None);
+        assert!(!f.announces_itself, "only `true` counts");
     }
 
     #[test]

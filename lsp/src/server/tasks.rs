@@ -20,7 +20,6 @@ use tower_lsp_server::ls_types::{
     WorkDoneProgressReport, WorkspaceEdit,
 };
 use trellis_engine::diagnostic::RelPath;
-use trellis_engine::digest::Digest;
 use trellis_engine::{
     Engine, EngineError, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
 };
@@ -278,17 +277,6 @@ pub enum Refusal {
     Failed(String),
 }
 
-/// The view's root, computed off the async threads, within [`ROOT_BUDGET`].
-pub async fn view_root(engine: &Arc<Engine>, view: View) -> Result<Digest, String> {
-    let engine = engine.clone();
-    within_root_budget(move || engine.view_root(&view))
-        .await
-        .map_err(|refusal| match refusal {
-            Refusal::Failed(message) => message,
-            Refusal::Stale => "the workspace changed since the repair started".to_owned(),
-        })
-}
-
 /// Runs engine work that computes the view's root off the async threads,
 /// within [`ROOT_BUDGET`]; the engine's stale-root verdict is a
 /// [`Refusal::Stale`].
@@ -323,25 +311,32 @@ pub async fn prepare_apply(
     );
     within_root_budget(move || engine.decide_apply(&outcome, &view)).await?;
     let shared = shared.clone();
-    tokio::task::spawn_blocking(move || {
-        let outcome = &request.outcome;
-        let shape = EditShape {
-            encoding: shared.facts.encoding,
-            document_changes: shared.facts.document_changes,
-            file_operations: shared.facts.file_operations,
-            confirmation: shared.facts.change_annotations.then(|| {
-                (
-                    "Trellis verified repair".to_owned(),
-                    format!("{} (repair {})", outcome.summary, outcome.repair_id),
-                )
-            }),
-        };
-        let mut current = |rel: &str| current_file(&shared.paths, &request.open, rel);
-        build_workspace_edit(&outcome.changes, &mut current, &shape).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| Refusal::Failed(format!("building the edit failed: {e}")))?
-    .map_err(Refusal::Failed)
+    tokio::task::spawn_blocking(move || build_edit(&shared, &request.outcome, &request.open))
+        .await
+        .map_err(|e| Refusal::Failed(format!("building the edit failed: {e}")))?
+        .map_err(Refusal::Failed)
+}
+
+/// A verified repair as the `WorkspaceEdit` this client can apply, against
+/// the open documents `open` (other files are read from disk). Blocking.
+pub fn build_edit(
+    shared: &Shared,
+    outcome: &RepairOutcome,
+    open: &BTreeMap<RelPath, Document>,
+) -> Result<WorkspaceEdit, String> {
+    let shape = EditShape {
+        encoding: shared.facts.encoding,
+        document_changes: shared.facts.document_changes,
+        file_operations: shared.facts.file_operations,
+        confirmation: shared.facts.change_annotations.then(|| {
+            (
+                "Trellis verified repair".to_owned(),
+                format!("{} (repair {})", outcome.summary, outcome.repair_id),
+            )
+        }),
+    };
+    let mut current = |rel: &str| current_file(&shared.paths, open, rel);
+    build_workspace_edit(&outcome.changes, &mut current, &shape).map_err(|e| e.to_string())
 }
 
 fn current_file(

@@ -89,6 +89,16 @@ impl Client {
     /// handshake with `capabilities`. Returns the client and the
     /// `initialize` response (which may be an error response).
     pub fn start(root: &Path, capabilities: Value, options: Option<Value>) -> (Client, Value) {
+        Client::start_as(root, None, capabilities, options)
+    }
+
+    /// [`Client::start`] for a client that names itself (`clientInfo.name`).
+    pub fn start_as(
+        root: &Path,
+        name: Option<&str>,
+        capabilities: Value,
+        options: Option<Value>,
+    ) -> (Client, Value) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
             .arg("lsp")
             .current_dir(root)
@@ -138,6 +148,9 @@ impl Client {
         });
         if let Some(options) = options {
             params["initializationOptions"] = options;
+        }
+        if let Some(name) = name {
+            params["clientInfo"] = json!({ "name": name });
         }
         let response = client.request_raw("initialize", params);
         if let Some(negotiated) = response["result"]["capabilities"]["positionEncoding"].as_str() {

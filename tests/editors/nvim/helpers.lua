@@ -1,8 +1,12 @@
 -- Shared steps of the headless Neovim tests. Each test script is run as
 --   nvim --headless --clean -c "luafile <script>"
--- with TRELLIS_BIN (the trellis binary), TRELLIS_PLUGIN_DIR (editors/nvim)
--- and TRELLIS_FIXTURE (a crate to copy) in the environment; it exits 0 when
+-- with TRELLIS_BIN (the trellis binary, whose directory is first on PATH so
+-- the default `cmd` finds it), TRELLIS_PLUGIN_DIR (editors/nvim) and
+-- TRELLIS_FIXTURE (a crate to copy) in the environment; it exits 0 when
 -- every assertion held and 1 otherwise (:cquit), printing why on stderr.
+--
+-- The plugin runs as shipped: loaded as the README says, with none of its
+-- handlers replaced (a prompt would hang these tests, as it would a user).
 
 local H = {}
 
@@ -16,10 +20,6 @@ end
 
 --- Milliseconds to wait for one server step (a whole repair search included).
 H.timeout = tonumber(os.getenv("TRELLIS_TEST_STEP_TIMEOUT_MS") or "") or 240000
-
---- Server-to-client requests and notifications the tests looked at.
-H.message_requests = {}
-H.messages = {}
 
 function H.log(message)
   -- Neovim writes its own messages to stderr without a newline; start clean.
@@ -36,10 +36,7 @@ function H.wait(what, predicate, timeout)
   end, 50)
   if not ok then
     -- What the server told the user is usually why nothing arrived.
-    local told = {}
-    for _, message in ipairs(H.messages) do
-      table.insert(told, tostring(message.message))
-    end
+    local told = package.loaded["trellis.state"] and package.loaded["trellis.state"].messages or {}
     local suffix = #told > 0 and (" (server messages: " .. table.concat(told, "; ") .. ")") or ""
     error("timed out waiting for " .. what .. suffix, 2)
   end
@@ -90,34 +87,20 @@ local function copy_fixture()
   return vim.fn.resolve(root)
 end
 
---- Opens the fixture's src/main.rs with the plugin attached to trellis:
---- through setup() on 0.8+, through vim.lsp.start_client on 0.7.
---- Returns { root, file, bufnr, trellis, original }.
+--- Opens the fixture's src/main.rs with the plugin attached to trellis: as
+--- the README's init.lua does on 0.8+ (runtimepath, setup{}), through
+--- vim.lsp.start_client on 0.7. Returns { root, file, bufnr, trellis, original }.
 function H.open_fixture()
-  vim.opt.runtimepath:prepend(env("TRELLIS_PLUGIN_DIR"))
+  env("TRELLIS_BIN")
+  vim.opt.runtimepath:append(env("TRELLIS_PLUGIN_DIR"))
   local trellis = require("trellis")
-  local opts = {
-    cmd = { env("TRELLIS_BIN"), "lsp" },
-    handlers = {
-      -- Neovim's own handler prompts with inputlist(), which would block a
-      -- headless run; the tests drive Preview and Apply through the commands.
-      ["window/showMessageRequest"] = function(_, params)
-        table.insert(H.message_requests, params)
-        return vim.NIL
-      end,
-      ["window/showMessage"] = function(_, params)
-        table.insert(H.messages, params)
-        return vim.NIL
-      end,
-    },
-  }
   local root = copy_fixture()
   local file = root .. "/src/main.rs"
   if vim.fn.has("nvim-0.8") == 1 then
-    trellis.setup(opts)
+    trellis.setup({})
     vim.cmd("edit " .. vim.fn.fnameescape(file))
   else
-    trellis.configure(opts)
+    trellis.configure({})
     trellis.create_commands()
     vim.cmd("edit " .. vim.fn.fnameescape(file))
     local client_id = vim.lsp.start_client(trellis.client_config(root))
@@ -144,11 +127,11 @@ function H.wait_for_diagnostic(t)
   end)
 end
 
---- :TrellisRepair on the diagnostic's line, then waits for the search to end.
+--- :Trellis repair on the diagnostic's line, then waits for the search to end.
 function H.repair_until_verified(t, diagnostic)
   vim.api.nvim_win_set_cursor(0, { diagnostic.range.start.line + 1, 0 })
   local before = t.trellis.state.last_status
-  vim.cmd("TrellisRepair")
+  vim.cmd("Trellis repair")
   local status = H.wait("the repair search to finish", function()
     local status = t.trellis.state.last_status
     if status and status ~= before and status.status ~= "running" then
@@ -161,10 +144,10 @@ function H.repair_until_verified(t, diagnostic)
   return status
 end
 
---- :TrellisApply, then waits for its recorded outcome.
+--- :Trellis apply, then waits for its recorded outcome.
 function H.apply(t)
   t.trellis.state.last_apply = nil
-  vim.cmd("TrellisApply")
+  vim.cmd("Trellis apply")
   return H.wait("the apply to finish", function()
     return t.trellis.state.last_apply
   end)

@@ -1,14 +1,16 @@
 -- What setup() registers, without a server: the LSP configuration (0.11+) or
--- the FileType autocmd (0.8-0.10), the commands, and status rendering from a
--- trellis/searchStatus payload. On 0.7, setup() must refuse and define nothing.
+-- the FileType autocmd (0.8-0.10), :Trellis with its completion and the old
+-- aliases, the capability telling the server the plugin announces searches,
+-- and status rendering from a trellis/searchStatus payload. On 0.7, setup()
+-- must refuse and define nothing.
 
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)")
 local H = dofile(here .. "helpers.lua")
 
 H.run("setup", function()
-  vim.opt.runtimepath:prepend(os.getenv("TRELLIS_PLUGIN_DIR"))
+  vim.opt.runtimepath:append(os.getenv("TRELLIS_PLUGIN_DIR"))
   local trellis = require("trellis")
-  local commands = { "TrellisRepair", "TrellisPreview", "TrellisApply", "TrellisStatus" }
+  local commands = { "Trellis", "TrellisRepair", "TrellisPreview", "TrellisApply", "TrellisCancel", "TrellisStatus" }
 
   if vim.fn.has("nvim-0.8") == 0 then
     local errors = {}
@@ -29,13 +31,24 @@ H.run("setup", function()
   for _, name in ipairs(commands) do
     assert(vim.fn.exists(":" .. name) == 2, name .. " is defined")
   end
+  H.assert_equal(
+    table.concat(vim.fn.getcompletion("Trellis ", "cmdline"), " "),
+    "repair preview apply cancel status",
+    ":Trellis completion"
+  )
+  H.assert_equal(table.concat(vim.fn.getcompletion("Trellis c", "cmdline"), " "), "cancel", ":Trellis c completion")
+  local capabilities = trellis.client_config(nil).capabilities
+  assert(capabilities.experimental.trellis.announcesSearchStatus == true, vim.inspect(capabilities.experimental))
+  assert(capabilities.textDocument.codeAction, "Neovim's own capabilities are kept")
 
   if vim.fn.has("nvim-0.11") == 1 then
     local config = vim.lsp.config.trellis
     assert(vim.deep_equal(config.cmd, { "/opt/trellis/bin/trellis", "lsp", "--verbose" }), vim.inspect(config.cmd))
-    assert(vim.deep_equal(config.filetypes, { "rust", "python", "typescript", "typescriptreact" }))
-    assert(vim.deep_equal(config.root_markers, { "Cargo.toml", "pyproject.toml", "package.json", ".git" }))
+    assert(vim.deep_equal(config.filetypes, { "rust" }), vim.inspect(config.filetypes))
+    assert(vim.deep_equal(config.root_markers, { "Cargo.toml", ".git" }))
     assert(config.handlers["trellis/searchStatus"], "the searchStatus handler is installed")
+    assert(config.handlers["window/showMessage"], "server messages are shown in one line")
+    assert(config.handlers["window/showMessageRequest"] == nil, "Neovim's own prompt handler is left alone")
   else
     local autocmds = vim.api.nvim_get_autocmds({ group = "trellis.start", event = "FileType" })
     assert(#autocmds == 1, "one FileType autocmd starts trellis")
