@@ -7,6 +7,7 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the map and invariants.
 
+pub mod actor;
 pub mod api;
 pub mod change;
 pub mod cluster;
