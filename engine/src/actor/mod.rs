@@ -1,11 +1,15 @@
-//! The model actor (PSP-10 system 27): configured endpoints, and the
-//! OpenAI-compatible transport with its failover chain, and the governed tools.
+//! The model actor (PSP-10 system 27): configured endpoints, the
+//! OpenAI-compatible transport and its failover chain, the governed tools,
+//! and the turn runner that drives a model through them in one branch.
 //!
 //! This module owns everything between a branch directory and a model
-//! endpoint. It never holds an API key in a value that is printed,
-//! serialized or ledgered.
+//! endpoint. It never decides whether a branch is good (the branch is
+//! measured, gated and selected like any other proposer's), never writes
+//! outside the branch directory it is given, never spawns a process (the
+//! build and test tools go through [`BranchVerifier`]), and never holds an
+//! API key in a value that is printed, serialized or ledgered.
 //!
-//! # Public API
+//! # Public API (what the search runtime calls)
 //!
 //! - [`config`]: [`ModelEndpoint`] (`[[models]]`), [`VerificationConfig`] /
 //!   [`TestPolicy`] (`[verification]`), [`family_of_model`]; loaded through
@@ -14,13 +18,15 @@
 //!   endpoint, each with a [`Transport`]: [`HttpTransport::new`] for
 //!   `openai-chat`, [`ScriptedTransport`] in tests. Build one chain per
 //!   repair: its failure counts are what retire an endpoint.
-//! - [`tools`]: the governed tools' schemas ([`tools::tool_specs`]),
-//!   fail-closed parsing ([`tools::parse_call`]) and execution in a branch
-//!   directory ([`tools::execute`]); the runtime implements [`BranchVerifier`].
+//! - [`run_actor`]`(chain, inputs, limits, ActorContext { branch, verifier,
+//!   ledger, cancel })` → [`ActorOutcome`]; the runtime implements
+//!   [`TurnLedger`] (reserve a turn, ledger programs, raw attempts and turn
+//!   records) and [`BranchVerifier`] (the build and test stages in the slot).
 
 pub mod config;
 mod failover;
 mod http;
+mod runner;
 mod scripted;
 pub mod tools;
 mod transport;
@@ -31,6 +37,10 @@ pub use failover::{
     ObservedBody,
 };
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
+pub use runner::{
+    ActorContext, ActorOutcome, PromptInputs, StopReason, ToolRecord, TurnLedger, TurnLimits,
+    TurnRecord, TurnReply, TurnUsage, route_of, run_actor,
+};
 pub use scripted::{Scripted, ScriptedTransport};
 pub use tools::{BranchVerifier, VerifierReport};
 pub use transport::{
