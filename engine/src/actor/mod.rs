@@ -22,6 +22,9 @@
 //!   ledger, cancel })` → [`ActorOutcome`]; the runtime implements
 //!   [`TurnLedger`] (reserve a turn, ledger programs, raw attempts and turn
 //!   records) and [`BranchVerifier`] (the build and test stages in the slot).
+//! - [`replay_request`]`(prepared, conversation, pinned_bundles)` rebuilds the
+//!   exact body of a ledgered call from its [`PreparedRequest`] and the turns'
+//!   [`TurnRecord::appended`] deltas, without a model (Gate Z).
 
 pub mod config;
 mod failover;
@@ -38,8 +41,8 @@ pub use failover::{
 };
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
 pub use runner::{
-    ActorContext, ActorOutcome, PromptInputs, StopReason, ToolRecord, TurnLedger, TurnLimits,
-    TurnRecord, TurnReply, TurnUsage, route_of, run_actor,
+    ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
+    TurnLimits, TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,
 };
 pub use scripted::{Scripted, ScriptedTransport};
 pub use tools::{BranchVerifier, VerifierReport};

@@ -24,6 +24,7 @@ use trellis_prompts::composers::{
 use trellis_prompts::{
     BoundedList, BoundedText, CompileOptions, CompiledPromptInvocation, MessageRole, ModelDialect,
     ProgramCache, ProgramRecord, PromptRoute, ResolutionPolicy, ToolCallConvention, TurnContext,
+    reconstruct,
 };
 
 use super::failover::{Attempt, CallOutcome, ChainEndpoint, FailoverChain};
@@ -68,8 +69,9 @@ pub trait TurnLedger: Send {
     /// Before turn `turn` (1-based): reserve its action. An `Err` stops the
     /// run with [`StopReason::BudgetRefused`] before anything is sent.
     fn reserve_turn(&mut self, turn: u32) -> Result<(), String>;
-    /// The two programs compiled for one attempt, before it is sent (Gate Z).
-    fn programs_compiled(&mut self, turn: u32, endpoint: &str, programs: &[ProgramRecord; 2]);
+    /// What one attempt's request is built from, before it is sent (Gate Z):
+    /// its two programs, turn block, model and output bound.
+    fn request_prepared(&mut self, request: &PreparedRequest);
     /// One raw transport attempt, before anything parses it (`turn_observed`).
     fn observed(&mut self, turn: u32, invocation_digest: &str, attempt: &Attempt);
     /// The turn as it ended, with its actual usage to settle.
@@ -91,6 +93,23 @@ pub enum TurnReply {
     Refused,
     /// No endpoint answered; see [`StopReason`].
     None,
+}
+
+/// Everything a request is built from besides the conversation, as the
+/// ledger records it: with the turns' conversation deltas,
+/// [`replay_request`] rebuilds the exact bytes sent without a model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PreparedRequest {
+    pub turn: u32,
+    pub endpoint: String,
+    /// The platform and domain programs, in that order.
+    pub programs: [ProgramRecord; 2],
+    pub invocation_digest: String,
+    pub turn_block: String,
+    pub model: String,
+    pub max_tokens: u64,
+    /// How many conversation messages (the deltas of earlier turns) it carried.
+    pub conversation_len: usize,
 }
 
 /// One tool call, what it was parsed into, and its result.
@@ -119,6 +138,8 @@ pub struct TurnRecord {
     pub endpoint: Option<String>,
     pub reply: TurnReply,
     pub tools: Vec<ToolRecord>,
+    /// The messages this turn added to the conversation (its delta).
+    pub appended: Vec<ChatMessage>,
     pub usage: TurnUsage,
 }
 
@@ -232,10 +253,10 @@ pub async fn run_actor(
                         })
                         .map_err(|e| e.to_string())?;
                     let digest = &compiled.invocation_digest;
-                    ledger.programs_compiled(
+                    ledger.request_prepared(&PreparedRequest {
                         turn,
-                        &endpoint.config.name,
-                        &[
+                        endpoint: endpoint.config.name.clone(),
+                        programs: [
                             ProgramRecord::new(
                                 &inputs.session_id,
                                 &platform,
@@ -251,17 +272,14 @@ pub async fn run_actor(
                                 Some(digest),
                             ),
                         ],
-                    );
+                        invocation_digest: digest.clone(),
+                        turn_block: turn_block.clone(),
+                        model: endpoint.config.model.clone(),
+                        max_tokens: endpoint.config.max_output_tokens,
+                        conversation_len: conversation.len(),
+                    });
                     digests.push(digest.clone());
-                    let mut messages: Vec<ChatMessage> = compiled
-                        .transport_messages(dialect, std::slice::from_ref(&turn_block))
-                        .into_iter()
-                        .map(|(role, content)| match role {
-                            MessageRole::System => ChatMessage::System { content },
-                            MessageRole::User => ChatMessage::User { content },
-                        })
-                        .collect();
-                    messages.extend(conversation.iter().cloned());
+                    let messages = assemble(&compiled, dialect, &turn_block, &conversation);
                     check_context(dialect, endpoint, &messages, &specs)?;
                     Ok(request_body(&ChatRequest {
                         model: &endpoint.config.model,
@@ -281,8 +299,10 @@ pub async fn run_actor(
                 endpoint: answered.map(|a| a.endpoint_name.clone()),
                 reply: TurnReply::None,
                 tools: Vec::new(),
+                appended: Vec::new(),
                 usage: TurnUsage::default(),
             };
+            let before = conversation.len();
             if !call.attempts.is_empty() {
                 turns += 1;
             }
@@ -328,6 +348,7 @@ pub async fn run_actor(
                     }
                 }
             }
+            record.appended = conversation[before..].to_vec();
             add(&mut total, &record.usage);
             ledger.turn_completed(&record);
             if let Some(summary) = finished {
@@ -429,6 +450,67 @@ async fn act(
         });
     }
     finished
+}
+
+/// The messages of a request: the invocation's programs as the dialect
+/// lays them out, the turn block, then the conversation so far.
+fn assemble(
+    invocation: &CompiledPromptInvocation,
+    dialect: &ModelDialect,
+    turn_block: &str,
+    conversation: &[ChatMessage],
+) -> Vec<ChatMessage> {
+    invocation
+        .transport_messages(dialect, &[turn_block.to_owned()])
+        .into_iter()
+        .map(|(role, content)| match role {
+            MessageRole::System => ChatMessage::System { content },
+            MessageRole::User => ChatMessage::User { content },
+        })
+        .chain(conversation.iter().cloned())
+        .collect()
+}
+
+/// Rebuilds the exact body of a recorded request without a model (Gate Z,
+/// Proposition 4): both programs are recompiled from this build's sections
+/// (and `replacements`, the session's pinned bundles) and must have their
+/// recorded digests, the tool surface must be this build's, and
+/// `conversation` is the concatenated deltas of the turns before it. Any
+/// mismatch is an error, never a best effort.
+pub fn replay_request(
+    request: &PreparedRequest,
+    conversation: &[ChatMessage],
+    replacements: &[PinnedReplacement],
+) -> Result<String, String> {
+    let [platform, domain] = &request.programs;
+    if platform.tool_spec_hash != tool_spec_hash() || domain.tool_spec_hash != tool_spec_hash() {
+        return Err("the request offered a tool surface this build does not have".into());
+    }
+    let invocation = CompiledPromptInvocation::new(
+        reconstruct(platform, replacements)?,
+        reconstruct(domain, replacements)?,
+    )
+    .map_err(|e| e.to_string())?;
+    if invocation.invocation_digest != request.invocation_digest {
+        return Err(format!(
+            "the programs pair to invocation {}, not the recorded {}",
+            invocation.invocation_digest, request.invocation_digest
+        ));
+    }
+    let dialect = ModelDialect::ALL
+        .iter()
+        .find(|d| d.dialect_ref() == invocation.platform.dialect)
+        .ok_or("the request's dialect is not in this build")?;
+    let conversation = conversation
+        .get(..request.conversation_len)
+        .ok_or("the recorded conversation is shorter than the request's")?;
+    let messages = assemble(&invocation, dialect, &request.turn_block, conversation);
+    Ok(request_body(&ChatRequest {
+        model: &request.model,
+        messages: &messages,
+        tools: &tool_specs(),
+        max_tokens: request.max_tokens,
+    }))
 }
 
 /// What the model is told after a reply that called no tool.
@@ -593,6 +675,7 @@ mod tests {
     struct Recorder {
         events: Vec<String>,
         attempts: Vec<Attempt>,
+        prepared: Vec<PreparedRequest>,
         turns: Vec<TurnRecord>,
     }
 
@@ -601,13 +684,15 @@ mod tests {
             self.events.push(format!("reserve {turn}"));
             Ok(())
         }
-        fn programs_compiled(&mut self, turn: u32, endpoint: &str, programs: &[ProgramRecord; 2]) {
-            for program in programs {
+        fn request_prepared(&mut self, request: &PreparedRequest) {
+            let (turn, endpoint) = (request.turn, &request.endpoint);
+            for program in &request.programs {
                 // Gate Z: what is ledgered rebuilds the exact program.
                 let rebuilt = trellis_prompts::reconstruct(program, &[]).unwrap();
                 assert_eq!(rebuilt.program_digest, program.program_digest);
             }
             self.events.push(format!("programs {turn} {endpoint}"));
+            self.prepared.push(request.clone());
         }
         fn observed(&mut self, turn: u32, invocation_digest: &str, attempt: &Attempt) {
             assert!(
@@ -781,6 +866,57 @@ mod tests {
         assert_eq!(body["tool_choice"], "auto");
         assert_eq!(body["tools"].as_array().unwrap().len(), TOOL_NAMES.len());
         assert_eq!(body["model"], "gpt-a");
+        assert_replays(&recorder);
+    }
+
+    /// Every request the run sent is rebuilt byte for byte from what the
+    /// ledger got: the prepared requests and the turns' deltas.
+    fn assert_replays(recorder: &Recorder) {
+        let conversation: Vec<ChatMessage> = recorder
+            .turns
+            .iter()
+            .flat_map(|t| t.appended.clone())
+            .collect();
+        assert_eq!(recorder.prepared.len(), recorder.attempts.len());
+        for (prepared, attempt) in recorder.prepared.iter().zip(&recorder.attempts) {
+            assert_eq!(
+                replay_request(prepared, &conversation, &[]).unwrap(),
+                attempt.request_body
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn replay_refuses_a_request_whose_recorded_inputs_changed() {
+        let dir = branch();
+        let model = ScriptedTransport::new([finish()]);
+        let mut chain = chain(vec![("a", Box::new(model))]);
+        let (_, recorder, _) = run(&mut chain, dir.path(), LIMITS).await;
+        let mut tampered = recorder.prepared[0].clone();
+        tampered.programs[1].budget_tokens -= 1;
+        assert!(
+            replay_request(&tampered, &[], &[])
+                .unwrap_err()
+                .contains("differs from the recorded")
+        );
+        let mut tampered = recorder.prepared[0].clone();
+        tampered.invocation_digest = "sha256:0".into();
+        assert!(
+            replay_request(&tampered, &[], &[])
+                .unwrap_err()
+                .contains("invocation")
+        );
+        let mut tampered = recorder.prepared[0].clone();
+        tampered.conversation_len = 3;
+        assert!(
+            replay_request(&tampered, &[], &[])
+                .unwrap_err()
+                .contains("shorter")
+        );
+        assert_eq!(
+            replay_request(&recorder.prepared[0], &[], &[]).unwrap(),
+            recorder.attempts[0].request_body
+        );
     }
 
     #[tokio::test]
@@ -998,6 +1134,7 @@ mod tests {
             messages.iter().all(|m| m["role"] != "tool"),
             "no native tool messages without call ids"
         );
+        assert_replays(&recorder);
     }
 
     #[tokio::test]
@@ -1081,6 +1218,7 @@ mod tests {
         let sent: Value = serde_json::from_slice(&second.requests()[0]).unwrap();
         assert_eq!(sent["model"], "gpt-b");
         assert_eq!(first.requests().len(), 1);
+        assert_replays(&recorder);
     }
 
     #[tokio::test]
