@@ -1,7 +1,9 @@
 //! The `openai-chat` adapter and the failover chain against our own
 //! OpenAI-compatible server on 127.0.0.1: exact request bytes, the API key
 //! only in the header, usage parsed, 500 → next endpoint, garbage and
-//! oversized bodies, cancellation of a request the server never answers.
+//! oversized bodies, cancellation of a request the server never answers, and
+//! a whole actor run over HTTP that edits its branch through the second
+//! endpoint and replays every request it sent.
 
 mod support;
 
@@ -235,4 +237,213 @@ async fn cancelling_aborts_a_request_the_server_never_answers() {
         1,
         "the request had reached the server"
     );
+}
+
+mod run_over_http {
+    use std::path::Path;
+
+    use trellis_engine::actor::{
+        ActorContext, Attempt, BoxFuture, BranchVerifier, PreparedRequest, PromptInputs,
+        StopReason, TurnLedger, TurnLimits, TurnRecord, VerifierReport, replay_request, run_actor,
+    };
+    use trellis_prompts::composers::{BootstrapState, CorrectTurnState};
+    use trellis_prompts::plan::{
+        CorrectionOperator, PlanInput, RemainingBudget, ResidualClass, WitnessKind, plan,
+    };
+    use trellis_prompts::{
+        BoundedList, BoundedText, ObservationText, PromptStage, ResolutionPolicy,
+    };
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Ledger {
+        prepared: Vec<PreparedRequest>,
+        attempts: Vec<Attempt>,
+        turns: Vec<TurnRecord>,
+    }
+
+    impl TurnLedger for Ledger {
+        fn reserve_turn(&mut self, _: u32) -> Result<(), String> {
+            Ok(())
+        }
+        fn request_prepared(&mut self, request: &PreparedRequest) {
+            self.prepared.push(request.clone());
+        }
+        fn observed(&mut self, _: u32, _: &str, attempt: &Attempt) {
+            self.attempts.push(attempt.clone());
+        }
+        fn turn_completed(&mut self, record: &TurnRecord) {
+            self.turns.push(record.clone());
+        }
+    }
+
+    struct Passing;
+
+    impl BranchVerifier for Passing {
+        fn run_build<'a>(
+            &'a mut self,
+            _: &'a Path,
+        ) -> BoxFuture<'a, Result<VerifierReport, String>> {
+            Box::pin(async {
+                Ok(VerifierReport {
+                    passed: true,
+                    output: String::new(),
+                })
+            })
+        }
+        fn run_tests<'a>(
+            &'a mut self,
+            _: &'a Path,
+            _: Option<&'a str>,
+        ) -> BoxFuture<'a, Result<VerifierReport, String>> {
+            Box::pin(async {
+                Ok(VerifierReport {
+                    passed: true,
+                    output: "1 passed".into(),
+                })
+            })
+        }
+    }
+
+    fn inputs() -> PromptInputs {
+        PromptInputs {
+            session_id: "http-session".into(),
+            bootstrap: BootstrapState {
+                workspace_name: BoundedText::new("demo").unwrap(),
+                session_id: BoundedText::new("http-session").unwrap(),
+                granted_capabilities: BoundedList::new(["edit files in the branch"]).unwrap(),
+                write_ahead_note: None,
+            },
+            correction: CorrectTurnState {
+                plan: plan(PlanInput {
+                    stage: PromptStage::BranchCorrect,
+                    residual: ResidualClass::TypeMismatch,
+                    witness: Some(WitnessKind::CompilerDiagnostic),
+                    operator: CorrectionOperator::RepairEdit,
+                    remaining: RemainingBudget {
+                        turns: 3,
+                        tokens: 8000,
+                    },
+                }),
+                tool_names: BoundedList::empty(),
+                budget_note: None,
+                packet: ObservationText::new("E0308: mismatched types in src/lib.rs").unwrap(),
+                diagnostic: Some((
+                    BoundedText::new("E0308").unwrap(),
+                    ObservationText::new("expected `i32`, found `&str`").unwrap(),
+                )),
+                failing_test: None,
+                previous_hypothesis: None,
+                hints: BoundedList::empty(),
+            },
+            policy: ResolutionPolicy::default(),
+            replacements: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_model_behind_a_failing_endpoint_edits_the_branch_through_the_second() {
+        let branch = tempfile::tempdir().unwrap();
+        std::fs::create_dir(branch.path().join("src")).unwrap();
+        std::fs::write(
+            branch.path().join("src/lib.rs"),
+            "pub fn one() -> i32 { \"1\" }\n",
+        )
+        .unwrap();
+        let down = OpenAiServer::start(vec![Answer::Status(503, b"busy".to_vec())]);
+        let up = OpenAiServer::start(vec![
+            Answer::tool_call(
+                "replace",
+                json!({ "path": "src/lib.rs", "old": "\"1\"", "new": "1" }),
+            ),
+            Answer::tool_call("finish", json!({ "summary": "returned the integer" })),
+        ]);
+        let mut chain = FailoverChain::new(vec![
+            link(endpoint("down", &down.base_url)),
+            link(endpoint("up", &up.base_url)),
+        ]);
+        let mut ledger = Ledger::default();
+        let cancel = CancellationToken::new();
+        let limits = TurnLimits {
+            max_turns: 4,
+            tool_calls_per_turn: 4,
+            mutations_per_turn: 2,
+            result_bytes: 4096,
+        };
+        let outcome = run_actor(
+            &mut chain,
+            &inputs(),
+            &limits,
+            ActorContext {
+                branch: branch.path(),
+                verifier: &mut Passing,
+                ledger: &mut ledger,
+                cancel: &cancel,
+            },
+        )
+        .await;
+
+        assert_eq!(
+            outcome.stop,
+            StopReason::Finished {
+                summary: "returned the integer".into()
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(branch.path().join("src/lib.rs")).unwrap(),
+            "pub fn one() -> i32 { 1 }\n"
+        );
+        assert_eq!(
+            outcome.usage.tokens.total(),
+            666,
+            "both answered turns' usage is charged"
+        );
+        // The failed primary gets its one retry on the next turn (and is
+        // then retired); what each server received is what was ledgered.
+        let order: Vec<&str> = ledger
+            .attempts
+            .iter()
+            .map(|a| a.endpoint_name.as_str())
+            .collect();
+        assert_eq!(order, ["down", "up", "down", "up"]);
+        for (name, server) in [("down", &down), ("up", &up)] {
+            let ledgered: Vec<&[u8]> = ledger
+                .attempts
+                .iter()
+                .filter(|a| a.endpoint_name == name)
+                .map(|a| a.request_body.as_bytes())
+                .collect();
+            let received: Vec<Vec<u8>> = server.received().into_iter().map(|r| r.body).collect();
+            assert_eq!(received, ledgered, "{name}");
+        }
+        assert!(
+            !chain.exhausted(),
+            "the second endpoint is still in service"
+        );
+        let conversation: Vec<_> = ledger
+            .turns
+            .iter()
+            .flat_map(|t| t.appended.clone())
+            .collect();
+        for (prepared, attempt) in ledger.prepared.iter().zip(&ledger.attempts) {
+            assert_eq!(
+                replay_request(prepared, &conversation, &[]).unwrap(),
+                attempt.request_body
+            );
+        }
+        let second: serde_json::Value = serde_json::from_slice(&up.received()[1].body).unwrap();
+        let tool = second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .unwrap();
+        assert!(
+            tool["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("[trellis:tool-result replace ok]")
+        );
+    }
 }
