@@ -1138,6 +1138,59 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_programs_name_only_tools_and_arguments_the_runner_enforces() {
+        let dir = branch();
+        for model in ["gpt-4o", "qwen2.5-coder:7b"] {
+            let transport = ScriptedTransport::new([finish()]);
+            let mut chain = FailoverChain::new(vec![ChainEndpoint {
+                config: endpoint("a", model, 5),
+                transport: Box::new(transport.clone()),
+            }]);
+            run(&mut chain, dir.path(), LIMITS).await;
+            let body: Value = serde_json::from_slice(&transport.requests()[0]).unwrap();
+            let declared: Vec<String> = body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|t| {
+                    let f = &t["function"];
+                    let args = f["parameters"]["properties"]
+                        .as_object()
+                        .unwrap()
+                        .keys()
+                        .cloned();
+                    std::iter::once(f["name"].as_str().unwrap().to_owned()).chain(args)
+                })
+                .collect();
+            let prose: String = body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["role"] == "system")
+                .map(|m| m["content"].as_str().unwrap())
+                .collect();
+            // Every `identifier` the instructions quote (observations aside)
+            // is a declared tool or argument.
+            let mut trusted = String::new();
+            let mut rest = prose.as_str();
+            while let Some(open) = rest.find("[observation") {
+                trusted.push_str(&rest[..open]);
+                let close = rest[open..].find("[/observation]").unwrap();
+                rest = &rest[open + close..];
+            }
+            trusted.push_str(rest);
+            for quoted in trusted.split('`').skip(1).step_by(2) {
+                if quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                    assert!(
+                        declared.iter().any(|d| d == quoted),
+                        "{model}: the prompt names `{quoted}`"
+                    );
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn a_model_that_never_finishes_stops_at_the_turn_limit() {
         let dir = branch();
         let model = ScriptedTransport::new(
