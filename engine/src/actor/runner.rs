@@ -296,7 +296,7 @@ pub async fn run_actor(
             let answered = call.attempts.last();
             let mut record = TurnRecord {
                 turn,
-                endpoint: answered.map(|a| a.endpoint_name.clone()),
+                endpoint: None,
                 reply: TurnReply::None,
                 tools: Vec::new(),
                 appended: Vec::new(),
@@ -323,9 +323,13 @@ pub async fn run_actor(
                         reason,
                     };
                 }
-                CallOutcome::FailedTurn => record.reply = TurnReply::Refused,
+                CallOutcome::FailedTurn => {
+                    record.endpoint = answered.map(|a| a.endpoint_name.clone());
+                    record.reply = TurnReply::Refused;
+                }
                 CallOutcome::Answered => {
                     let attempt = answered.expect("an answered call has an attempt");
+                    record.endpoint = Some(attempt.endpoint_name.clone());
                     let body = attempt.response.as_ref().map_or(&[][..], |b| b.as_bytes());
                     match parse_reply(body) {
                         Err(error) => record.reply = TurnReply::Malformed { error },
@@ -1294,6 +1298,7 @@ mod tests {
             4,
             "every failed attempt is observed"
         );
+        assert_eq!(recorder.turns[0].endpoint, None, "no endpoint answered");
         assert!(chain.exhausted());
     }
 
