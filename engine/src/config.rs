@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::actor::config::{ModelEndpoint, VerificationConfig, VerificationLayer, validate_models};
 use crate::gate::GateParams;
 use crate::search::{Counter, SearchLimits};
 
@@ -32,6 +33,9 @@ pub struct Config {
     pub gate: GateParams,
     pub stages: StagesConfig,
     pub exploration: ExplorationConfig,
+    /// `[[models]]`: the model endpoints in failover order; empty = no model.
+    pub models: Vec<ModelEndpoint>,
+    pub verification: VerificationConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -85,6 +89,8 @@ impl Default for Config {
                 workspace_bytes: 2 << 30,
                 limits: SearchLimits::DEFAULT_LIMITS,
             },
+            models: Vec::new(),
+            verification: VerificationConfig::default(),
         }
     }
 }
@@ -101,6 +107,9 @@ struct Layer {
     prompts: Option<toml::Value>,
     /// The pre-search `[ensemble]` table; present only to refuse it clearly.
     ensemble: Option<toml::Value>,
+    /// A layer's `[[models]]` replace the chain of the layers below it.
+    models: Option<Vec<ModelEndpoint>>,
+    verification: Option<VerificationLayer>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -339,6 +348,12 @@ impl Config {
                 limits.apply(&mut e.limits);
             }
         }
+        if let Some(models) = layer.models {
+            self.models = models;
+        }
+        if let Some(v) = layer.verification {
+            v.apply(&mut self.verification);
+        }
         Ok(())
     }
 
@@ -398,7 +413,8 @@ impl Config {
                     .into(),
             );
         }
-        Ok(())
+        validate_models(&self.models)?;
+        self.verification.validate()
     }
 }
 

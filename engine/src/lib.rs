@@ -13,6 +13,7 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the map and invariants.
 
+pub mod actor;
 mod api;
 pub mod change;
 pub mod cluster;

@@ -1,0 +1,452 @@
+//! `[[models]]` and `[verification]`: which endpoints a model actor may call,
+//! in failover order, and which test evidence its candidates answer to.
+//!
+//! This module owns the shape and validation of those tables; `config.rs`
+//! layers them like every other table. It never holds an API key: an
+//! endpoint names the *environment variable* the key lives in
+//! (`api_key_env`), and the transport reads it at call time, so no value
+//! here can leak a key through `Debug`, serde or the ledger.
+
+use serde::{Deserialize, Serialize};
+use trellis_prompts::ModelFamily;
+
+use crate::snapshot::fsutil::check_rel_path;
+
+/// Per-request deadline when `timeout_secs` is not given.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// Longest per-request deadline accepted: a hung endpoint must not hold a
+/// repair for more than a small multiple of this.
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u64 = 32_768;
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
+
+/// The transport adapter an endpoint speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AdapterKind {
+    /// `POST {base_url}/chat/completions`, OpenAI's chat format with
+    /// function calling (ollama, llama.cpp's server, vLLM, hosted APIs).
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+}
+
+impl AdapterKind {
+    /// The adapter identity prompt routes are resolved with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdapterKind::OpenAiChat => "openai-chat",
+        }
+    }
+}
+
+/// One `[[models]]` table: an endpoint of the failover chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEndpoint {
+    /// Names a location and its credentials in messages and the ledger;
+    /// never selects a prompt.
+    pub name: String,
+    pub adapter: AdapterKind,
+    pub base_url: String,
+    /// The exact model the endpoint is asked for.
+    pub model: String,
+    /// The prompt family; derived from `model` by [`family_of_model`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// The environment variable holding the API key, read per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_timeout_secs")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_context_window_tokens")]
+    pub context_window_tokens: u64,
+    #[serde(default = "default_max_output_tokens")]
+    pub max_output_tokens: u64,
+}
+
+fn default_timeout_secs() -> u64 {
+    DEFAULT_TIMEOUT_SECS
+}
+fn default_context_window_tokens() -> u64 {
+    DEFAULT_CONTEXT_WINDOW_TOKENS
+}
+fn default_max_output_tokens() -> u64 {
+    DEFAULT_MAX_OUTPUT_TOKENS
+}
+
+impl ModelEndpoint {
+    /// The family prompts are resolved for: the configured one, else the
+    /// one the model name implies, else `other`.
+    pub fn family(&self) -> ModelFamily {
+        match &self.family {
+            Some(slug) => ModelFamily::from_slug(slug),
+            None => family_of_model(&self.model),
+        }
+    }
+}
+
+/// Model-name prefixes and the family they imply, matched in order against
+/// the lowercased last `/`-separated segment of the model name (so
+/// `qwen2.5-coder:7b`, `Qwen/Qwen2.5-Coder-7B-Instruct` and
+/// `meta-llama/Llama-3.1-8B` all resolve). A name matching none is `other`,
+/// which composes from the base sections like every family.
+pub const FAMILY_PREFIXES: &[(&str, ModelFamily)] = &[
+    ("qwen", ModelFamily::Qwen),
+    ("qwq", ModelFamily::Qwen),
+    ("codellama", ModelFamily::Llama),
+    ("llama", ModelFamily::Llama),
+    ("mistral", ModelFamily::Mistral),
+    ("mixtral", ModelFamily::Mistral),
+    ("codestral", ModelFamily::Mistral),
+    ("devstral", ModelFamily::Mistral),
+    ("ministral", ModelFamily::Mistral),
+    ("deepseek", ModelFamily::DeepSeek),
+    ("gpt-", ModelFamily::OpenAi),
+    ("chatgpt", ModelFamily::OpenAi),
+    ("o1", ModelFamily::OpenAi),
+    ("o3", ModelFamily::OpenAi),
+    ("o4", ModelFamily::OpenAi),
+    ("claude", ModelFamily::Anthropic),
+    ("gemini", ModelFamily::Google),
+    ("gemma", ModelFamily::Google),
+];
+
+/// The family a model name implies under [`FAMILY_PREFIXES`].
+pub fn family_of_model(model: &str) -> ModelFamily {
+    let segment = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    FAMILY_PREFIXES
+        .iter()
+        .find(|(prefix, _)| segment.starts_with(prefix))
+        .map_or(ModelFamily::Other, |(_, family)| *family)
+}
+
+/// Checks the merged chain; an error names the dotted key (`models[1].base_url`).
+pub fn validate_models(models: &[ModelEndpoint]) -> Result<(), String> {
+    for (i, m) in models.iter().enumerate() {
+        let key = |field: &str| format!("`models[{i}].{field}`");
+        if m.name.trim().is_empty() {
+            return Err(format!("{} must not be empty", key("name")));
+        }
+        if let Some(j) = models[..i].iter().position(|o| o.name == m.name) {
+            return Err(format!(
+                "{} repeats the name `{}` of `models[{j}]`: each endpoint needs its own name",
+                key("name"),
+                m.name
+            ));
+        }
+        let rest = m
+            .base_url
+            .strip_prefix("http://")
+            .or_else(|| m.base_url.strip_prefix("https://"));
+        if rest.is_none_or(|host| host.is_empty() || host.starts_with('/')) {
+            return Err(format!(
+                "{} must be an http:// or https:// URL with a host, got `{}`",
+                key("base_url"),
+                m.base_url
+            ));
+        }
+        if m.model.trim().is_empty() {
+            return Err(format!("{} must not be empty", key("model")));
+        }
+        if let Some(family) = &m.family {
+            let known = ModelFamily::from_slug(family) != ModelFamily::Other
+                || family.eq_ignore_ascii_case("other");
+            if !known {
+                let slugs: Vec<&str> = FAMILIES.iter().map(|f| f.as_str()).collect();
+                return Err(format!(
+                    "{} is `{family}`, not a known family (known: {}); leave it out to derive it from `model`",
+                    key("family"),
+                    slugs.join(", ")
+                ));
+            }
+        }
+        if let Some(var) = &m.api_key_env
+            && (var.is_empty() || var.contains(['=', '\0']))
+        {
+            return Err(format!(
+                "{} must name an environment variable, got `{var}`",
+                key("api_key_env")
+            ));
+        }
+        if !(1..=MAX_TIMEOUT_SECS).contains(&m.timeout_secs) {
+            return Err(format!(
+                "{} must be between 1 and {MAX_TIMEOUT_SECS}, got {}",
+                key("timeout_secs"),
+                m.timeout_secs
+            ));
+        }
+        if m.max_output_tokens == 0 || m.max_output_tokens >= m.context_window_tokens {
+            return Err(format!(
+                "{} must be at least 1 and below {} ({}), got {}",
+                key("max_output_tokens"),
+                key("context_window_tokens"),
+                m.context_window_tokens,
+                m.max_output_tokens
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every family, for messages.
+const FAMILIES: &[ModelFamily] = &[
+    ModelFamily::Anthropic,
+    ModelFamily::OpenAi,
+    ModelFamily::Google,
+    ModelFamily::Mistral,
+    ModelFamily::Qwen,
+    ModelFamily::DeepSeek,
+    ModelFamily::Llama,
+    ModelFamily::Other,
+];
+
+/// Which tests a candidate is measured against (erratum 37).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestPolicy {
+    /// The candidate's own implementation, tests and configuration.
+    #[default]
+    Evolving,
+    /// Also the tests as they were when the repair started, so weakening a
+    /// test instead of fixing the code is refused.
+    BackwardCompatible,
+    /// Also a protected overlay (`oracle_path`) run by `oracle_command` in a
+    /// private verification tree, as a blocking test-stage verdict.
+    ExternalOracle,
+}
+
+/// `[verification]`, merged.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VerificationConfig {
+    pub test_policy: TestPolicy,
+    /// Workspace-relative overlay of oracle tests (`external-oracle` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle_path: Option<String>,
+    /// Program and arguments that run the oracle (`external-oracle` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle_command: Option<Vec<String>>,
+}
+
+/// `[verification]` as one layer wrote it: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerificationLayer {
+    test_policy: Option<TestPolicy>,
+    oracle_path: Option<String>,
+    oracle_command: Option<Vec<String>>,
+}
+
+impl VerificationLayer {
+    pub(crate) fn apply(self, config: &mut VerificationConfig) {
+        config.test_policy = self.test_policy.unwrap_or(config.test_policy);
+        if self.oracle_path.is_some() {
+            config.oracle_path = self.oracle_path;
+        }
+        if self.oracle_command.is_some() {
+            config.oracle_command = self.oracle_command;
+        }
+    }
+}
+
+impl VerificationConfig {
+    /// A mispaired policy and oracle fails start-up (erratum 37).
+    pub fn validate(&self) -> Result<(), String> {
+        let oracle_keys = self.oracle_path.is_some() || self.oracle_command.is_some();
+        match self.test_policy {
+            TestPolicy::ExternalOracle => {
+                let path = self.oracle_path.as_deref().unwrap_or("");
+                if path.is_empty() {
+                    return Err("`verification.test_policy = \"external-oracle\"` needs `verification.oracle_path`".into());
+                }
+                check_rel_path(path).map_err(|e| format!("`verification.oracle_path`: {e}"))?;
+                let command = self.oracle_command.as_deref().unwrap_or(&[]);
+                if command.first().is_none_or(|program| program.is_empty()) {
+                    return Err("`verification.test_policy = \"external-oracle\"` needs a non-empty `verification.oracle_command`".into());
+                }
+                Ok(())
+            }
+            TestPolicy::Evolving | TestPolicy::BackwardCompatible if oracle_keys => Err(
+                "`verification.oracle_path` and `verification.oracle_command` apply only with `test_policy = \"external-oracle\"`".into(),
+            ),
+            TestPolicy::Evolving | TestPolicy::BackwardCompatible => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_family_table_derives_families_from_model_names() {
+        for (model, family) in [
+            ("qwen2.5-coder:7b", ModelFamily::Qwen),
+            ("Qwen/Qwen2.5-Coder-7B-Instruct", ModelFamily::Qwen),
+            ("meta-llama/Llama-3.1-8B-Instruct", ModelFamily::Llama),
+            ("codellama:13b", ModelFamily::Llama),
+            ("devstral-small", ModelFamily::Mistral),
+            ("deepseek-coder-v2", ModelFamily::DeepSeek),
+            ("gpt-4o-mini", ModelFamily::OpenAi),
+            ("gemma3:4b", ModelFamily::Google),
+            ("SmolLM2-135M-Instruct", ModelFamily::Other),
+            ("", ModelFamily::Other),
+        ] {
+            assert_eq!(family_of_model(model), family, "{model}");
+        }
+    }
+
+    #[test]
+    fn an_explicit_family_wins_over_the_model_name() {
+        let endpoint = ModelEndpoint {
+            name: "gw".into(),
+            adapter: AdapterKind::OpenAiChat,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "qwen2.5-coder".into(),
+            family: Some("llama".into()),
+            api_key_env: None,
+            timeout_secs: 1,
+            context_window_tokens: 10,
+            max_output_tokens: 5,
+        };
+        assert_eq!(endpoint.family(), ModelFamily::Llama);
+    }
+
+    #[test]
+    fn a_mispaired_oracle_fails() {
+        let mut v = VerificationConfig {
+            test_policy: TestPolicy::ExternalOracle,
+            ..Default::default()
+        };
+        assert!(v.validate().unwrap_err().contains("oracle_path"));
+        v.oracle_path = Some("oracle".into());
+        assert!(v.validate().unwrap_err().contains("oracle_command"));
+        v.oracle_command = Some(vec!["cargo".into(), "test".into()]);
+        v.validate().unwrap();
+        v.oracle_path = Some("../outside".into());
+        assert!(
+            v.validate()
+                .unwrap_err()
+                .contains("verification.oracle_path")
+        );
+        v.test_policy = TestPolicy::Evolving;
+        assert!(v.validate().unwrap_err().contains("only with"));
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use crate::config::{Config, ConfigError, WORKSPACE_FILE};
+
+    use super::*;
+
+    fn load_with(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(WORKSPACE_FILE), text).unwrap();
+        Config::load(dir.path(), None, None)
+    }
+
+    const ISSUE_EXAMPLE: &str = r#"
+[[models]]
+name = "local"
+adapter = "openai-chat"
+base_url = "http://127.0.0.1:11434/v1"
+model = "qwen2.5-coder:7b"
+family = "qwen"
+api_key_env = "OPENAI_API_KEY"
+timeout_secs = 120
+context_window_tokens = 32768
+max_output_tokens = 4096
+
+[[models]]
+name = "second"
+adapter = "openai-chat"
+base_url = "https://models.example.invalid/v1"
+model = "SmolLM2-135M-Instruct"
+
+[verification]
+test_policy = "backward-compatible"
+"#;
+
+    #[test]
+    fn the_documented_shape_loads_in_chain_order_with_defaults() {
+        let c = load_with(ISSUE_EXAMPLE).unwrap();
+        assert_eq!(c.models.len(), 2);
+        assert_eq!(c.models[0].name, "local");
+        assert_eq!(c.models[0].family(), ModelFamily::Qwen);
+        assert_eq!(c.models[0].api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(c.models[1].family(), ModelFamily::Other);
+        assert_eq!(c.models[1].timeout_secs, DEFAULT_TIMEOUT_SECS);
+        assert_eq!(c.verification.test_policy, TestPolicy::BackwardCompatible);
+        assert_eq!(Config::default().models, vec![]);
+        assert_eq!(
+            Config::default().verification.test_policy,
+            TestPolicy::Evolving
+        );
+    }
+
+    #[test]
+    fn an_unknown_model_key_fails_naming_it() {
+        let err = load_with(&ISSUE_EXAMPLE.replace("timeout_secs = 120", "api_key = \"sk-x\""))
+            .unwrap_err();
+        assert!(err.source_name.ends_with(WORKSPACE_FILE), "{err}");
+        assert!(err.message.contains("api_key"), "{err}");
+        let err = load_with(&ISSUE_EXAMPLE.replace(
+            "\"openai-chat\"\nbase_url = \"http://",
+            "\"anthropic\"\nbase_url = \"http://",
+        ))
+        .unwrap_err();
+        assert!(err.message.contains("openai-chat"), "{err}");
+        let err = load_with("[verification]\ntest_policy = \"frozen\"\n").unwrap_err();
+        assert!(err.message.contains("backward-compatible"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_model_value_names_its_indexed_key() {
+        for (from, to, key) in [
+            (
+                "https://models.example.invalid/v1",
+                "models.example.invalid",
+                "models[1].base_url",
+            ),
+            ("family = \"qwen\"", "family = \"qwn\"", "models[0].family"),
+            (
+                "timeout_secs = 120",
+                "timeout_secs = 0",
+                "models[0].timeout_secs",
+            ),
+            (
+                "max_output_tokens = 4096",
+                "max_output_tokens = 40960",
+                "models[0].max_output_tokens",
+            ),
+            ("name = \"second\"", "name = \"local\"", "models[1].name"),
+            (
+                "api_key_env = \"OPENAI_API_KEY\"",
+                "api_key_env = \"\"",
+                "models[0].api_key_env",
+            ),
+        ] {
+            let err = load_with(&ISSUE_EXAMPLE.replace(from, to)).unwrap_err();
+            assert!(err.message.contains(key), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_later_layer_replaces_the_whole_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(WORKSPACE_FILE), ISSUE_EXAMPLE).unwrap();
+        let init = serde_json::json!({
+            "models": [{ "name": "editor", "adapter": "openai-chat",
+                         "base_url": "http://127.0.0.1:8080/v1", "model": "llama3" }],
+            "verification": { "test_policy": "evolving" }
+        });
+        let c = Config::load(dir.path(), None, Some(&init)).unwrap();
+        assert_eq!(c.models.len(), 1);
+        assert_eq!(c.models[0].name, "editor");
+        assert_eq!(c.models[0].family(), ModelFamily::Llama);
+        assert_eq!(c.verification.test_policy, TestPolicy::Evolving);
+    }
+}

@@ -1,0 +1,53 @@
+//! The model actor (PSP-10 system 27): configured endpoints, the
+//! OpenAI-compatible transport and its failover chain, the governed tools,
+//! and the turn runner that drives a model through them in one branch.
+//!
+//! This module owns everything between a branch directory and a model
+//! endpoint. It never decides whether a branch is good (the branch is
+//! measured, gated and selected like any other proposer's), never writes
+//! outside the branch directory it is given, never spawns a process (the
+//! build and test tools go through [`BranchVerifier`]), and never holds an
+//! API key in a value that is printed, serialized or ledgered.
+//!
+//! # Public API (what the search runtime calls)
+//!
+//! - [`config`]: [`ModelEndpoint`] (`[[models]]`), [`VerificationConfig`] /
+//!   [`TestPolicy`] (`[verification]`), [`family_of_model`]; loaded through
+//!   `Config::models` and `Config::verification`.
+//! - [`FailoverChain::new`] over [`ChainEndpoint`]s, one per configured
+//!   endpoint, each with a [`Transport`]: [`HttpTransport::new`] for
+//!   `openai-chat`, [`ScriptedTransport`] in tests. Build one chain per
+//!   repair: its failure counts are what retire an endpoint.
+//! - [`run_actor`]`(chain, inputs, limits, ActorContext { branch, verifier,
+//!   ledger, cancel })` → [`ActorOutcome`]; the runtime implements
+//!   [`TurnLedger`] (reserve a turn, ledger programs, raw attempts and turn
+//!   records) and [`BranchVerifier`] (the build and test stages in the slot).
+//! - [`replay_request`]`(prepared, conversation, pinned_bundles)` rebuilds the
+//!   exact body of a ledgered call from its [`PreparedRequest`] and the turns'
+//!   [`TurnRecord::appended`] deltas, without a model (Gate Z).
+
+pub mod config;
+mod failover;
+mod http;
+mod runner;
+mod scripted;
+pub mod tools;
+mod transport;
+
+pub use config::{AdapterKind, ModelEndpoint, TestPolicy, VerificationConfig, family_of_model};
+pub use failover::{
+    Attempt, Call, CallOutcome, ChainEndpoint, FAILURES_TO_RETIRE, FailoverChain, FailoverState,
+    ObservedBody,
+};
+pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
+pub use runner::{
+    ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
+    TurnLimits, TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,
+};
+pub use scripted::{Scripted, ScriptedTransport};
+pub use tools::{BranchVerifier, VerifierReport};
+pub use transport::{
+    AttemptClass, BoxFuture, ChatMessage, ChatReply, ChatRequest, RawResponse, ReplyError,
+    TokenUsage, ToolCall, Transport, TransportFailure, classify, parse_reply, request_body,
+    text_tool_call,
+};
