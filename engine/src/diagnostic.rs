@@ -127,6 +127,11 @@ pub struct TestFailure {
     /// workspace file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Span>,
+    /// The functions the test calls before it fails, read from its source
+    /// (`libtest::called_functions`): tests that fail at different
+    /// assertions but call the same function are grouped by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<String>,
 }
 
 /// Evidence, typed by what it proves.

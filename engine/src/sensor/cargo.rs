@@ -331,11 +331,23 @@ fn locate(failure: ParsedFailure, paths: &mut WorkspacePaths) -> TestFailure {
     let location = failure
         .panic_site
         .and_then(|site| paths.point(&site.file, site.line, site.column));
+    let calls = location
+        .as_ref()
+        .and_then(|span| {
+            let source = paths.source(&span.path)?;
+            Some(libtest::called_functions(
+                &source,
+                &failure.name,
+                span.line_start,
+            ))
+        })
+        .unwrap_or_default();
     TestFailure {
         binary: failure.binary,
         name: failure.name,
         output: failure.output,
         location,
+        calls,
     }
 }
 
