@@ -83,13 +83,32 @@ pub fn apply(path: &str, text: &str, edits: &[ByteEdit]) -> Result<String, EditE
     let mut out =
         String::with_capacity(text.len() + sorted.iter().map(|e| e.text.len()).sum::<usize>());
     let mut cursor = 0;
-    for e in sorted {
+    for (i, e) in sorted.iter().enumerate() {
         out.push_str(&text[cursor..e.start]);
         out.push_str(&e.text);
         cursor = e.end;
+        if removes_leading_lines(text, e) {
+            let next = sorted.get(i + 1).map_or(text.len(), |n| n.start);
+            cursor += blank_lines_len(&text[cursor..next]);
+        }
     }
     out.push_str(&text[cursor..]);
     Ok(out)
+}
+
+/// The edit deletes the first whole lines of the file (an unused `use` at
+/// the top, say). A file never starts with a blank line, so the blank lines
+/// that followed go with them.
+fn removes_leading_lines(text: &str, e: &ByteEdit) -> bool {
+    e.start == 0 && e.text.is_empty() && e.end > 0 && text[..e.end].ends_with('\n')
+}
+
+/// The length of the whitespace-only lines `text` starts with.
+fn blank_lines_len(text: &str) -> usize {
+    text.split_inclusive('\n')
+        .take_while(|line| line.ends_with('\n') && line.trim().is_empty())
+        .map(str::len)
+        .sum()
 }
 
 #[cfg(test)]
@@ -150,6 +169,20 @@ mod tests {
             apply("f.rs", "é", &[e(1, 1, "x")]),
             Err(EditError::NotCharBoundary { .. })
         ));
+    }
+
+    #[test]
+    fn removing_the_first_lines_takes_the_blank_lines_after_them() {
+        let text = "use std::fmt;\n\n  \n/// Doc.\nfn f() {}\n";
+        assert_eq!(apply("f.rs", text, &[e(0, 14, "")]).unwrap(), "/// Doc.\nfn f() {}\n");
+        // Not at the top of the file, or not whole lines: blank lines stay.
+        assert_eq!(apply("f.rs", "a\nb\n\nc", &[e(2, 4, "")]).unwrap(), "a\n\nc");
+        assert_eq!(apply("f.rs", "ab\n\nc", &[e(0, 1, "")]).unwrap(), "b\n\nc");
+        // The blank lines end where the next edit starts.
+        assert_eq!(
+            apply("f.rs", "a\n\n\nb", &[e(0, 2, ""), e(3, 3, "x")]).unwrap(),
+            "x\nb"
+        );
     }
 
     proptest! {

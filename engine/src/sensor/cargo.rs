@@ -201,7 +201,12 @@ impl CargoStage {
             .env("CARGO_TARGET_DIR", run.target_dir)
             .envs(ENVIRONMENT.iter().copied());
         let limits = ProcessLimits::with_deadline(run.deadline);
-        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+        let lockfile = GeneratedLockfile::before(run.dir, run.target_dir);
+        let output = run_bounded(cmd, &limits, &run.cancel).await;
+        if let Err(error) = lockfile.put_away() {
+            return Observation::unavailable(error);
+        }
+        let output = match output {
             Ok(output) => output,
             Err(error) => return Observation::unavailable(error.to_string()),
         };
@@ -214,6 +219,55 @@ impl CargoStage {
                 run.dir.display()
             )),
         }
+    }
+}
+
+/// A measurement leaves the tree it measured as it found it. Cargo writes a
+/// `Cargo.lock` beside a manifest that has none (most library crates); left
+/// in a branch slot, it would become part of the next snapshot of the slot
+/// and so of the repair written to the user's files. The lockfile cargo
+/// generated is moved into the target directory after the run and put back
+/// before the next one, so the slot's runs keep resolving the same versions.
+struct GeneratedLockfile {
+    /// `Cargo.lock` in the measured directory, when it had none.
+    generated: Option<std::path::PathBuf>,
+    kept: std::path::PathBuf,
+}
+
+impl GeneratedLockfile {
+    fn before(dir: &Path, target_dir: &Path) -> Self {
+        let lockfile = dir.join("Cargo.lock");
+        let kept = target_dir.join("trellis-generated-Cargo.lock");
+        let generated = match std::fs::symlink_metadata(&lockfile) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                // A lockfile kept from an earlier run; cargo regenerates a
+                // stale one as it would the user's.
+                let _ = std::fs::copy(&kept, &lockfile);
+                Some(lockfile)
+            }
+            _ => None,
+        };
+        Self { generated, kept }
+    }
+
+    /// Moves the generated lockfile out of the measured tree; an error when
+    /// it stays there.
+    fn put_away(self) -> Result<(), String> {
+        let Some(lockfile) = self.generated else {
+            return Ok(());
+        };
+        if std::fs::symlink_metadata(&lockfile).is_err() {
+            return Ok(());
+        }
+        if std::fs::rename(&lockfile, &self.kept).is_ok() {
+            return Ok(());
+        }
+        std::fs::remove_file(&lockfile).map_err(|error| {
+            format!(
+                "cargo generated {}, which cannot be removed: {error}",
+                lockfile.display()
+            )
+        })
     }
 }
 
