@@ -320,10 +320,13 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
             }
         }
     }
-    let failures: Vec<TestFailure> = reports
+    let mut failures: Vec<TestFailure> = reports
         .iter()
         .flat_map(|r| r.failures.iter().cloned())
         .collect();
+    // libtest reports tests as they finish, in no fixed order: sorted, a
+    // cluster's sites (and the site shown first) are the same every run.
+    failures.sort();
 
     let mut drafts: BTreeMap<String, Draft> = BTreeMap::new();
     let mut import_suggested: BTreeMap<String, bool> = BTreeMap::new();

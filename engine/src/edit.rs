@@ -174,9 +174,15 @@ mod tests {
     #[test]
     fn removing_the_first_lines_takes_the_blank_lines_after_them() {
         let text = "use std::fmt;\n\n  \n/// Doc.\nfn f() {}\n";
-        assert_eq!(apply("f.rs", text, &[e(0, 14, "")]).unwrap(), "/// Doc.\nfn f() {}\n");
+        assert_eq!(
+            apply("f.rs", text, &[e(0, 14, "")]).unwrap(),
+            "/// Doc.\nfn f() {}\n"
+        );
         // Not at the top of the file, or not whole lines: blank lines stay.
-        assert_eq!(apply("f.rs", "a\nb\n\nc", &[e(2, 4, "")]).unwrap(), "a\n\nc");
+        assert_eq!(
+            apply("f.rs", "a\nb\n\nc", &[e(2, 4, "")]).unwrap(),
+            "a\n\nc"
+        );
         assert_eq!(apply("f.rs", "ab\n\nc", &[e(0, 1, "")]).unwrap(), "b\n\nc");
         // The blank lines end where the next edit starts.
         assert_eq!(

@@ -5,7 +5,8 @@ use std::path::Path;
 use trellis_engine::ledger::Ledger;
 use trellis_engine::repair::SearchStatus;
 
-use super::{EXIT_OK, fail, workspace};
+use super::render::Detail;
+use super::{EXIT_OK, fail, print_json, workspace};
 use crate::Format;
 
 /// The branch states shown, in the order a branch moves through them.
@@ -20,7 +21,7 @@ const STATES: [&str; 8] = [
     "committed",
 ];
 
-pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
+pub fn run(path: Option<std::path::PathBuf>, format: Format, detail: Detail) -> u8 {
     let root = match workspace(path) {
         Ok(root) => root,
         Err(code) => return code,
@@ -30,11 +31,8 @@ pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
         Err(message) => return fail(message),
     };
     match format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&status).expect("serializable")
-        ),
-        Format::Human => print_human(&status),
+        Format::Json => print_json(serde_json::to_value(&status).expect("serializable")),
+        Format::Human => print_human(&status, detail),
     }
     EXIT_OK
 }
@@ -55,7 +53,23 @@ fn read(root: &Path) -> Result<SearchStatus, String> {
     Ok(SearchStatus::from_rows(&rows))
 }
 
-fn print_human(status: &SearchStatus) {
+/// A branch state as a user names it: a candidate fix and what became of it.
+fn plain_state(state: &str) -> &str {
+    match state {
+        "opened" => "started",
+        "measured" => "checked",
+        "partial_checkpointed" => "kept to build on",
+        "ineligible" => "not used",
+        "not_selected" => "not chosen",
+        "abandoned" => "stopped",
+        "selected" => "chosen",
+        "committed" => "verified",
+        other => other,
+    }
+}
+
+fn print_human(status: &SearchStatus, detail: Detail) {
+    let verbose = detail == Detail::Verbose;
     if status.forests.is_empty() {
         println!("no search recorded yet");
     }
@@ -64,28 +78,53 @@ fn print_human(status: &SearchStatus) {
             Some(reason) => format!("closed: {reason}"),
             None => "open (interrupted?)".to_owned(),
         };
-        println!(
-            "forest {}  root {}  {state}",
-            forest.forest_id,
-            forest.accepted_root.short(12)
-        );
+        if verbose {
+            println!(
+                "forest {}  root {}  {state}",
+                forest.forest_id,
+                forest.accepted_root.short(12)
+            );
+        } else {
+            println!("search {}  {state}", forest.forest_id);
+        }
         if let Some(from) = &forest.resumed_from {
             println!("  resumed from {from}");
         }
+        let name = |s: &str| {
+            if verbose {
+                s.replace('_', " ")
+            } else {
+                plain_state(s).to_owned()
+            }
+        };
         let counts: Vec<String> = STATES
             .iter()
             .skip(1)
-            .map(|s| format!("{} {}", forest.count(s), s.replace('_', " ")))
+            .filter(|s| verbose || forest.count(s) > 0)
+            .map(|s| format!("{} {}", forest.count(s), name(s)))
             .collect();
-        println!(
-            "  branches: {} opened; {}",
-            forest.branches.len(),
-            counts.join(", ")
-        );
+        if verbose {
+            println!(
+                "  branches: {} opened; {}",
+                forest.branches.len(),
+                counts.join(", ")
+            );
+        } else {
+            println!(
+                "  candidate fixes tried: {}; {}",
+                forest.branches.len(),
+                counts.join(", ")
+            );
+        }
         for b in &forest.branches {
+            let state = if verbose {
+                b.state.clone()
+            } else {
+                plain_state(&b.state).to_owned()
+            };
             match &b.reason {
-                Some(reason) => println!("    {:<4} {:<13} {reason}", b.branch_id, b.state),
-                None => println!("    {:<4} {}", b.branch_id, b.state),
+                Some(reason) => println!("    {:<4} {state:<16} {reason}", b.branch_id),
+                None => println!("    {:<4} {state}", b.branch_id),
             }
         }
         let remaining: Vec<String> = forest
@@ -93,10 +132,24 @@ fn print_human(status: &SearchStatus) {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        println!("  remaining: {}", remaining.join(", "));
-        println!("  no-goods recorded here: {}", forest.no_goods);
+        if verbose {
+            println!("  remaining: {}", remaining.join(", "));
+            println!("  no-goods recorded here: {}", forest.no_goods);
+        } else {
+            println!("  limits left: {}", remaining.join(", "));
+        }
     }
-    println!("no-goods in the ledger: {}", status.no_goods);
+    if verbose {
+        println!("no-goods in the ledger: {}", status.no_goods);
+    } else if status.no_goods > 0 {
+        println!(
+            "{}: the same fix on the same files is not tried again",
+            match status.no_goods {
+                1 => "1 failed attempt remembered".to_owned(),
+                n => format!("{n} failed attempts remembered"),
+            }
+        );
+    }
     if status.unreadable_rows > 0 {
         println!(
             "{} search row(s) from a newer trellis were not interpreted",
