@@ -141,3 +141,20 @@ fn default_output_and_help_avoid_the_engine_s_terms() {
         }
     }
 }
+
+#[test]
+fn json_reports_carry_energies_rounded_to_six_decimals() {
+    // Three sites: magnitude 1 + 0.1·log₂3, whose square has binary noise.
+    let ws = Workspace::of("wrong-arity");
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let exact = 2.0 * (1.0 + 0.1 * 3f64.log2()).powi(2);
+    let shown = doc["clusters"][0]["energy"].as_f64().unwrap();
+    assert_eq!(shown, (exact * 1e6).round() / 1e6);
+    assert_ne!(shown, exact, "the exact value has more digits");
+    for value in [&doc["energy"], &doc["clusters"][0]["magnitude"]] {
+        let text = value.to_string();
+        let decimals = text.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 6, "{text}");
+    }
+}
