@@ -262,7 +262,8 @@ pub fn test_cluster_keys(failures: &[TestFailure]) -> Vec<String> {
         .iter()
         .map(|f| {
             let mut causes = vec![failure_site_key(f)];
-            let calls: std::collections::BTreeSet<&String> = f.calls.iter().collect();
+            let calls: std::collections::BTreeSet<&String> =
+                f.calls.iter().map(|c| &c.name).collect();
             causes.extend(calls.into_iter().map(|c| format!("{CALLS_PREFIX}{c}")));
             causes
         })
@@ -403,10 +404,19 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
                     format!("`{}` cannot be found{}", draft.title_seed, plural_sites(n))
                 }
                 ResidualClass::TestFailure if key.starts_with(CALLS_PREFIX) => {
+                    let name = &key[CALLS_PREFIX.len()..];
+                    // Failures are sorted, so the first definition found is
+                    // the same every run.
+                    let defined = draft
+                        .failures
+                        .iter()
+                        .flat_map(|&i| &failures[i].calls)
+                        .find_map(|c| c.defined_at.as_ref().filter(|_| c.name == name))
+                        .map(|span| format!(", defined at {}", site_location(span)))
+                        .unwrap_or_default();
                     format!(
-                        "{} tests fail calling `{}`",
-                        draft.failures.len(),
-                        &key[CALLS_PREFIX.len()..]
+                        "{} tests fail calling `{name}`{defined}",
+                        draft.failures.len()
                     )
                 }
                 ResidualClass::TestFailure if draft.failures.len() == 1 => {
@@ -490,7 +500,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostic::{Applicability, Replacement, Suggestion, SuggestionGroup};
+    use crate::diagnostic::{Applicability, Call, Replacement, Suggestion, SuggestionGroup};
     use crate::sensor::test_report as report;
 
     fn span(path: &str, line: u32) -> Span {
@@ -756,7 +766,13 @@ mod tests {
             name: name.into(),
             output: "assertion `left == right` failed".into(),
             location: Some(span("src/lib.rs", line)),
-            calls: calls.iter().map(|c| (*c).to_owned()).collect(),
+            calls: calls
+                .iter()
+                .map(|c| Call {
+                    name: (*c).to_owned(),
+                    defined_at: (*c == "price").then(|| span("src/lib.rs", 3)),
+                })
+                .collect(),
         }
     }
 
@@ -798,7 +814,10 @@ mod tests {
         failures.push(failing("tests::rounds", 90, &["round_cents"]));
         let a = assess_failures(failures);
         assert_eq!(a.clusters.len(), 2, "{:#?}", grouping(&a));
-        assert_eq!(a.clusters[0].title, "12 tests fail calling `price`");
+        assert_eq!(
+            a.clusters[0].title,
+            "12 tests fail calling `price`, defined at src/lib.rs:3"
+        );
         assert_eq!(a.clusters[0].failures.len(), 12);
         assert_eq!(a.clusters[1].title, "test `tests::rounds` fails");
     }

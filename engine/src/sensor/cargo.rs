@@ -20,7 +20,7 @@ use super::libtest::{self, ParsedFailure};
 use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
 use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
-use crate::diagnostic::{Diagnostic, Level, TestFailure};
+use crate::diagnostic::{Call, Diagnostic, Level, TestFailure};
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
 /// what the tool prints (colour codes, backtraces in test output).
@@ -385,17 +385,16 @@ fn locate(failure: ParsedFailure, paths: &mut WorkspacePaths) -> TestFailure {
     let location = failure
         .panic_site
         .and_then(|site| paths.point(&site.file, site.line, site.column));
-    let calls = location
-        .as_ref()
-        .and_then(|span| {
-            let source = paths.source(&span.path)?;
-            Some(libtest::called_functions(
-                &source,
-                &failure.name,
-                span.line_start,
-            ))
-        })
-        .unwrap_or_default();
+    let mut calls = Vec::new();
+    if let Some(span) = &location
+        && let Some(source) = paths.source(&span.path)
+    {
+        for name in libtest::called_functions(&source, &failure.name, span.line_start) {
+            let defined_at = libtest::definition(&source, &name)
+                .and_then(|(line, column)| paths.point(&span.path, line, column));
+            calls.push(Call { name, defined_at });
+        }
+    }
     TestFailure {
         binary: failure.binary,
         name: failure.name,

@@ -333,6 +333,17 @@ pub fn called_functions(source: &str, test_name: &str, panic_line: u32) -> Vec<S
     calls
 }
 
+/// The 1-based line and column of the first definition `fn name(` (or
+/// `fn name<`) in `source`.
+pub fn definition(source: &str, name: &str) -> Option<(u32, u32)> {
+    let (plain, generic) = (format!("fn {name}("), format!("fn {name}<"));
+    source.lines().enumerate().find_map(|(index, line)| {
+        let at = line.find(&plain).or_else(|| line.find(&generic))?;
+        let column = line[..at].chars().count() + 1;
+        Some((u32::try_from(index + 1).ok()?, u32::try_from(column).ok()?))
+    })
+}
+
 /// The callees named on one line of Rust, outside string literals and
 /// comments.
 fn calls_on_line(line: &str) -> Vec<String> {
@@ -507,6 +518,14 @@ fn prices_a_cent() {
             "lines after the panic are not read"
         );
         assert!(called_functions(source, "x", 99).is_empty(), "no such line");
+    }
+
+    #[test]
+    fn a_definition_is_found_by_its_fn_line() {
+        let source = "mod a {\n    pub fn total<T>(x: T) {}\n}\nfn total_cents() {}\n";
+        assert_eq!(definition(source, "total"), Some((2, 9)));
+        assert_eq!(definition(source, "total_cents"), Some((4, 1)));
+        assert_eq!(definition(source, "tot"), None);
     }
 
     #[test]
