@@ -21,14 +21,14 @@ fn twelve_tests_failing_through_one_buggy_function_are_one_cluster() {
     assert_eq!(clusters[0]["class"], "test_failure");
     assert_eq!(
         clusters[0]["title"],
-        "12 tests fail calling `total_cents`, defined at src/lib.rs:5"
+        "12 tests fail calling `total_cents`, defined at src/lib.rs:6"
     );
     assert_eq!(clusters[0]["failures"].as_array().unwrap().len(), 12);
 
     let human = ws.trellis(&["check"]);
     let stdout = String::from_utf8(human.stdout).unwrap();
     assert!(
-        stdout.contains("12 tests fail calling `total_cents`, defined at src/lib.rs:5"),
+        stdout.contains("12 tests fail calling `total_cents`, defined at src/lib.rs:6"),
         "{stdout}"
     );
 }

@@ -390,8 +390,12 @@ fn locate(failure: ParsedFailure, paths: &mut WorkspacePaths) -> TestFailure {
         && let Some(source) = paths.source(&span.path)
     {
         for name in libtest::called_functions(&source, &failure.name, span.line_start) {
-            let defined_at = libtest::definition(&source, &name)
-                .and_then(|(line, column)| paths.point(&span.path, line, column));
+            let defined = libtest::definition(&source, &name);
+            if defined.is_some_and(|(line, _)| libtest::is_test_helper(&span.path, &source, line)) {
+                continue;
+            }
+            let defined_at =
+                defined.and_then(|(line, column)| paths.point(&span.path, line, column));
             calls.push(Call { name, defined_at });
         }
     }

@@ -344,6 +344,21 @@ pub fn definition(source: &str, name: &str) -> Option<(u32, u32)> {
     })
 }
 
+/// A function defined at `line` of the test file `path` is test code, not
+/// code under test: the file is an integration test (under `tests/`) or the
+/// definition follows the file's `#[cfg(test)]`. Such a helper is left out
+/// of a failure's calls; when the failure happens inside it, the panic site
+/// it shares with the other tests through it groups them.
+pub fn is_test_helper(path: &str, source: &str, line: u32) -> bool {
+    if path.starts_with("tests/") || path.contains("/tests/") {
+        return true;
+    }
+    source
+        .lines()
+        .position(|text| text.trim() == "#[cfg(test)]")
+        .is_some_and(|index| index + 1 < line as usize)
+}
+
 /// The callees named on one line of Rust, outside string literals and
 /// comments.
 fn calls_on_line(line: &str) -> Vec<String> {
@@ -526,6 +541,15 @@ fn prices_a_cent() {
         assert_eq!(definition(source, "total"), Some((2, 9)));
         assert_eq!(definition(source, "total_cents"), Some((4, 1)));
         assert_eq!(definition(source, "tot"), None);
+    }
+
+    #[test]
+    fn helpers_in_test_code_are_not_code_under_test() {
+        let source = "fn total() {}\n#[cfg(test)]\nmod tests {\n    fn close() {}\n}\n";
+        assert!(!is_test_helper("src/lib.rs", source, 1));
+        assert!(is_test_helper("src/lib.rs", source, 4));
+        assert!(is_test_helper("tests/it.rs", "fn f() {}", 1));
+        assert!(is_test_helper("app/tests/it.rs", "fn f() {}", 1));
     }
 
     #[test]
