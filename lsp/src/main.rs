@@ -78,7 +78,7 @@ enum Command {
         /// Write the repair to your files, if every required check passes on it.
         #[arg(long)]
         commit: bool,
-        /// Candidates tried per step, 1 to 3.
+        /// Candidate fixes tried per step, 1 to 3.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=3))]
         max_branches: u8,
         /// Repair this root cause first (an id shown by `trellis check`).
