@@ -589,6 +589,46 @@ mod tests {
     }
 
     #[test]
+    fn a_generated_lockfile_is_put_away_and_back_and_a_users_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let lockfile = dir.path().join("Cargo.lock");
+
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        assert!(!lockfile.exists());
+        std::fs::write(&lockfile, "generated").unwrap(); // cargo's doing
+        run.put_away().unwrap();
+        assert!(!lockfile.exists(), "the measured tree is as it was");
+
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        assert_eq!(std::fs::read_to_string(&lockfile).unwrap(), "generated");
+        run.put_away().unwrap();
+        assert!(!lockfile.exists());
+
+        std::fs::write(&lockfile, "the user's").unwrap();
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        run.put_away().unwrap();
+        assert_eq!(std::fs::read_to_string(&lockfile).unwrap(), "the user's");
+    }
+
+    #[test]
+    fn a_lockfile_that_cannot_be_put_away_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        // Injected: neither renamed (the keeping place is a non-empty
+        // directory) nor removed (it is a directory itself).
+        std::fs::create_dir_all(target.join("trellis-generated-Cargo.lock/x")).unwrap();
+        std::fs::create_dir_all(dir.path().join("Cargo.lock/y")).unwrap();
+        let error = run.put_away().unwrap_err();
+        assert!(
+            error.contains("Cargo.lock") && error.contains("cannot be removed"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn rustc_identity_keeps_release_and_commit() {
         let verbose = "rustc 1.95.0 (59807616e 2026-04-14)\nbinary: rustc\n\
                        commit-hash: 59807616e1fa\nrelease: 1.95.0\n";
