@@ -4,6 +4,18 @@
 //! type `Point`" errors are one missing import, so they form one [`Cluster`]
 //! and weigh as one. Clustering is a pure function of the stage reports.
 //!
+//! # Grouping
+//!
+//! Diagnostics are grouped the way a person reads them: a missing name by
+//! the name, however many sites; a call with the wrong number of arguments
+//! (E0061) by the function's definition, however many call sites; any other
+//! error by its code and site. Failing tests are grouped by their most
+//! widely shared likely cause ([`test_cluster_keys`]): the same panic
+//! location (a bug that panics inside one function fails every test through
+//! it there), or the same function called by tests that fail at their own
+//! assertions. Neither the order of the reports nor of the failures in them
+//! changes a cluster or its id.
+//!
 //! # Energy
 //!
 //! V = Σ_c w(class_c) · r_c², where r_c = 1 + 0.1·log₂(sites_c) is the
@@ -179,8 +191,26 @@ fn site_location(span: &Span) -> String {
     format!("{}:{}", span.path, span.line_start)
 }
 
+/// Errors about the arguments of a call, reported at every call site of one
+/// function whose signature (or every caller) is what needs to change.
+const ARITY_CODES: &[&str] = &["E0060", "E0061"];
+
+/// Where the function a wrong-arity call names is defined: rustc's note
+/// "function defined here" (or "associated function", "method" …).
+fn callee_definition(d: &Diagnostic) -> Option<&Span> {
+    d.notes
+        .iter()
+        .find(|note| note.message.ends_with(" defined here") && note.span.is_some())
+        .and_then(|note| note.span.as_ref())
+}
+
 fn cluster_key(class: ResidualClass, d: &Diagnostic) -> String {
     let what = d.code.clone().unwrap_or_else(|| d.message.clone());
+    if d.code.as_deref().is_some_and(|c| ARITY_CODES.contains(&c))
+        && let Some(definition) = callee_definition(d)
+    {
+        return format!("arity:{what}:{}", site_location(definition));
+    }
     match class {
         ResidualClass::UnresolvedName => match first_backticked(&d.message) {
             Some(name) => format!("unresolved:{name}"),
@@ -208,6 +238,59 @@ fn plural_sites(n: usize) -> String {
     } else {
         format!(" ({n} sites)")
     }
+}
+
+/// The key of a failing test's own site: where it panicked, or which test
+/// it is when the panic named no workspace file.
+fn failure_site_key(f: &TestFailure) -> String {
+    match &f.location {
+        Some(span) => format!("test:{}", site_location(span)),
+        None => format!("test:{}:{}", f.binary, f.name),
+    }
+}
+
+const CALLS_PREFIX: &str = "test-calls:";
+
+/// The cluster key of each failure, in order: of its candidate causes (its
+/// panic site, each function it calls), the one shared by the most
+/// failures, the site on a tie, then the first function by name. A function
+/// shared by no other failure is no grouping, so such a failure keeps its
+/// site. Each choice depends only on the failure and on counts over the
+/// whole set, so permuting the failures permutes the keys with them.
+pub fn test_cluster_keys(failures: &[TestFailure]) -> Vec<String> {
+    let causes: Vec<Vec<String>> = failures
+        .iter()
+        .map(|f| {
+            let mut causes = vec![failure_site_key(f)];
+            let calls: std::collections::BTreeSet<&String> =
+                f.calls.iter().map(|c| &c.name).collect();
+            causes.extend(calls.into_iter().map(|c| format!("{CALLS_PREFIX}{c}")));
+            causes
+        })
+        .collect();
+    let mut sharing: BTreeMap<&str, usize> = BTreeMap::new();
+    for cause in causes.iter().flatten() {
+        *sharing.entry(cause).or_default() += 1;
+    }
+    causes
+        .iter()
+        .map(|causes| {
+            let site = &causes[0];
+            let best = causes
+                .iter()
+                .enumerate()
+                .max_by(|(i, a), (j, b)| {
+                    sharing[a.as_str()].cmp(&sharing[b.as_str()]).then(j.cmp(i))
+                })
+                .map(|(_, cause)| cause)
+                .unwrap_or(site);
+            if sharing[best.as_str()] > 1 {
+                best.clone()
+            } else {
+                site.clone()
+            }
+        })
+        .collect()
 }
 
 /// Normalized magnitude of a cluster with `sites` sites.
@@ -238,10 +321,13 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
             }
         }
     }
-    let failures: Vec<TestFailure> = reports
+    let mut failures: Vec<TestFailure> = reports
         .iter()
         .flat_map(|r| r.failures.iter().cloned())
         .collect();
+    // libtest reports tests as they finish, in no fixed order: sorted, a
+    // cluster's sites (and the site shown first) are the same every run.
+    failures.sort();
 
     let mut drafts: BTreeMap<String, Draft> = BTreeMap::new();
     let mut import_suggested: BTreeMap<String, bool> = BTreeMap::new();
@@ -266,11 +352,11 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
             message: d.message.clone(),
         });
     }
-    for (i, f) in failures.iter().enumerate() {
-        let key = match &f.location {
-            Some(span) => format!("test:{}", site_location(span)),
-            None => format!("test:{}:{}", f.binary, f.name),
-        };
+    for (i, (f, key)) in failures
+        .iter()
+        .zip(test_cluster_keys(&failures))
+        .enumerate()
+    {
         let draft = drafts.entry(key).or_insert_with(|| Draft {
             class: ResidualClass::TestFailure,
             stage: "test".into(),
@@ -317,6 +403,22 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
                 ResidualClass::UnresolvedName => {
                     format!("`{}` cannot be found{}", draft.title_seed, plural_sites(n))
                 }
+                ResidualClass::TestFailure if key.starts_with(CALLS_PREFIX) => {
+                    let name = &key[CALLS_PREFIX.len()..];
+                    // Failures are sorted, so the first definition found is
+                    // the same every run.
+                    let defined = draft
+                        .failures
+                        .iter()
+                        .flat_map(|&i| &failures[i].calls)
+                        .find_map(|c| c.defined_at.as_ref().filter(|_| c.name == name))
+                        .map(|span| format!(", defined at {}", site_location(span)))
+                        .unwrap_or_default();
+                    format!(
+                        "{} tests fail calling `{name}`{defined}",
+                        draft.failures.len()
+                    )
+                }
                 ResidualClass::TestFailure if draft.failures.len() == 1 => {
                     format!("test `{}` fails", draft.title_seed)
                 }
@@ -336,6 +438,13 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
                 }
                 ResidualClass::Warning => {
                     format!("warning: {}{}", draft.sites[0].message, plural_sites(n))
+                }
+                _ if key.starts_with("arity:") => {
+                    let definition = key.splitn(3, ':').nth(2).unwrap_or_default();
+                    format!(
+                        "calls pass the wrong number of arguments to the function defined at {definition}{}",
+                        plural_sites(n)
+                    )
                 }
                 _ => {
                     let at = draft.sites[0]
@@ -391,7 +500,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostic::{Applicability, Replacement, Suggestion, SuggestionGroup};
+    use crate::diagnostic::{Applicability, Call, Replacement, Suggestion, SuggestionGroup};
     use crate::sensor::test_report as report;
 
     fn span(path: &str, line: u32) -> Span {
@@ -609,6 +718,7 @@ mod tests {
             name: "tests::adds".into(),
             output: "assertion failed".into(),
             location: Some(span("src/lib.rs", 12)),
+            calls: vec![],
         };
         let a = assess(
             &[
@@ -648,5 +758,153 @@ mod tests {
         assert_eq!(a.clusters[0].key, "unresolved:y");
         // Pinned: ids live in editors' diagnostics and in the ledger.
         assert_eq!(a.clusters[0].id, "c2224e22d");
+    }
+
+    fn failing(name: &str, line: u32, calls: &[&str]) -> TestFailure {
+        TestFailure {
+            binary: "-p shop --lib".into(),
+            name: name.into(),
+            output: "assertion `left == right` failed".into(),
+            location: Some(span("src/lib.rs", line)),
+            calls: calls
+                .iter()
+                .map(|c| Call {
+                    name: (*c).to_owned(),
+                    defined_at: (*c == "price").then(|| span("src/lib.rs", 3)),
+                })
+                .collect(),
+        }
+    }
+
+    fn assess_failures(failures: Vec<TestFailure>) -> Assessment {
+        assess(
+            &[
+                report("build", StageStatus::Passed, vec![], vec![]),
+                report("test", StageStatus::Failed, vec![], failures),
+            ],
+            &required(),
+            &EnergyModel::V1,
+        )
+    }
+
+    /// Each cluster as (id, title, its failing tests by name, sorted).
+    fn grouping(a: &Assessment) -> Vec<(String, String, Vec<String>)> {
+        let mut groups: Vec<_> = a
+            .clusters
+            .iter()
+            .map(|c| {
+                let mut names: Vec<String> = c
+                    .failures
+                    .iter()
+                    .map(|&i| a.failures[i].name.clone())
+                    .collect();
+                names.sort();
+                (c.id.clone(), c.title.clone(), names)
+            })
+            .collect();
+        groups.sort();
+        groups
+    }
+
+    #[test]
+    fn tests_failing_at_their_own_assertions_through_one_function_are_one_cluster() {
+        let mut failures: Vec<TestFailure> = (0..12)
+            .map(|i| failing(&format!("tests::price_{i}"), 40 + i, &["price"]))
+            .collect();
+        failures.push(failing("tests::rounds", 90, &["round_cents"]));
+        let a = assess_failures(failures);
+        assert_eq!(a.clusters.len(), 2, "{:#?}", grouping(&a));
+        assert_eq!(
+            a.clusters[0].title,
+            "12 tests fail calling `price`, defined at src/lib.rs:3"
+        );
+        assert_eq!(a.clusters[0].failures.len(), 12);
+        assert_eq!(a.clusters[1].title, "test `tests::rounds` fails");
+    }
+
+    #[test]
+    fn tests_panicking_at_one_site_are_one_cluster_named_by_it() {
+        let failures = (0..5)
+            .map(|i| failing(&format!("tests::t{i}"), 7, &[["a", "b"][i % 2]]))
+            .collect();
+        let a = assess_failures(failures);
+        assert_eq!(a.clusters.len(), 1, "{:#?}", grouping(&a));
+        assert_eq!(a.clusters[0].title, "5 tests fail at src/lib.rs:7");
+    }
+
+    #[test]
+    fn wrong_arity_calls_of_one_function_are_one_cluster() {
+        let call = |line: u32, supplied: &str, defined_at: u32| {
+            let mut d = diag(
+                Some("E0061"),
+                Level::Error,
+                &format!("this function takes 1 argument but {supplied} were supplied"),
+                line,
+            );
+            d.notes.push(crate::diagnostic::Note {
+                level: Level::Note,
+                message: "function defined here".into(),
+                span: Some(span("src/lib.rs", defined_at)),
+            });
+            d
+        };
+        let diags = vec![
+            call(10, "2 arguments", 2),
+            call(20, "3 arguments", 2),
+            call(30, "2 arguments", 2),
+            call(40, "0 arguments", 5),
+        ];
+        let a = assess(
+            &[report("build", StageStatus::Failed, diags, vec![])],
+            &required(),
+            &EnergyModel::V1,
+        );
+        let titles: Vec<&str> = a.clusters.iter().map(|c| c.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "calls pass the wrong number of arguments to the function defined at src/lib.rs:2 (3 sites)",
+                "calls pass the wrong number of arguments to the function defined at src/lib.rs:5",
+            ]
+        );
+    }
+
+    proptest::proptest! {
+        /// Clusters are a function of the set of failures: their order (the
+        /// order cargo ran the tests in) changes no cluster, title or id.
+        #[test]
+        fn permuting_failures_never_changes_the_clusters(
+            specs in proptest::collection::vec((0u32..4, proptest::collection::vec(0usize..3, 0..3)), 1..12),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            const FNS: [&str; 3] = ["price", "tax", "round"];
+            let failures: Vec<TestFailure> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, (line, calls))| {
+                    let calls: Vec<&str> = calls.iter().map(|&c| FNS[c]).collect();
+                    failing(&format!("tests::t{i}"), 10 + line, &calls)
+                })
+                .collect();
+            let mut shuffled = failures.clone();
+            // A deterministic Fisher–Yates shuffle driven by `seed`.
+            let mut state = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                shuffled.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            let keys = test_cluster_keys(&failures);
+            let shuffled_keys = test_cluster_keys(&shuffled);
+            for (f, key) in shuffled.iter().zip(&shuffled_keys) {
+                let original = failures.iter().position(|o| o == f).unwrap();
+                proptest::prop_assert_eq!(key, &keys[original]);
+            }
+            proptest::prop_assert_eq!(
+                grouping(&assess_failures(failures)),
+                grouping(&assess_failures(shuffled))
+            );
+        }
     }
 }

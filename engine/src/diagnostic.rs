@@ -127,6 +127,21 @@ pub struct TestFailure {
     /// workspace file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Span>,
+    /// The functions the test calls before it fails, read from its source
+    /// (`libtest::called_functions`): tests that fail at different
+    /// assertions but call the same function are grouped by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Call>,
+}
+
+/// A function a failing test calls before it fails.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Call {
+    pub name: String,
+    /// Where it is defined, when the test's own file defines it (unit tests
+    /// beside the code they test): the line a fix most likely changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defined_at: Option<Span>,
 }
 
 /// Evidence, typed by what it proves.

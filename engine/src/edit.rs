@@ -44,8 +44,9 @@ pub enum EditError {
     },
 }
 
-/// Applies `edits` (all for one file) to `text`. Identical duplicate edits
-/// collapse to one, so 150 sites suggesting the same `use` line insert it once.
+/// Applies `edits` (all for one file) to `text`, exactly. Identical
+/// duplicate edits collapse to one, so 150 sites suggesting the same `use`
+/// line insert it once.
 pub fn apply(path: &str, text: &str, edits: &[TextEdit]) -> Result<String, EditError> {
     let mut sorted: Vec<&TextEdit> = edits.iter().collect();
     // Stable sort: insertions at one offset keep their order.
@@ -91,6 +92,53 @@ pub fn apply(path: &str, text: &str, edits: &[TextEdit]) -> Result<String, EditE
     }
     out.push_str(&text[cursor..]);
     Ok(out)
+}
+
+/// Edits a tool suggested, laid out as a person would lay them out: a
+/// deletion of the file's first lines (an unused `use` at the top) also
+/// takes the blank lines after them, up to the next edit, so the file does
+/// not start with a blank line. Edits that do not fit `text` are left for
+/// [`apply`] to refuse.
+pub fn tidy_suggestion(text: &str, edits: &[TextEdit]) -> Vec<TextEdit> {
+    edits
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if e.byte_end <= text.len()
+                && text.is_char_boundary(e.byte_end)
+                && removes_leading_lines(text, &e)
+            {
+                let next = edits
+                    .iter()
+                    .map(|n| n.byte_start)
+                    .filter(|&start| start >= e.byte_end && start <= text.len())
+                    .min()
+                    .unwrap_or(text.len());
+                if text.is_char_boundary(next) {
+                    e.byte_end += blank_lines_len(&text[e.byte_end..next]);
+                }
+            }
+            e
+        })
+        .collect()
+}
+
+/// The edit deletes the first whole lines of the file (an unused `use` at
+/// the top, say). A file never starts with a blank line, so the blank lines
+/// that followed go with them.
+fn removes_leading_lines(text: &str, e: &TextEdit) -> bool {
+    e.byte_start == 0
+        && e.new_text.is_empty()
+        && e.byte_end > 0
+        && text[..e.byte_end].ends_with('\n')
+}
+
+/// The length of the whitespace-only lines `text` starts with.
+fn blank_lines_len(text: &str) -> usize {
+    text.split_inclusive('\n')
+        .take_while(|line| line.ends_with('\n') && line.trim().is_empty())
+        .map(str::len)
+        .sum()
 }
 
 #[cfg(test)]
@@ -150,6 +198,30 @@ mod tests {
             apply("f.rs", "é", &[e(1, 1, "x")]),
             Err(EditError::NotCharBoundary { .. })
         ));
+    }
+
+    #[test]
+    fn removing_the_first_lines_takes_the_blank_lines_after_them() {
+        let text = "use std::fmt;\n\n  \n/// Doc.\nfn f() {}\n";
+        let tidy =
+            |text: &str, edits: &[TextEdit]| apply("f.rs", text, &tidy_suggestion(text, edits));
+        assert_eq!(
+            tidy(text, &[e(0, 14, "")]).unwrap(),
+            "/// Doc.\nfn f() {}\n"
+        );
+        // Exact application keeps them: a diff's edits must round-trip.
+        assert_eq!(
+            apply("f.rs", text, &[e(0, 14, "")]).unwrap(),
+            "\n  \n/// Doc.\nfn f() {}\n"
+        );
+        // Not at the top of the file, or not whole lines: blank lines stay.
+        assert_eq!(tidy("a\nb\n\nc", &[e(2, 4, "")]).unwrap(), "a\n\nc");
+        assert_eq!(tidy("ab\n\nc", &[e(0, 1, "")]).unwrap(), "b\n\nc");
+        // The blank lines end where the next edit starts.
+        assert_eq!(
+            tidy("a\n\n\nb", &[e(0, 2, ""), e(3, 3, "x")]).unwrap(),
+            "x\nb"
+        );
     }
 
     proptest! {

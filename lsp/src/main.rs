@@ -51,45 +51,60 @@ enum Command {
     ///
     /// Runs `cargo check --workspace --all-targets` and `cargo test
     /// --workspace` in a private copy (your own target/ is never locked) and
-    /// prints one line per cluster. Exits 0 when every required stage passes.
+    /// prints one line per root cause, with the id `--cluster` takes. Exits 0
+    /// when every required check passes.
     Check {
         /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Search for a verified repair; with --commit, write it to your files.
     ///
-    /// Each step tries at most --max-branches candidates (from the
-    /// compiler's own suggestions), one at a time in an isolated copy, and
-    /// keeps the best by the deterministic selection rule. Without --commit
-    /// nothing is written: the verified diff is shown. With --commit the
+    /// Each step takes one root cause and tries at most --max-branches
+    /// candidate fixes (from the compiler's own suggestions), one at a time
+    /// in an isolated copy, and keeps the one that leaves the fewest and
+    /// least severe problems (docs/user-guide.md explains the rule). Without
+    /// --commit nothing is written: the verified diff is shown. With --commit the
     /// diff is written only if the search reached a state where every
-    /// required stage passes, and only if your files did not change
+    /// required check passes, and only if your files did not change
     /// meanwhile.
     Repair {
         /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
-        /// Write a hard-passing repair to the workspace.
+        /// Write the repair to your files, if every required check passes on it.
         #[arg(long)]
         commit: bool,
-        /// Candidates tried per step, 1 to 3.
+        /// Candidate fixes tried per step, 1 to 3.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=3))]
         max_branches: u8,
-        /// Repair this cluster first (an id shown by `trellis check`).
+        /// Repair this root cause first (an id shown by `trellis check`).
         #[arg(long)]
         cluster: Option<String>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Serve the Language Server Protocol on stdin/stdout (for editors).
     Lsp,
-    /// Show the last search: its branches, remaining limits and no-goods.
+    /// Show the last repair search: the candidate fixes it tried, the limits left.
+    ///
+    /// With --verbose: every search, each candidate's state, the budget left
+    /// and the failed attempts that are never repeated, in the terms the
+    /// ledger records them with.
     Status {
         /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
         path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Inspect the decision ledger in `.trellis/ledger.db`.
     Ledger {
@@ -134,6 +149,14 @@ pub enum LedgerCommand {
     },
 }
 
+fn detail(verbose: bool) -> cli::render::Detail {
+    if verbose {
+        cli::render::Detail::Verbose
+    } else {
+        cli::render::Detail::Plain
+    }
+}
+
 fn parse_head(text: &str) -> Result<trellis_engine::ledger::Head, String> {
     text.parse()
 }
@@ -157,17 +180,28 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         terminate::on_termination_signals();
         match cli.command {
-            Command::Check { path, format } => cli::check::run(path, format, prompts).await,
+            Command::Check {
+                path,
+                format,
+                verbose,
+            } => cli::check::run(path, format, detail(verbose), prompts).await,
             Command::Repair {
                 path,
                 commit,
                 max_branches,
                 cluster,
                 format,
+                verbose,
             } => {
-                cli::repair::run(path, commit, max_branches.into(), cluster, format, prompts).await
+                let detail = detail(verbose);
+                let branches = max_branches.into();
+                cli::repair::run(path, commit, branches, cluster, format, detail, prompts).await
             }
-            Command::Status { path, format } => cli::status::run(path, format),
+            Command::Status {
+                path,
+                format,
+                verbose,
+            } => cli::status::run(path, format, detail(verbose)),
             Command::Ledger { command } => cli::ledger::run(command),
             Command::Lsp => {
                 // stdout carries the protocol: logs go to stderr only.

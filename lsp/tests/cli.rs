@@ -531,7 +531,7 @@ fn status_shows_the_last_forest_its_branches_limits_and_no_goods() {
     assert_eq!(doc["no_goods"], 1, "{doc:#}");
     assert!(forest["remaining"]["verifier_runs"].as_u64().unwrap() < 24);
 
-    let out = ws.trellis(&["status"]);
+    let out = ws.trellis(&["status", "--verbose"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(

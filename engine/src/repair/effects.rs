@@ -519,6 +519,7 @@ fn apply_candidate(slot: &Path, candidate: &Candidate) -> Result<(), String> {
         let full = snapshot::fsutil::confine(slot, path).map_err(|e| e.to_string())?;
         let bytes = std::fs::read(&full).map_err(|e| format!("{path}: {e}"))?;
         let text = String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))?;
+        let edits = edit::tidy_suggestion(&text, &edits);
         let edited = edit::apply(path, &text, &edits).map_err(|e| e.to_string())?;
         snapshot::fsutil::write_atomic(slot, path, edited.as_bytes()).map_err(|e| e.to_string())?;
     }

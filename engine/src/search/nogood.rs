@@ -578,6 +578,7 @@ mod tests {
             name: name.into(),
             output: "assertion failed".into(),
             location: None,
+            calls: vec![],
         };
         let reports = [
             report("build", StageStatus::Passed, vec![], vec![]),

@@ -20,7 +20,7 @@ use super::libtest::{self, ParsedFailure};
 use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
 use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
-use crate::diagnostic::{Diagnostic, Level, TestFailure};
+use crate::diagnostic::{Call, Diagnostic, Level, TestFailure};
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
 /// what the tool prints (colour codes, backtraces in test output).
@@ -201,7 +201,12 @@ impl CargoStage {
             .env("CARGO_TARGET_DIR", run.target_dir)
             .envs(ENVIRONMENT.iter().copied());
         let limits = ProcessLimits::with_deadline(run.deadline);
-        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+        let lockfile = GeneratedLockfile::before(run.dir, run.target_dir);
+        let output = run_bounded(cmd, &limits, &run.cancel).await;
+        if let Err(error) = lockfile.put_away() {
+            return Observation::unavailable(error);
+        }
+        let output = match output {
             Ok(output) => output,
             Err(error) => return Observation::unavailable(error.to_string()),
         };
@@ -214,6 +219,55 @@ impl CargoStage {
                 run.dir.display()
             )),
         }
+    }
+}
+
+/// A measurement leaves the tree it measured as it found it. Cargo writes a
+/// `Cargo.lock` beside a manifest that has none (most library crates); left
+/// in a branch slot, it would become part of the next snapshot of the slot
+/// and so of the repair written to the user's files. The lockfile cargo
+/// generated is moved into the target directory after the run and put back
+/// before the next one, so the slot's runs keep resolving the same versions.
+struct GeneratedLockfile {
+    /// `Cargo.lock` in the measured directory, when it had none.
+    generated: Option<std::path::PathBuf>,
+    kept: std::path::PathBuf,
+}
+
+impl GeneratedLockfile {
+    fn before(dir: &Path, target_dir: &Path) -> Self {
+        let lockfile = dir.join("Cargo.lock");
+        let kept = target_dir.join("trellis-generated-Cargo.lock");
+        let generated = match std::fs::symlink_metadata(&lockfile) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                // A lockfile kept from an earlier run; cargo regenerates a
+                // stale one as it would the user's.
+                let _ = std::fs::copy(&kept, &lockfile);
+                Some(lockfile)
+            }
+            _ => None,
+        };
+        Self { generated, kept }
+    }
+
+    /// Moves the generated lockfile out of the measured tree; an error when
+    /// it stays there.
+    fn put_away(self) -> Result<(), String> {
+        let Some(lockfile) = self.generated else {
+            return Ok(());
+        };
+        if std::fs::symlink_metadata(&lockfile).is_err() {
+            return Ok(());
+        }
+        if std::fs::rename(&lockfile, &self.kept).is_ok() {
+            return Ok(());
+        }
+        std::fs::remove_file(&lockfile).map_err(|error| {
+            format!(
+                "cargo generated {}, which cannot be removed: {error}",
+                lockfile.display()
+            )
+        })
     }
 }
 
@@ -331,11 +385,26 @@ fn locate(failure: ParsedFailure, paths: &mut WorkspacePaths) -> TestFailure {
     let location = failure
         .panic_site
         .and_then(|site| paths.point(&site.file, site.line, site.column));
+    let mut calls = Vec::new();
+    if let Some(span) = &location
+        && let Some(source) = paths.source(&span.path)
+    {
+        for name in libtest::called_functions(&source, &failure.name, span.line_start) {
+            let defined = libtest::definition(&source, &name);
+            if defined.is_some_and(|(line, _)| libtest::is_test_helper(&span.path, &source, line)) {
+                continue;
+            }
+            let defined_at =
+                defined.and_then(|(line, column)| paths.point(&span.path, line, column));
+            calls.push(Call { name, defined_at });
+        }
+    }
     TestFailure {
         binary: failure.binary,
         name: failure.name,
         output: failure.output,
         location,
+        calls,
     }
 }
 
@@ -517,6 +586,46 @@ mod tests {
             "{reason}"
         );
         assert!(!reason.contains("Updating"), "{reason}");
+    }
+
+    #[test]
+    fn a_generated_lockfile_is_put_away_and_back_and_a_users_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let lockfile = dir.path().join("Cargo.lock");
+
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        assert!(!lockfile.exists());
+        std::fs::write(&lockfile, "generated").unwrap(); // cargo's doing
+        run.put_away().unwrap();
+        assert!(!lockfile.exists(), "the measured tree is as it was");
+
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        assert_eq!(std::fs::read_to_string(&lockfile).unwrap(), "generated");
+        run.put_away().unwrap();
+        assert!(!lockfile.exists());
+
+        std::fs::write(&lockfile, "the user's").unwrap();
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        run.put_away().unwrap();
+        assert_eq!(std::fs::read_to_string(&lockfile).unwrap(), "the user's");
+    }
+
+    #[test]
+    fn a_lockfile_that_cannot_be_put_away_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        let run = GeneratedLockfile::before(dir.path(), &target);
+        // Injected: neither renamed (the keeping place is a non-empty
+        // directory) nor removed (it is a directory itself).
+        std::fs::create_dir_all(target.join("trellis-generated-Cargo.lock/x")).unwrap();
+        std::fs::create_dir_all(dir.path().join("Cargo.lock/y")).unwrap();
+        let error = run.put_away().unwrap_err();
+        assert!(
+            error.contains("Cargo.lock") && error.contains("cannot be removed"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -85,6 +85,12 @@ impl WorkspacePaths {
     /// `file_name`, for tools that report only a position (panics, manifest
     /// errors). `None` when the file is outside the workspace or the
     /// position is not in it.
+    /// The text of the workspace file `path` (as [`WorkspacePaths::relative`]
+    /// returns it), when it can be read.
+    pub fn source(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(path)).ok()
+    }
+
     pub fn point(&mut self, file_name: &str, line: u32, column: u32) -> Option<Span> {
         let path = self.relative(file_name)?;
         let text = std::fs::read_to_string(self.root.join(&path)).ok()?;

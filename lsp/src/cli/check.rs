@@ -5,10 +5,18 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, View};
 
-use super::{Spinner, cancel_on_interrupt, fail, open, render, verdict_code, workspace};
+use super::render::Detail;
+use super::{
+    Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code, workspace,
+};
 use crate::Format;
 
-pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -> u8 {
+pub async fn run(
+    path: Option<PathBuf>,
+    format: Format,
+    detail: Detail,
+    prompts: PromptPolicy,
+) -> u8 {
     let root = match workspace(path) {
         Ok(root) => root,
         Err(code) => return code,
@@ -38,12 +46,9 @@ pub async fn run(path: Option<PathBuf>, format: Format, prompts: PromptPolicy) -
                 "diagnostics": report.diagnostics,
                 "failures": report.failures,
             });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).expect("serializable")
-            );
+            print_json(doc);
         }
-        Format::Human => print!("{}", render::check_report(&report)),
+        Format::Human => print!("{}", render::check_report(&report, detail)),
     }
     verdict_code(&report)
 }

@@ -50,6 +50,38 @@ pub fn cancel_on_interrupt(token: &CancellationToken) {
     });
 }
 
+/// Decimal places of every real number in a `--format json` report
+/// (`check`, `repair`, `status`): energies are sums of weighted squares, and
+/// their last binary digits are noise (`3.630000000000001`). The ledger
+/// keeps the exact values; `trellis ledger replay --format json` prints
+/// those, for a consumer that compares bit for bit.
+pub const JSON_DECIMALS: i32 = 6;
+
+/// Rounds every real number in `value` to [`JSON_DECIMALS`] places.
+fn round_reals(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let scale = 10f64.powi(JSON_DECIMALS);
+            let rounded = (n.as_f64().expect("an f64") * scale).round() / scale;
+            if let Some(r) = serde_json::Number::from_f64(rounded) {
+                *n = r;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(round_reals),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(round_reals),
+        _ => {}
+    }
+}
+
+/// Prints a report as one JSON document on stdout, its reals rounded.
+pub fn print_json(mut doc: serde_json::Value) {
+    round_reals(&mut doc);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).expect("serializable")
+    );
+}
+
 /// Prints an error the way cargo does and returns the error exit status.
 pub fn fail(message: impl std::fmt::Display) -> u8 {
     eprintln!("error: {message}");
@@ -134,5 +166,24 @@ impl Progress for Spinner {
             }
             Sink::Lines { .. } | Sink::Silent => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reals_are_rounded_and_integers_untouched() {
+        let mut doc = serde_json::json!({
+            "energy": 3.630000000000001,
+            "steps": [{ "energy_before": 1.0000004999 }, { "n": 7 }],
+            "seq": u64::MAX,
+        });
+        round_reals(&mut doc);
+        assert_eq!(doc["energy"].to_string(), "3.63");
+        assert_eq!(doc["steps"][0]["energy_before"].to_string(), "1.0");
+        assert_eq!(doc["steps"][1]["n"], 7);
+        assert_eq!(doc["seq"], u64::MAX);
     }
 }

@@ -3,11 +3,21 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use trellis_engine::BranchOutcome;
 use trellis_engine::change::FileChange;
+use trellis_engine::cluster::ResidualClass;
 use trellis_engine::gate::Verdict;
 use trellis_engine::sensor::StageStatus;
-use trellis_engine::{CheckReport, RepairOutcome, StageSummary};
+use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
+
+/// How much of the machinery the text shows. The default speaks the user's
+/// terms (problems, root causes, candidate fixes); `--verbose` adds the
+/// precise ones the ledger and `docs/user-guide.md` use (energy, clusters,
+/// strategies, partial checkpoints, no-goods).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    Plain,
+    Verbose,
+}
 
 fn stage_line(stages: &[StageSummary]) -> String {
     let parts: Vec<String> = stages
@@ -29,19 +39,53 @@ fn stage_line(stages: &[StageSummary]) -> String {
     parts.join(", ")
 }
 
+/// `1 problem`, `3 problems`.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A cluster's residual class as a user names it.
+fn plain_class(class: ResidualClass) -> &'static str {
+    match class {
+        ResidualClass::Syntax => "syntax error",
+        ResidualClass::UnresolvedName => "missing name",
+        ResidualClass::Type => "type error",
+        ResidualClass::CompileError => "compile error",
+        ResidualClass::Borrow => "borrow error",
+        ResidualClass::TestFailure => "failing test",
+        ResidualClass::SensorUnavailable => "check not run",
+        ResidualClass::Warning => "warning",
+    }
+}
+
 /// The clusters of a check, one line each, dominant first.
-pub fn check_report(report: &CheckReport) -> String {
+pub fn check_report(report: &CheckReport, detail: Detail) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "stages: {}", stage_line(&report.stages));
+    let checks = match detail {
+        Detail::Plain => "checks",
+        Detail::Verbose => "stages",
+    };
+    let _ = writeln!(out, "{checks}: {}", stage_line(&report.stages));
     if report.clusters.is_empty() {
         let _ = writeln!(out, "no problems found");
     } else {
-        let _ = writeln!(
-            out,
-            "{} cluster(s), energy {:.2}:",
-            report.clusters.len(),
-            report.energy
-        );
+        let problems: usize = report.clusters.iter().map(|c| c.sites.len()).sum();
+        let causes = report.clusters.len();
+        let _ = match detail {
+            Detail::Plain => writeln!(
+                out,
+                "{}, {}:",
+                counted(problems, "problem", "problems"),
+                counted(causes, "root cause", "root causes")
+            ),
+            Detail::Verbose => writeln!(
+                out,
+                "{} in {}, energy {:.2}:",
+                counted(problems, "site", "sites"),
+                counted(causes, "cluster", "clusters"),
+                report.energy
+            ),
+        };
         for c in &report.clusters {
             let at = c
                 .sites
@@ -49,69 +93,135 @@ pub fn check_report(report: &CheckReport) -> String {
                 .find_map(|s| s.span.as_ref())
                 .map(|s| format!("  {}:{}:{}", s.path, s.line_start, s.col_start))
                 .unwrap_or_default();
-            let _ = writeln!(out, "  {}  {:<18} {}{at}", c.id, c.class.as_str(), c.title);
+            let class = match detail {
+                Detail::Plain => plain_class(c.class),
+                Detail::Verbose => c.class.as_str(),
+            };
+            let _ = writeln!(out, "  {}  {class:<18} {}{at}", c.id, c.title);
         }
     }
     let verdict = if report.hard_pass {
-        "every required stage passes"
+        "every required check passes"
     } else {
-        "residuals remain; `trellis repair` searches for a verified fix"
+        "problems remain; `trellis repair` searches for a verified fix"
     };
     let _ = writeln!(out, "result: {verdict}");
     out
 }
 
-fn verdict_text(v: Verdict) -> &'static str {
-    match v {
-        Verdict::AcceptedHardPass => "hard pass",
-        Verdict::AcceptedDescent => "accepted descent",
-        Verdict::RejectedNonDescending => "rejected",
+fn verdict_text(v: Verdict, detail: Detail) -> &'static str {
+    match (v, detail) {
+        (Verdict::AcceptedHardPass, Detail::Plain) => "every check passes",
+        (Verdict::AcceptedDescent, Detail::Plain) => "fewer problems, kept",
+        (Verdict::RejectedNonDescending, Detail::Plain) => "no better, dropped",
+        (Verdict::AcceptedHardPass, Detail::Verbose) => "hard pass",
+        (Verdict::AcceptedDescent, Detail::Verbose) => "accepted descent",
+        (Verdict::RejectedNonDescending, Detail::Verbose) => "rejected",
     }
 }
 
-/// The steps of a repair: one table of branches per step.
-pub fn repair_steps(outcome: &RepairOutcome) -> String {
+/// Why a candidate fix was not used, in the user's terms; the engine's
+/// precise reason (energies, ρ, no-goods, budgets) is kept for `--verbose`.
+fn plain_reason(reason: &str) -> String {
+    if reason.starts_with("no descent") {
+        "it does not leave fewer or less severe problems".into()
+    } else if reason.contains("exact no-good") {
+        "it was tried on the same files before and failed".into()
+    } else if reason.contains("search budget") {
+        "the search reached its limits first".into()
+    } else if reason.starts_with("the diagnostic probe") {
+        "tried alone, no alternative builds better".into()
+    } else if let Some(stages) = reason.strip_prefix("a required stage could not run: ") {
+        format!("a required check could not run: {stages}")
+    } else {
+        reason.to_owned()
+    }
+}
+
+/// What became of one candidate fix.
+fn branch_outcome(outcome: &BranchOutcome, step: &StepReport, detail: Detail) -> String {
+    match (outcome, detail) {
+        (BranchOutcome::Selected, _) => match &step.decision {
+            Some(d) => format!("chosen: {}", verdict_text(d.verdict, detail)),
+            None => "chosen".into(),
+        },
+        (BranchOutcome::NotSelected, Detail::Plain) => "not chosen".into(),
+        (BranchOutcome::Ineligible { reason }, Detail::Plain) => {
+            format!("not used: {}", plain_reason(reason))
+        }
+        // A partial checkpoint, said without the machinery: the reason names
+        // energies and ρ, which `--verbose` shows.
+        (BranchOutcome::Partial { .. }, Detail::Plain) => {
+            "kept to build on: no better yet, but the compiler can fix what it revealed".into()
+        }
+        (BranchOutcome::NotSelected, Detail::Verbose) => "not selected".into(),
+        (BranchOutcome::Ineligible { reason }, Detail::Verbose) => {
+            format!("ineligible: {reason}")
+        }
+        (BranchOutcome::Partial { reason }, Detail::Verbose) => format!("partial: {reason}"),
+    }
+}
+
+/// The steps of a repair: the candidate fixes tried at each step, one line
+/// each, with the energy and strategy columns under `--verbose`.
+pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
     let mut out = String::new();
     for (n, step) in outcome.steps.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "step {}: {} [{}], energy {:.2}",
-            n + 1,
-            step.cluster_title,
-            step.cluster_id,
-            step.energy_before
-        );
-        let _ = writeln!(
-            out,
-            "  {:<6} {:<8} {:<5} {:<17} {:<28} candidate",
-            "branch", "energy", "hard", "strategy", "outcome"
-        );
+        let _ = match detail {
+            Detail::Plain => writeln!(
+                out,
+                "step {}: {} [{}]",
+                n + 1,
+                step.cluster_title,
+                step.cluster_id
+            ),
+            Detail::Verbose => writeln!(
+                out,
+                "step {}: {} [{}], energy {:.2}",
+                n + 1,
+                step.cluster_title,
+                step.cluster_id,
+                step.energy_before
+            ),
+        };
+        match detail {
+            Detail::Plain => {
+                let _ = writeln!(out, "  candidate fixes tried: {}", step.branches.len());
+            }
+            Detail::Verbose => {
+                let _ = writeln!(
+                    out,
+                    "  {:<6} {:<8} {:<5} {:<17} {:<28} candidate",
+                    "branch", "energy", "hard", "strategy", "outcome"
+                );
+            }
+        }
         for b in &step.branches {
-            let energy = b
-                .energy
-                .map(|e| format!("{e:.2}"))
-                .unwrap_or_else(|| "-".into());
-            let outcome = match &b.outcome {
-                BranchOutcome::Selected => match &step.decision {
-                    Some(d) => format!("selected: {}", verdict_text(d.verdict)),
-                    None => "selected".into(),
-                },
-                BranchOutcome::NotSelected => "not selected".into(),
-                BranchOutcome::Ineligible { reason } => format!("ineligible: {reason}"),
-                BranchOutcome::Partial { reason } => format!("partial: {reason}"),
-            };
-            let hard = if b.hard_pass { "yes" } else { "no" };
             // An attempt refused before it forked has no branch.
             let branch = if b.branch_id.is_empty() {
                 "-"
             } else {
                 &b.branch_id
             };
-            let _ = writeln!(
-                out,
-                "  {:<6} {:<8} {:<5} {:<17} {:<28} {}",
-                branch, energy, hard, b.strategy, outcome, b.label
-            );
+            let outcome = branch_outcome(&b.outcome, step, detail);
+            match detail {
+                Detail::Plain => {
+                    let _ = writeln!(out, "  {branch:<4} {}", b.label);
+                    let _ = writeln!(out, "       {outcome}");
+                }
+                Detail::Verbose => {
+                    let energy = b
+                        .energy
+                        .map(|e| format!("{e:.2}"))
+                        .unwrap_or_else(|| "-".into());
+                    let hard = if b.hard_pass { "yes" } else { "no" };
+                    let _ = writeln!(
+                        out,
+                        "  {:<6} {:<8} {:<5} {:<17} {:<28} {}",
+                        branch, energy, hard, b.strategy, outcome, b.label
+                    );
+                }
+            }
         }
     }
     out

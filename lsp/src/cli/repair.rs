@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
 
+use super::render::Detail;
 use super::{
-    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, render, verdict_code, workspace,
+    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, print_json, render,
+    verdict_code, workspace,
 };
 use crate::Format;
 
@@ -16,6 +18,7 @@ pub async fn run(
     max_branches: usize,
     cluster: Option<String>,
     format: Format,
+    detail: Detail,
     prompts: PromptPolicy,
 ) -> u8 {
     let root = match workspace(path) {
@@ -73,38 +76,46 @@ pub async fn run(
                 },
                 "ledger_head": head,
             });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).expect("serializable")
-            );
+            print_json(doc);
         }
         Format::Human => {
-            print!("{}", render::check_report(&outcome.initial));
-            print!("{}", render::repair_steps(&outcome));
+            print!("{}", render::check_report(&outcome.initial, detail));
+            print!("{}", render::repair_steps(&outcome, detail));
             if !diff.is_empty() {
                 println!(
                     "{}",
-                    if outcome.status == RepairStatus::HardPass {
-                        "verified diff:"
-                    } else {
-                        "accepted so far (not promotable):"
+                    match (outcome.status, detail) {
+                        (RepairStatus::HardPass, _) => "verified diff:",
+                        (_, Detail::Plain) =>
+                            "fixes kept so far (not written: a check still fails):",
+                        (_, Detail::Verbose) => "accepted so far (not promotable):",
                     }
                 );
                 print!("{diff}");
             }
+            let verbose = detail == Detail::Verbose;
             let verdict = match outcome.status {
                 RepairStatus::AlreadyClean => {
-                    "nothing to repair: every required stage passes".to_owned()
+                    "nothing to repair: every required check passes".to_owned()
                 }
                 RepairStatus::HardPass => format!("verified repair: {}", outcome.summary),
-                RepairStatus::ResidualsRemain => {
+                RepairStatus::ResidualsRemain if verbose => {
                     format!("residuals remain: {}; nothing written", outcome.summary)
                 }
-                RepairStatus::NoEligibleCandidate => {
+                RepairStatus::ResidualsRemain => {
+                    "problems remain after the fixes kept so far; nothing written".to_owned()
+                }
+                RepairStatus::NoEligibleCandidate if verbose => {
                     "no eligible candidate; nothing written".to_owned()
                 }
-                RepairStatus::BoundReached => {
+                RepairStatus::NoEligibleCandidate => {
+                    "no candidate fix could be used; nothing written".to_owned()
+                }
+                RepairStatus::BoundReached if verbose => {
                     "the decision bound was reached; nothing written".to_owned()
+                }
+                RepairStatus::BoundReached => {
+                    "the search reached its limit of decisions; nothing written".to_owned()
                 }
                 RepairStatus::Cancelled => "cancelled; nothing written".to_owned(),
             };

@@ -5,10 +5,11 @@ use std::path::Path;
 use trellis_engine::ledger::Ledger;
 use trellis_engine::{BranchState, SearchStatus};
 
-use super::{EXIT_OK, fail, workspace};
+use super::render::Detail;
+use super::{EXIT_OK, fail, print_json, workspace};
 use crate::Format;
 
-pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
+pub fn run(path: Option<std::path::PathBuf>, format: Format, detail: Detail) -> u8 {
     let root = match workspace(path) {
         Ok(root) => root,
         Err(code) => return code,
@@ -18,11 +19,8 @@ pub fn run(path: Option<std::path::PathBuf>, format: Format) -> u8 {
         Err(message) => return fail(message),
     };
     match format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&status).expect("serializable")
-        ),
-        Format::Human => print_human(&status),
+        Format::Json => print_json(serde_json::to_value(&status).expect("serializable")),
+        Format::Human => print_human(&status, detail),
     }
     EXIT_OK
 }
@@ -43,7 +41,22 @@ fn read(root: &Path) -> Result<SearchStatus, String> {
     Ok(SearchStatus::from_rows(&rows))
 }
 
-fn print_human(status: &SearchStatus) {
+/// A branch state as a user names it: a candidate fix and what became of it.
+fn plain_state(state: BranchState) -> &'static str {
+    match state {
+        BranchState::Opened => "started",
+        BranchState::Measured => "checked",
+        BranchState::PartialCheckpointed => "kept to build on",
+        BranchState::Ineligible => "not used",
+        BranchState::NotSelected => "not chosen",
+        BranchState::Abandoned => "stopped",
+        BranchState::Selected => "chosen",
+        BranchState::Committed => "verified",
+    }
+}
+
+fn print_human(status: &SearchStatus, detail: Detail) {
+    let verbose = detail == Detail::Verbose;
     if status.forests.is_empty() {
         println!("no search recorded yet");
     }
@@ -52,28 +65,53 @@ fn print_human(status: &SearchStatus) {
             Some(reason) => format!("closed: {reason}"),
             None => "open (interrupted?)".to_owned(),
         };
-        println!(
-            "forest {}  root {}  {state}",
-            forest.forest_id,
-            forest.accepted_root.short(12)
-        );
+        if verbose {
+            println!(
+                "forest {}  root {}  {state}",
+                forest.forest_id,
+                forest.accepted_root.short(12)
+            );
+        } else {
+            println!("search {}  {state}", forest.forest_id);
+        }
         if let Some(from) = &forest.resumed_from {
             println!("  resumed from {from}");
         }
+        let name = |s: BranchState| {
+            if verbose {
+                s.name().replace('_', " ")
+            } else {
+                plain_state(s).to_owned()
+            }
+        };
         let counts: Vec<String> = BranchState::ALL
             .iter()
             .skip(1)
-            .map(|&s| format!("{} {}", forest.count(s), s.name().replace('_', " ")))
+            .filter(|&&s| verbose || forest.count(s) > 0)
+            .map(|&s| format!("{} {}", forest.count(s), name(s)))
             .collect();
-        println!(
-            "  branches: {} opened; {}",
-            forest.branches.len(),
-            counts.join(", ")
-        );
+        if verbose {
+            println!(
+                "  branches: {} opened; {}",
+                forest.branches.len(),
+                counts.join(", ")
+            );
+        } else {
+            println!(
+                "  candidate fixes tried: {}; {}",
+                forest.branches.len(),
+                counts.join(", ")
+            );
+        }
         for b in &forest.branches {
+            let state = if verbose {
+                b.state.name()
+            } else {
+                plain_state(b.state)
+            };
             match &b.reason {
-                Some(reason) => println!("    {:<4} {:<13} {reason}", b.branch_id, b.state),
-                None => println!("    {:<4} {}", b.branch_id, b.state),
+                Some(reason) => println!("    {:<4} {state:<16} {reason}", b.branch_id),
+                None => println!("    {:<4} {state}", b.branch_id),
             }
         }
         let remaining: Vec<String> = forest
@@ -81,10 +119,24 @@ fn print_human(status: &SearchStatus) {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        println!("  remaining: {}", remaining.join(", "));
-        println!("  no-goods recorded here: {}", forest.no_goods);
+        if verbose {
+            println!("  remaining: {}", remaining.join(", "));
+            println!("  no-goods recorded here: {}", forest.no_goods);
+        } else {
+            println!("  limits left: {}", remaining.join(", "));
+        }
     }
-    println!("no-goods in the ledger: {}", status.no_goods);
+    if verbose {
+        println!("no-goods in the ledger: {}", status.no_goods);
+    } else if status.no_goods > 0 {
+        println!(
+            "{}: the same fix on the same files is not tried again",
+            match status.no_goods {
+                1 => "1 failed attempt remembered".to_owned(),
+                n => format!("{n} failed attempts remembered"),
+            }
+        );
+    }
     if status.unreadable_rows > 0 {
         println!(
             "{} search row(s) from a newer trellis were not interpreted",
