@@ -292,7 +292,9 @@ impl Engine {
         // A linked `.trellis` is refused here, before anything is written.
         let state = statedir::open_state(&root).map_err(io)?;
         let prompt_bundles = pin_prompt_bundles(&root, &state, prompt_policy)?;
-        let snapshotter = Snapshotter::new(&root, Some(state.join("index")));
+        let mut snapshotter = Snapshotter::new(&root, Some(state.join("index")));
+        let limits = &config.exploration;
+        snapshotter.bound(limits.workspace_files, limits.workspace_bytes);
         let ledger = Ledger::open_in(state).map_err(io)?;
         let recovered = promote::journal::recover(&root, &ledger).map_err(io)?;
         if let Some(r) = &recovered {
@@ -332,6 +334,13 @@ impl Engine {
 
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Removes what no live ledger fact or workspace needs (see
+    /// [`crate::gc`]); with `dry_run`, only reports it.
+    pub fn collect_garbage(&self, dry_run: bool) -> Result<crate::gc::GcReport, EngineError> {
+        let rows = self.ledger.rows().map_err(io)?;
+        crate::gc::collect(self.ledger.state_dir(), &rows, &self.slots, dry_run).map_err(io)
     }
 
     /// The promotion a crash interrupted that opening this engine finished

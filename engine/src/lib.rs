@@ -17,6 +17,7 @@ pub mod digest;
 pub mod edit;
 pub mod failpoint;
 pub mod gate;
+pub mod gc;
 pub mod ledger;
 pub mod measure;
 pub mod promote;

@@ -53,6 +53,7 @@ pub async fn run(
         Ok(head) => head.map(|h| h.to_string()),
         Err(e) => return fail(e),
     };
+    super::gc::after_repair(&engine);
 
     match format {
         Format::Json => {
