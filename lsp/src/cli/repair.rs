@@ -53,7 +53,6 @@ pub async fn run(
         Ok(head) => head.map(|h| h.to_string()),
         Err(e) => return fail(e),
     };
-    super::gc::after_repair(&engine);
 
     match format {
         Format::Json => {
@@ -123,6 +122,8 @@ pub async fn run(
             }
         }
     }
+    // Last, so what it says follows the report rather than interrupting it.
+    super::gc::after_repair(&engine);
     match (outcome.status, promotion) {
         (_, Some(Err(e))) => {
             let _ = fail(&e);
