@@ -101,7 +101,9 @@ impl Engine {
         // A linked `.trellis` is refused here, before anything is written.
         let state = statedir::open_state(&root)?;
         let prompt_bundles = pin_prompt_bundles(&root, &state, prompt_policy)?;
-        let snapshotter = Snapshotter::new(&root, Some(state.join("index")));
+        let mut snapshotter = Snapshotter::new(&root, Some(state.join("index")));
+        let limits = &config.exploration;
+        snapshotter.bound(limits.workspace_files, limits.workspace_bytes);
         let ledger = Ledger::open_in(state)?;
         let recovered = promote::journal::recover(&root, &ledger)?;
         if let Some(r) = &recovered {
@@ -141,6 +143,19 @@ impl Engine {
 
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Removes what no live ledger fact or workspace needs (see
+    /// [`crate::gc`]); with `dry_run`, only reports it.
+    pub fn collect_garbage(&self, dry_run: bool) -> Result<crate::gc::GcReport, EngineError> {
+        let rows = self.ledger.rows()?;
+        crate::gc::collect(self.ledger.state_dir(), &rows, &self.slots, dry_run).map_err(|source| {
+            EngineError::Collect {
+                state: self.ledger.state_dir().path().to_path_buf(),
+                cache: self.slots.dir().to_path_buf(),
+                source,
+            }
+        })
     }
 
     /// The promotion a crash interrupted that opening this engine finished

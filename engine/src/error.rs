@@ -41,6 +41,18 @@ pub enum EngineError {
     /// Writing a verified repair into the user's files failed or was undone.
     #[error(transparent)]
     Promote(#[from] PromoteError),
+    /// Collecting garbage in `.trellis/objects` or the cache directory failed.
+    #[error(
+        "cannot collect unused state in {} or {}: {source}",
+        state.display(),
+        cache.display()
+    )]
+    Collect {
+        state: PathBuf,
+        cache: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The process-wide lock of a slot set could not be taken.
     #[error("{}: cannot lock the branch workspaces ({name}): {source}", path.display())]
     SlotLock {

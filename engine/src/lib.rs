@@ -25,6 +25,7 @@ mod edit;
 mod error;
 mod failpoint;
 pub mod gate;
+pub mod gc;
 pub mod ledger;
 mod measure;
 mod promote;

@@ -15,7 +15,19 @@ use crate::digest::CanonicalHasher;
 #[derive(Clone, Debug)]
 pub struct Slots {
     base: PathBuf,
+    /// The workspace's canonical path, recorded in [`OWNER_FILE`].
+    workspace: PathBuf,
 }
+
+/// The file in a slot set naming the workspace it belongs to (its canonical
+/// path), rewritten whenever a lock is taken, so its mtime says when the
+/// set was last used: `trellis gc` removes sets whose workspace is gone.
+pub const OWNER_FILE: &str = "workspace";
+
+/// Marks a slot set as a cache, so backup tools and Trellis's own
+/// snapshots (a cache directory inside the workspace) leave it out.
+const CACHEDIR_TAG: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55\n\
+# This directory holds Trellis branch workspaces; see `trellis gc`.\n";
 
 /// Overrides the cache directory (tests, CI, read-only homes).
 pub const CACHE_ENV: &str = "TRELLIS_CACHE_DIR";
@@ -37,7 +49,13 @@ impl Slots {
             .short(16);
         Slots {
             base: cache.join(format!("ws-{id}")),
+            workspace: canonical,
         }
+    }
+
+    /// The slot set's directory (`<cache>/trellis/ws-<id>`).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.base
     }
 
     /// The slot where the user's view is measured by `check`.
@@ -67,6 +85,7 @@ impl Slots {
     /// editor's server) holds it. Released when the returned file drops.
     pub fn lock(&self, name: &str) -> std::io::Result<std::fs::File> {
         std::fs::create_dir_all(&self.base)?;
+        self.mark()?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -74,6 +93,20 @@ impl Slots {
             .open(self.lock_path(name))?;
         file.lock()?;
         Ok(file)
+    }
+
+    /// Records the owner (and the cache tag) in the slot set's directory.
+    fn mark(&self) -> std::io::Result<()> {
+        let tag = self.base.join("CACHEDIR.TAG");
+        if !tag.exists() {
+            std::fs::write(tag, CACHEDIR_TAG)?;
+        }
+        crate::snapshot::fsutil::write_file_atomic_unconfined(
+            &self.base.join(OWNER_FILE),
+            self.workspace.as_os_str().as_encoded_bytes(),
+            0o644,
+        )
+        .map_err(std::io::Error::other)
     }
 
     /// The view slot's own target directory, so sensing the user's view is
@@ -92,6 +125,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let slots = Slots {
             base: dir.path().join("ws"),
+            workspace: dir.path().to_path_buf(),
         };
         let held = slots.lock("branches").unwrap();
         let other = std::fs::OpenOptions::new()

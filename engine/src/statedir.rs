@@ -371,6 +371,38 @@ impl Dir {
         }
     }
 
+    /// Removes the empty directory `name`; a missing one is fine.
+    pub fn remove_dir(&self, name: &str) -> Result<()> {
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(StateError::from_errno(self.join(name), e)),
+        }
+    }
+
+    /// The names in this directory (not `.` or `..`), read through the
+    /// handle; names that are not UTF-8 are left out (Trellis never makes one).
+    pub fn names(&self) -> Result<Vec<String>> {
+        let io = |e: Errno| StateError::from_errno(self.path.clone(), e);
+        let fd = rustix::fs::openat(
+            &self.fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io)?;
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::new(fd).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            if let Ok(name) = entry.file_name().to_str()
+                && name != "."
+                && name != ".."
+            {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+
     /// Makes renames and creations in this directory durable.
     pub fn sync(&self) -> Result<()> {
         rustix::fs::fsync(&self.fd).map_err(|e| StateError::Io {

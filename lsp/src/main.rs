@@ -90,6 +90,21 @@ enum Command {
         #[arg(long, short)]
         verbose: bool,
     },
+    /// Remove stored content and branch workspaces nothing needs any more.
+    ///
+    /// Removes blobs in `.trellis/objects` that no resumable repair can read
+    /// and, in the cache directory, the branch workspaces of projects that
+    /// no longer exist (and, past 8 GiB, those idle longest). Never what a
+    /// running trellis holds. `trellis repair` does the same when it ends.
+    Gc {
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
+        path: Option<PathBuf>,
+        /// Report what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Serve the Language Server Protocol on stdin/stdout (for editors).
     Lsp,
     /// Show the last repair search: the candidate fixes it tried, the limits left.
@@ -202,6 +217,11 @@ fn main() -> ExitCode {
                 format,
                 verbose,
             } => cli::status::run(path, format, detail(verbose)),
+            Command::Gc {
+                path,
+                dry_run,
+                format,
+            } => cli::gc::run(path, dry_run, format, prompts),
             Command::Ledger { command } => cli::ledger::run(command),
             Command::Lsp => {
                 // stdout carries the protocol: logs go to stderr only.

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 mod support;
 
+use support::kill::{count_rows, in_its_second_step, kill_repair_when};
 use support::workspace::Workspace;
 
 fn committed(ws: &Workspace) -> Value {
@@ -724,51 +725,6 @@ fn a_search_killed_mid_flight_resumes_without_refill_and_keeps_its_no_goods() {
     assert_gate_ac(&rows);
 }
 
-/// Runs `trellis repair --format json` and kills it (SIGKILL: no
-/// destructor, no cleanup runs) as soon as `ready` holds for its ledger,
-/// which must happen while it still runs (`moment` says when, for the
-/// failure message). The user's files must be untouched.
-fn kill_repair_when(ws: &Workspace, moment: &str, ready: impl Fn(&Path) -> bool) {
-    let before = ws.tree();
-    let mut child = ws
-        .command(&["repair", "--format", "json"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let db = ws.path().join(".trellis/ledger.db");
-    loop {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "trellis finished before it could be killed {moment}"
-        );
-        if ready(&db) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(
-        ws.tree(),
-        before,
-        "a killed repair never touches the user's files"
-    );
-}
-
-/// Counts rows from a second, read-only connection while trellis writes.
-fn count_rows(db: &Path, filter: &str) -> i64 {
-    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .and_then(|c| {
-            c.query_row(
-                &format!("SELECT count(*) FROM events WHERE {filter}"),
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-        })
-        .unwrap_or(0)
-}
-
 /// The gate decisions of a ledger: (candidate id, verdict), in order.
 fn decisions(rows: &[Row]) -> Vec<(String, String)> {
     rows.iter()
@@ -828,15 +784,7 @@ fn assert_resumes(events: &[SearchEvent], killed: &InterruptedForest) {
 fn killed_in_its_second_step(
     ws: &Workspace,
 ) -> (InterruptedForest, trellis_engine::digest::Digest) {
-    kill_repair_when(ws, "in its second step", |db| {
-        count_rows(db, "kind = 'gate_decision_recorded'") > 0
-            && count_rows(
-                db,
-                "kind = 'search' AND payload LIKE '%\"kind\":\"search_usage_snapshot\"%' \
-                 AND payload LIKE '%/f2\"%' AND payload LIKE '%\"workspace_files\":%' \
-                 AND payload NOT LIKE '%\"workspace_files\":0%'",
-            ) > 0
-    });
+    kill_repair_when(ws, "in its second step", in_its_second_step);
 
     let rows = ledger_rows(ws);
     let first = decisions(&rows);

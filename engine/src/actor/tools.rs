@@ -692,10 +692,14 @@ mod tests {
         }
     }
 
+    /// A branch holding `files`, written directly: setup may put files
+    /// where no edit may (`target/`, `.git/`).
     fn branch(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for (path, text) in files {
-            write_atomic(dir.path(), path, text.as_bytes()).unwrap();
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
         }
         dir
     }

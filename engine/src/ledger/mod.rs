@@ -18,7 +18,7 @@ pub mod verify;
 pub mod witness;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 pub use event::{
     AcceptedStateStored, CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded,

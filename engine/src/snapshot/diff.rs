@@ -6,10 +6,16 @@
 //! creations; bare deletions. Changes text cannot express (a symlink, a
 //! file that became a symlink, an executable bit flipped on unchanged
 //! content) are errors, never silently dropped.
+//!
+//! Read-only context (ignored files, see [`super::EntryKind`]) is never in a
+//! diff: no edit can change it, so what differs there was left in a slot by
+//! a build or test run, not proposed, and must never reach the user's
+//! files. A path that is context on one side and a snapshot file on the
+//! other (the ignore rules changed under it) is refused.
 
 use similar::{Algorithm, DiffTag, TextDiff};
 
-use super::{ContentSource, Entry, EntryKind, Snapshot, SnapshotError};
+use super::{ContentSource, Entry, Snapshot, SnapshotError};
 use crate::change::{FileChange, TextEdit};
 
 /// The changes that turn `old` into `new`, sorted by path. Content is read
@@ -20,9 +26,20 @@ pub fn diff(
     new: &Snapshot,
     new_src: &dyn ContentSource,
 ) -> Result<Vec<FileChange>, SnapshotError> {
-    let mut changes = Vec::new();
     for (path, old_entry) in &old.entries {
-        match new.entries.get(path) {
+        if let Some(new_entry) = new.entries.get(path)
+            && old_entry.kind.is_context() != new_entry.kind.is_context()
+        {
+            return Err(SnapshotError::UnrepresentableChange {
+                path: path.clone(),
+                reason: "the ignore rules changed whether this file is part of the snapshot",
+            });
+        }
+    }
+    let new_editable: std::collections::BTreeMap<_, _> = new.editable().collect();
+    let mut changes = Vec::new();
+    for (path, old_entry) in old.editable() {
+        match new_editable.get(path).copied() {
             None => {
                 refuse_symlink(path, old_entry)?;
                 changes.push(FileChange::Delete {
@@ -52,7 +69,7 @@ pub fn diff(
             }
         }
     }
-    for (path, new_entry) in &new.entries {
+    for (path, new_entry) in new_editable {
         if !old.entries.contains_key(path) {
             refuse_symlink(path, new_entry)?;
             changes.push(FileChange::Create {
@@ -67,12 +84,13 @@ pub fn diff(
 }
 
 fn refuse_symlink(path: &str, entry: &Entry) -> Result<(), SnapshotError> {
-    match entry.kind {
-        EntryKind::Symlink => Err(SnapshotError::UnrepresentableChange {
+    if entry.kind.is_symlink() {
+        Err(SnapshotError::UnrepresentableChange {
             path: path.to_owned(),
             reason: "a symlink changed, which a text diff cannot express",
-        }),
-        EntryKind::File { .. } => Ok(()),
+        })
+    } else {
+        Ok(())
     }
 }
 

@@ -90,8 +90,17 @@ pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
 ///
 /// Missing parent directories are created. A file that is replaced keeps its
 /// permission bits (notably the executable bit); a new file gets `0o644`.
+///
+/// This is how an edit reaches a branch, so it writes only the snapshot's
+/// own files: a path the root's ignore rules hide (read-only context) or
+/// that snapshots exclude is refused ([`SnapshotError::ReadOnlyContext`]).
 pub fn write_atomic(root: &Path, rel: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
     let path = confine(root, rel)?;
+    if !super::scan::visible_to_walk(root, rel)? {
+        return Err(SnapshotError::ReadOnlyContext {
+            path: rel.to_owned(),
+        });
+    }
     let parent = path.parent().expect("a confined path has a parent");
     fs::create_dir_all(parent).map_err(SnapshotError::io(parent))?;
     let mode = match fs::symlink_metadata(&path) {
@@ -245,5 +254,32 @@ mod tests {
                 .unwrap()
                 .is_file()
         );
+    }
+
+    #[test]
+    fn an_edit_to_an_ignored_file_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        fs::write(root.path().join(".gitignore"), "/tests/local.rs\ndata/\n").unwrap();
+        fs::create_dir_all(root.path().join("tests")).unwrap();
+        fs::write(root.path().join("tests/local.rs"), "kept").unwrap();
+        for rel in [
+            "tests/local.rs",
+            "data/new.csv",
+            "target/x",
+            ".trellis/index",
+        ] {
+            let err = write_atomic(root.path(), rel, b"edited").unwrap_err();
+            assert!(
+                matches!(&err, SnapshotError::ReadOnlyContext { path } if path == rel),
+                "{rel}: {err:?}"
+            );
+        }
+        assert_eq!(
+            fs::read(root.path().join("tests/local.rs")).unwrap(),
+            b"kept"
+        );
+        assert!(!root.path().join("data").exists());
+        // The snapshot's own files stay writable.
+        write_atomic(root.path(), "tests/other.rs", b"ok").unwrap();
     }
 }

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fsutil::{check_rel_path, confine};
-use super::{ContentSource, Entry, EntryKind, Overlay, Snapshot, SnapshotError, Snapshotter};
+use super::{ContentSource, Entry, Overlay, Snapshot, SnapshotError, Snapshotter};
 use crate::digest::Digest;
 
 /// The slot's own stat cache, inside the directory every walk excludes.
@@ -235,20 +235,22 @@ fn write_entry(
     let bytes = source.read(rel, entry)?;
     let path = confine(dest, rel)?;
     clear(&path)?;
-    match entry.kind {
-        EntryKind::Symlink => {
-            symlink(OsString::from_vec(bytes), &path).map_err(SnapshotError::io(path))
-        }
-        EntryKind::File { executable } => {
-            // `create_new` never follows a symlink that raced in after `clear`.
-            fs::File::options()
-                .write(true)
-                .create_new(true)
-                .mode(if executable { 0o755 } else { 0o644 })
-                .open(&path)
-                .and_then(|mut file| file.write_all(&bytes))
-                .map_err(SnapshotError::io(path))
-        }
+    // Context entries (ignored files) are copied like any other.
+    if entry.kind.is_symlink() {
+        symlink(OsString::from_vec(bytes), &path).map_err(SnapshotError::io(path))
+    } else {
+        // `create_new` never follows a symlink that raced in after `clear`.
+        fs::File::options()
+            .write(true)
+            .create_new(true)
+            .mode(if entry.kind.is_executable() {
+                0o755
+            } else {
+                0o644
+            })
+            .open(&path)
+            .and_then(|mut file| file.write_all(&bytes))
+            .map_err(SnapshotError::io(path))
     }
 }
 
@@ -265,7 +267,7 @@ fn clear(path: &PathBuf) -> Result<(), SnapshotError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::DirSource;
+    use crate::snapshot::{DirSource, EntryKind};
     use std::collections::BTreeMap;
     use std::os::unix::fs::PermissionsExt;
     use std::time::{Duration, SystemTime};

@@ -60,6 +60,13 @@ impl Snapshot {
     pub fn total_bytes(&self) -> u64 {
         self.entries.values().map(|entry| entry.size).sum()
     }
+
+    /// The entries a repair may edit: every entry but read-only context.
+    pub fn editable(&self) -> impl Iterator<Item = (&RelPath, &Entry)> {
+        self.entries
+            .iter()
+            .filter(|(_, entry)| !entry.kind.is_context())
+    }
 }
 
 /// One path in a snapshot.
@@ -74,6 +81,14 @@ pub struct Entry {
 }
 
 /// What a path is. Directories are implied by the paths under them.
+///
+/// The `Context*` kinds are *read-only context*: files the ignore rules hide
+/// (an ignored test, a local data file, an untracked `Cargo.lock`) that are
+/// present on disk, so the user's own `cargo build`/`cargo test` reads them.
+/// They count in the state root (a changed ignored file is another root),
+/// are copied into every slot so verification sees what the user's tools
+/// see, and are never edited ([`fsutil::write_atomic`] refuses them), never
+/// in a [`diff`] and so never promoted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryKind {
     File {
@@ -81,6 +96,12 @@ pub enum EntryKind {
     },
     /// Recorded with its target as content, never followed.
     Symlink,
+    /// A file hidden by the ignore rules: read-only context.
+    ContextFile {
+        executable: bool,
+    },
+    /// A symlink hidden by the ignore rules: read-only context.
+    ContextSymlink,
 }
 
 impl EntryKind {
@@ -90,6 +111,45 @@ impl EntryKind {
             EntryKind::File { executable: false } => "file",
             EntryKind::File { executable: true } => "exec",
             EntryKind::Symlink => "symlink",
+            EntryKind::ContextFile { executable: false } => "context-file",
+            EntryKind::ContextFile { executable: true } => "context-exec",
+            EntryKind::ContextSymlink => "context-symlink",
+        }
+    }
+
+    /// Whether this is read-only context (hidden by the ignore rules).
+    pub fn is_context(self) -> bool {
+        matches!(
+            self,
+            EntryKind::ContextFile { .. } | EntryKind::ContextSymlink
+        )
+    }
+
+    /// Whether the content is a symlink's target rather than file bytes.
+    pub fn is_symlink(self) -> bool {
+        matches!(self, EntryKind::Symlink | EntryKind::ContextSymlink)
+    }
+
+    /// Whether the file is executable (never for a symlink).
+    pub fn is_executable(self) -> bool {
+        matches!(
+            self,
+            EntryKind::File { executable: true } | EntryKind::ContextFile { executable: true }
+        )
+    }
+
+    /// The same kind of content, as context (`true`) or as an editable
+    /// snapshot file (`false`).
+    pub(crate) fn in_context(self, context: bool) -> EntryKind {
+        match (self.is_symlink(), context) {
+            (true, false) => EntryKind::Symlink,
+            (true, true) => EntryKind::ContextSymlink,
+            (false, false) => EntryKind::File {
+                executable: self.is_executable(),
+            },
+            (false, true) => EntryKind::ContextFile {
+                executable: self.is_executable(),
+            },
         }
     }
 }
@@ -218,6 +278,25 @@ pub enum SnapshotError {
         bytes: u64,
         max_files: u64,
         max_bytes: u64,
+    },
+    #[error(
+        "`{path}`: hidden by the workspace's ignore rules (or in a directory snapshots \
+         exclude), so it is read-only context: a repair edits only the snapshot's files"
+    )]
+    ReadOnlyContext { path: String },
+    #[error(
+        "the workspace holds at least {files} files / {bytes} bytes to snapshot, over the \
+         [exploration] limits of {max_files} files / {max_bytes} bytes; ignored files count, \
+         since builds and tests may read them (most files under: {largest}). Raise \
+         `workspace_files`/`workspace_bytes` in trellis.toml, or put a CACHEDIR.TAG in a \
+         directory no build or test reads"
+    )]
+    TooLarge {
+        files: u64,
+        bytes: u64,
+        max_files: u64,
+        max_bytes: u64,
+        largest: String,
     },
     #[error("copy's content root {found} differs from the snapshot root {expected}")]
     RootMismatch { expected: Digest, found: Digest },

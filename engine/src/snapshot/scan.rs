@@ -2,10 +2,21 @@
 //!
 //! The walk honours `.gitignore` (with or without a `.git` directory) and
 //! `.ignore`, includes hidden files, and always leaves out `.git` at any
-//! depth plus the root's `target/` and `.trellis/`. Global git excludes and
+//! depth, the root's `target/` and `.trellis/`, and build output: any
+//! directory below the root holding a `CACHEDIR.TAG` (cargo tags its target
+//! directories, Trellis its cache). Global git excludes and
 //! `.git/info/exclude` are deliberately *not* read, nor ignore files above
 //! the root: a snapshot must be a function of the tree alone, so that an
 //! eager copy elsewhere (which has no `.git`) gets the same root.
+//!
+//! What the ignore rules hide is not left out but recorded as read-only
+//! context ([`EntryKind::ContextFile`]): the user's own build and tests read
+//! an ignored test file or data file, so verification must too. Everything
+//! below an ignored directory is context; its own ignore files are not read.
+//! Because ignored directories can be huge (`node_modules`, `.venv`, data),
+//! a snapshotter can be bounded ([`Snapshotter::bound`]): the walk stops as
+//! soon as the files it found exceed the bound, before hashing them, and the
+//! snapshot is refused naming the directories holding most of them.
 //!
 //! Hashing every file on every keystroke would be slow, so each file's
 //! `(size, mtime, ctime, inode, mode)` is remembered with its blob, and a file
@@ -52,6 +63,8 @@ const CACHE_MAGIC: &[u8; 8] = b"TRLSIDX2";
 pub struct Snapshotter {
     root: PathBuf,
     cache_file: Option<PathBuf>,
+    /// The most files and bytes a snapshot may hold.
+    bound: Bound,
     /// Whether re-roots use directory watches ([`Snapshotter::watch`]).
     watched: bool,
     /// When watching failed, how long to wait before trying again.
@@ -174,6 +187,7 @@ impl Snapshotter {
         Snapshotter {
             root: workspace_root.to_path_buf(),
             cache_file,
+            bound: Bound::UNBOUNDED,
             watched: false,
             backoff: WatchBackoff::default(),
             state: State::Unloaded,
@@ -201,6 +215,16 @@ impl Snapshotter {
         &self.root
     }
 
+    /// Refuses snapshots of more than `max_files` entries or `max_bytes`
+    /// bytes, ignored files included ([`SnapshotError::TooLarge`]); a full
+    /// walk stops at the bound before reading further content.
+    pub fn bound(&mut self, max_files: u64, max_bytes: u64) {
+        self.bound = Bound {
+            max_files,
+            max_bytes,
+        };
+    }
+
     /// How the last re-root found the disk's state.
     pub fn last_reroot(&self) -> ReRoot {
         self.last_reroot
@@ -226,6 +250,17 @@ impl Snapshotter {
             .collect();
         apply_overlay(&self.root, &mut entries, overlay)?;
         super::check_shape(&entries)?;
+        // Watched re-roots list only what changed, so the total is checked
+        // here too, not only by the walk.
+        self.bound.check(
+            entries.len() as u64,
+            entries.values().map(|entry| entry.size).sum(),
+            || {
+                entries
+                    .iter()
+                    .map(|(path, entry)| (path.as_str(), entry.size))
+            },
+        )?;
         Ok(Snapshot::from_entries(entries))
     }
 
@@ -281,7 +316,13 @@ impl Snapshotter {
             None
         };
         let root_id = DirId::of(&self.root);
-        let walked = walk(root_job(&self.root), &previous, watches.as_ref(), now_ns)?;
+        let walked = walk(
+            root_job(&self.root),
+            &previous,
+            watches.as_ref(),
+            now_ns,
+            self.bound,
+        )?;
         let changed = walked.hashed > 0 || walked.file_count() != previous.len();
         self.state = match watches {
             Some(watches) => {
@@ -383,6 +424,8 @@ pub(super) struct ListedDir {
     /// Whether a file in it has other hard links: a change made through a
     /// link elsewhere raises no event here.
     pub multiply_linked: bool,
+    /// Whether the ignore rules hide it (everything in it is context).
+    pub context: bool,
 }
 
 /// The result of walking the disk.
@@ -407,12 +450,85 @@ fn always_excluded(depth: usize, name: &[u8]) -> bool {
     name == b".git" || (depth == 1 && (name == b"target" || name == b".trellis"))
 }
 
+/// The file that marks a directory as build output or a cache
+/// (<https://bford.info/cachedir/>), and the signature it must start with.
+const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+
+/// Whether `dir` holds a valid `CACHEDIR.TAG`: it is build output (or a
+/// cache, Trellis's own included), never content or context.
+pub(crate) fn is_tagged_cache_dir(dir: &Path) -> bool {
+    use std::io::Read;
+    let Ok(file) = fs::File::open(dir.join(CACHEDIR_TAG)) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(CACHEDIR_SIGNATURE.len());
+    file.take(CACHEDIR_SIGNATURE.len() as u64)
+        .read_to_end(&mut head)
+        .is_ok_and(|_| head == CACHEDIR_SIGNATURE)
+}
+
+/// The most files and bytes a snapshot may hold (ignored files included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Bound {
+    max_files: u64,
+    max_bytes: u64,
+}
+
+impl Bound {
+    pub(super) const UNBOUNDED: Bound = Bound {
+        max_files: u64::MAX,
+        max_bytes: u64::MAX,
+    };
+
+    /// `Ok` when `files`/`bytes` are within the bound; otherwise the refusal,
+    /// naming the top-level directories that hold most of `sizes`.
+    fn check<'a, I: Iterator<Item = (&'a str, u64)>>(
+        self,
+        files: u64,
+        bytes: u64,
+        sizes: impl FnOnce() -> I,
+    ) -> Result<(), SnapshotError> {
+        if files <= self.max_files && bytes <= self.max_bytes {
+            return Ok(());
+        }
+        Err(SnapshotError::TooLarge {
+            files,
+            bytes,
+            max_files: self.max_files,
+            max_bytes: self.max_bytes,
+            largest: largest_dirs(sizes()),
+        })
+    }
+}
+
+/// The three top-level directories holding the most files, with their
+/// file counts and bytes, for a refusal a person can act on.
+fn largest_dirs<'a>(sizes: impl Iterator<Item = (&'a str, u64)>) -> String {
+    let mut by_dir: HashMap<&str, (u64, u64)> = HashMap::new();
+    for (path, size) in sizes {
+        let top = path.split_once('/').map_or(".", |(top, _)| top);
+        let slot = by_dir.entry(top).or_default();
+        slot.0 += 1;
+        slot.1 += size;
+    }
+    let mut dirs: Vec<_> = by_dir.into_iter().collect();
+    dirs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    dirs.iter()
+        .take(3)
+        .map(|(dir, (files, bytes))| format!("{dir}/ ({files} files, {bytes} bytes)"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A file or symlink the walk found, before its content is known.
-struct Found {
+pub(super) struct Found {
     rel: RelPath,
     path: PathBuf,
     stat: FileStat,
     is_symlink: bool,
+    /// Hidden by the ignore rules: recorded as read-only context.
+    context: bool,
     links: u64,
 }
 
@@ -442,6 +558,8 @@ pub(super) struct DirJob {
     /// The rules of its parent; its own ignore files are read when it is
     /// listed.
     pub rules: RuleChain,
+    /// Whether the ignore rules hide it: everything in it is context.
+    pub context: bool,
 }
 
 /// The job that lists the whole workspace.
@@ -451,6 +569,7 @@ fn root_job(root: &Path) -> Vec<DirJob> {
         rel: RelPath::new(),
         depth: 0,
         rules: None,
+        context: false,
     }]
 }
 
@@ -462,6 +581,12 @@ struct WorkQueue {
 
 struct QueueState {
     jobs: Vec<DirJob>,
+    /// Files and bytes found so far, against the walk's bound.
+    files: u64,
+    bytes: u64,
+    /// Every file found so far with its size, to name the largest
+    /// directories if the bound is exceeded.
+    sizes: Vec<(RelPath, u64)>,
     /// Threads currently listing a directory (and so maybe adding jobs).
     busy: usize,
     failure: Option<SnapshotError>,
@@ -485,6 +610,26 @@ impl WorkQueue {
             }
             state = self.changed.wait(state).unwrap();
         }
+    }
+
+    /// Counts `found` against `bound` before it is read; past the bound the
+    /// walk fails, so a huge ignored directory is never hashed.
+    fn admit(&self, found: &[Found], bound: Bound) -> Result<(), SnapshotError> {
+        let mut state = self.state.lock().unwrap();
+        state.files += found.len() as u64;
+        state.bytes += found.iter().map(|item| item.stat.size).sum::<u64>();
+        if bound != Bound::UNBOUNDED {
+            state
+                .sizes
+                .extend(found.iter().map(|item| (item.rel.clone(), item.stat.size)));
+        }
+        let (files, bytes) = (state.files, state.bytes);
+        bound.check(files, bytes, || {
+            state
+                .sizes
+                .iter()
+                .map(|(path, size)| (path.as_str(), *size))
+        })
     }
 
     fn finish(&self, result: Result<Vec<DirJob>, SnapshotError>) {
@@ -513,11 +658,15 @@ pub(super) fn walk(
     cache: &StatCache,
     watches: Option<&DirWatches>,
     now_ns: i64,
+    bound: Bound,
 ) -> Result<Walked, SnapshotError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let queue = WorkQueue {
         state: Mutex::new(QueueState {
             jobs,
+            files: 0,
+            bytes: 0,
+            sizes: Vec::new(),
             busy: 0,
             failure: None,
         }),
@@ -525,7 +674,7 @@ pub(super) fn walk(
     };
     let per_thread: Vec<Walked> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
-            .map(|_| scope.spawn(|| walk_worker(&queue, cache, watches, now_ns)))
+            .map(|_| scope.spawn(|| walk_worker(&queue, cache, watches, now_ns, bound)))
             .collect();
         workers
             .into_iter()
@@ -551,6 +700,7 @@ fn walk_worker(
     cache: &StatCache,
     watches: Option<&DirWatches>,
     now_ns: i64,
+    bound: Bound,
 ) -> Walked {
     let mut walked = Walked {
         dirs: Vec::new(),
@@ -558,11 +708,12 @@ fn walk_worker(
     };
     while let Some(job) = queue.next() {
         let watch = watches.and_then(|watches| watches.watch(&job.path));
-        let listed = push_ignore_files(&job.path, job.rules.clone()).and_then(|rules| {
+        let listed = dir_rules(&job).and_then(|rules| {
             let listing = list_dir(
                 &job,
                 &rules,
                 |rel| cache.get(rel).copied(),
+                |found| queue.admit(found, bound),
                 now_ns,
                 &mut walked.hashed,
             )?;
@@ -578,6 +729,7 @@ fn walk_worker(
                     .collect(),
                 watch,
                 multiply_linked: listing.multiply_linked,
+                context: job.context,
             });
             Ok(listing.subdirs)
         });
@@ -596,19 +748,33 @@ pub(super) struct Listing {
     pub multiply_linked: bool,
 }
 
+/// The rules in force for `job`'s entries: its parent's plus its own ignore
+/// files. Below an ignored directory everything is context, so its ignore
+/// files are not read.
+pub(super) fn dir_rules(job: &DirJob) -> Result<RuleChain, SnapshotError> {
+    if job.context {
+        Ok(job.rules.clone())
+    } else {
+        push_ignore_files(&job.path, job.rules.clone())
+    }
+}
+
 /// Lists one directory under `rules` and settles its files: trusted from
 /// `cached` where their stat vouches for them, read and hashed (counted in
-/// `hashed`) where not. The full walk and the watched tree's re-listing
-/// both come through here.
+/// `hashed`) where not; `admit` may refuse what was found before any of it
+/// is read. The full walk and the watched tree's re-listing both come
+/// through here.
 pub(super) fn list_dir(
     job: &DirJob,
     rules: &RuleChain,
     cached: impl Fn(&str) -> Option<CachedEntry>,
+    admit: impl FnOnce(&[Found]) -> Result<(), SnapshotError>,
     now_ns: i64,
     hashed: &mut usize,
 ) -> Result<Listing, SnapshotError> {
     let mut found = Vec::new();
     let subdirs = list_entries(job, rules, &mut found)?;
+    admit(&found)?;
     let multiply_linked = found.iter().any(Found::has_other_links);
     let files = settle(&mut found, cached, now_ns, hashed)?;
     Ok(Listing {
@@ -632,7 +798,7 @@ fn settle(
         .map(|item| {
             let trusted =
                 cached(&item.rel).and_then(|cached| cached.trusted(&item.stat).map(|_| cached));
-            let cached = match trusted {
+            let mut cached = match trusted {
                 Some(cached) => cached,
                 None => {
                     *hashed += 1;
@@ -643,6 +809,8 @@ fn settle(
                     }
                 }
             };
+            // Whether a file is context depends on the rules, not its stat.
+            cached.entry.kind = cached.entry.kind.in_context(item.context);
             Ok((item.rel, cached))
         })
         .collect()
@@ -658,11 +826,18 @@ fn list_entries(
 ) -> Result<Vec<DirJob>, SnapshotError> {
     let listing = fs::read_dir(&job.path).map_err(SnapshotError::io(&job.path))?;
     let mut subdirs = Vec::new();
+    let listed_before = found.len();
     for dir_entry in listing {
         let dir_entry = dir_entry.map_err(SnapshotError::io(&job.path))?;
         let name = dir_entry.file_name();
         if always_excluded(job.depth + 1, name.as_bytes()) {
             continue;
+        }
+        if job.depth > 0 && name == CACHEDIR_TAG && is_tagged_cache_dir(&job.path) {
+            // Build output or a cache: nothing in it is content. It is still
+            // listed (and watched), so removing the tag brings it back.
+            found.truncate(listed_before);
+            return Ok(Vec::new());
         }
         let path = dir_entry.path();
         // Not following symlinks: this is the entry itself.
@@ -677,9 +852,7 @@ fn list_entries(
         if !(is_dir || file_type.is_file() || file_type.is_symlink()) {
             continue; // sockets, FIFOs, devices: not content
         }
-        if is_ignored(rules, &path, is_dir) {
-            continue;
-        }
+        let context = job.context || is_ignored(rules, &path, is_dir);
         let Some(name) = name.to_str() else {
             // A name we cannot spell would be lost or mangled: fail closed.
             return Err(SnapshotError::NonUtf8Path { path });
@@ -695,6 +868,7 @@ fn list_entries(
                 rel,
                 depth: job.depth + 1,
                 rules: rules.clone(),
+                context,
             });
         } else {
             found.push(Found {
@@ -702,6 +876,7 @@ fn list_entries(
                 path,
                 stat: FileStat::of(&meta),
                 is_symlink: file_type.is_symlink(),
+                context,
                 links: meta.nlink(),
             });
         }
@@ -784,15 +959,10 @@ fn apply_overlay(
 ) -> Result<(), SnapshotError> {
     for (path, bytes) in &overlay.buffers {
         check_rel_path(path)?;
-        let executable = match entries.get(path) {
-            Some(Entry {
-                kind: EntryKind::File { executable },
-                ..
-            }) => *executable,
-            Some(Entry {
-                kind: EntryKind::Symlink,
-                ..
-            }) => false,
+        let executable = match entries.get(path).map(|entry| entry.kind) {
+            // Context is what the user's tools read: the file on disk.
+            Some(kind) if kind.is_context() => continue,
+            Some(kind) => kind.is_executable(),
             // Neither walked nor on disk as a plain file: the buffer is in
             // the view only if the ignore rules would have let a file there.
             None if !visible_to_walk(root, path)? => continue,
@@ -810,10 +980,11 @@ fn apply_overlay(
     Ok(())
 }
 
-/// Whether the walk would include a file at `rel`, decided by the same
-/// exclusions and rules, component by component (an ignored directory hides
-/// everything in it).
-fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotError> {
+/// Whether the walk would include a file at `rel` as an editable snapshot
+/// file (not context, not excluded), decided by the same exclusions and
+/// rules, component by component (an ignored directory hides everything in
+/// it).
+pub(crate) fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotError> {
     let components: Vec<&str> = rel.split('/').collect();
     let mut rules = None;
     let mut path = root.to_path_buf();
@@ -822,6 +993,9 @@ fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotError> {
             return Ok(false);
         }
         if path.is_dir() {
+            if depth > 0 && is_tagged_cache_dir(&path) {
+                return Ok(false);
+            }
             rules = push_ignore_files(&path, rules)?;
         }
         path.push(name);
@@ -851,6 +1025,9 @@ fn encode_cache(files: &[(&RelPath, &CachedEntry)]) -> Vec<u8> {
             EntryKind::File { executable: false } => 0,
             EntryKind::File { executable: true } => 1,
             EntryKind::Symlink => 2,
+            EntryKind::ContextFile { executable: false } => 3,
+            EntryKind::ContextFile { executable: true } => 4,
+            EntryKind::ContextSymlink => 5,
         });
         out.extend_from_slice(&cached.entry.blob.0);
         out.extend_from_slice(&cached.entry.size.to_le_bytes());
@@ -888,6 +1065,9 @@ fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
             0 => EntryKind::File { executable: false },
             1 => EntryKind::File { executable: true },
             2 => EntryKind::Symlink,
+            3 => EntryKind::ContextFile { executable: false },
+            4 => EntryKind::ContextFile { executable: true },
+            5 => EntryKind::ContextSymlink,
             _ => return None,
         };
         let blob = Digest(reader.take(32)?.try_into().ok()?);
@@ -1000,19 +1180,101 @@ mod tests {
             b"a module named target is content",
         );
 
+        write(root, "cache/CACHEDIR.TAG", CACHEDIR_SIGNATURE);
+        write(root, "cache/blob", b"c");
+        write(root, "build/out/CACHEDIR.TAG", CACHEDIR_SIGNATURE);
+        write(root, "build/out/x.o", b"o");
+        write(root, "fake/CACHEDIR.TAG", b"no signature");
+        write(root, "fake/kept.rs", b"f");
+
         let snapshot = Snapshotter::new(root, None)
             .snapshot(&Overlay::default())
             .unwrap();
         assert_eq!(
-            paths(&snapshot),
+            editable(&snapshot),
             [
                 ".env.example",
                 ".gitignore",
+                "fake/CACHEDIR.TAG",
+                "fake/kept.rs",
                 "src/target/mod.rs",
                 "sub/.ignore",
                 "sub/kept.txt"
             ]
         );
+        // What the ignore rules hide is read-only context; build output
+        // (tagged directories, the root's target/) and state are not there.
+        assert_eq!(
+            context(&snapshot),
+            ["app.log", "build/out.o", "sub/secret.txt"]
+        );
+    }
+
+    fn editable(snapshot: &Snapshot) -> Vec<&str> {
+        snapshot.editable().map(|(path, _)| path.as_str()).collect()
+    }
+
+    fn context(snapshot: &Snapshot) -> Vec<&str> {
+        let editable = editable(snapshot);
+        paths(snapshot)
+            .into_iter()
+            .filter(|path| !editable.contains(path))
+            .collect()
+    }
+
+    #[test]
+    fn a_changed_ignored_file_is_another_root_and_stays_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".gitignore", b"/tests/local.rs\n");
+        write(root, "tests/local.rs", b"#[test] fn t() {}");
+        let mut snapshotter = Snapshotter::new(root, None);
+        let first = snapshotter.snapshot(&Overlay::default()).unwrap();
+        assert_eq!(
+            first.entries["tests/local.rs"].kind,
+            EntryKind::ContextFile { executable: false }
+        );
+        write(root, "tests/local.rs", b"#[test] fn t() { panic!() }");
+        age(&root.join("tests/local.rs"));
+        let second = snapshotter.snapshot(&Overlay::default()).unwrap();
+        assert_ne!(first.root, second.root);
+        // An unsaved buffer never stands in for context: the tools read disk.
+        let overlay = Overlay {
+            buffers: BTreeMap::from([("tests/local.rs".to_owned(), b"unsaved".to_vec())]),
+        };
+        assert_eq!(snapshotter.snapshot(&overlay).unwrap(), second);
+        // Unignoring it makes it an editable file, trusted from the cache or not.
+        write(root, ".gitignore", b"");
+        let third = snapshotter.snapshot(&Overlay::default()).unwrap();
+        assert_eq!(
+            third.entries["tests/local.rs"].kind,
+            EntryKind::File { executable: false }
+        );
+    }
+
+    #[test]
+    fn a_bounded_walk_refuses_a_huge_ignored_directory_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".gitignore", b"node_modules/\n");
+        write(root, "src/lib.rs", b"fn f() {}");
+        for i in 0..20 {
+            write(root, &format!("node_modules/p{i}/index.js"), b"x");
+        }
+        let mut snapshotter = Snapshotter::new(root, None);
+        snapshotter.bound(10, u64::MAX);
+        let err = snapshotter.snapshot(&Overlay::default()).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::TooLarge { max_files: 10, .. }),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(message.contains("node_modules/ ("), "{message}");
+        assert!(message.contains("CACHEDIR.TAG"), "{message}");
+        // Tagging it as a cache takes it out, and the bound is met.
+        write(root, "node_modules/CACHEDIR.TAG", CACHEDIR_SIGNATURE);
+        let snapshot = snapshotter.snapshot(&Overlay::default()).unwrap();
+        assert_eq!(paths(&snapshot), [".gitignore", "src/lib.rs"]);
     }
 
     #[test]
@@ -1104,13 +1366,13 @@ mod tests {
             .snapshot(&Overlay::default())
             .unwrap();
         assert_eq!(
-            paths(&snapshot),
+            editable(&snapshot),
             [".gitignore", "docs/.gitignore", "docs/keep.txt", "src/a.rs"]
         );
         for rel in files {
             assert_eq!(
                 visible_to_walk(root, rel).unwrap(),
-                snapshot.entries.contains_key(rel),
+                snapshot.editable().any(|(path, _)| path == rel),
                 "{rel}"
             );
         }
@@ -1159,7 +1421,14 @@ mod tests {
         // A fresh snapshotter (a new process) trusts the persisted stats...
         let cache = Snapshotter::new(dir.path(), Some(cache_file.clone())).load_cache();
         assert_eq!(cache.len(), 2);
-        let scan = walk(root_job(dir.path()), &cache, None, now_ns()).unwrap();
+        let scan = walk(
+            root_job(dir.path()),
+            &cache,
+            None,
+            now_ns(),
+            Bound::UNBOUNDED,
+        )
+        .unwrap();
         assert_eq!(scan.hashed, 0);
 
         // ...and produces the same root.
@@ -1213,9 +1482,15 @@ mod tests {
         };
         let hashed_with = |cached: CachedEntry| {
             let cache = StatCache::from([("a.rs".to_owned(), cached)]);
-            walk(root_job(dir.path()), &cache, None, now_ns())
-                .unwrap()
-                .hashed
+            walk(
+                root_job(dir.path()),
+                &cache,
+                None,
+                now_ns(),
+                Bound::UNBOUNDED,
+            )
+            .unwrap()
+            .hashed
         };
         // Read in the same instant the file was written: a later write in
         // that timestamp granule would leave the stat unchanged, so re-read.

@@ -10,7 +10,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use super::fsutil::confine;
-use super::{Entry, EntryKind, Overlay, SnapshotError};
+use super::{Entry, Overlay, SnapshotError};
 use crate::digest::{Digest, blob_digest};
 use crate::statedir::{Dir, Kind};
 
@@ -48,13 +48,14 @@ impl ContentSource for DirSource {
             Some(buffer) => buffer.to_vec(),
             None => {
                 let full = confine(&self.root, path)?;
-                match entry.kind {
-                    EntryKind::Symlink => fs::read_link(&full)
+                if entry.kind.is_symlink() {
+                    fs::read_link(&full)
                         .map(|target| target.into_os_string().into_vec())
-                        .map_err(SnapshotError::io(full))?,
+                        .map_err(SnapshotError::io(full))?
+                } else {
                     // `confine` vouches for the directories; the hash check
                     // below vouches for the bytes even if the leaf was swapped.
-                    EntryKind::File { .. } => fs::read(&full).map_err(SnapshotError::io(full))?,
+                    fs::read(&full).map_err(SnapshotError::io(full))?
                 }
             }
         };
@@ -177,6 +178,7 @@ impl ContentSource for BlobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::EntryKind;
     use std::collections::BTreeMap;
     use std::os::unix::fs::symlink;
 

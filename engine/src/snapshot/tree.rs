@@ -42,7 +42,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::SnapshotError;
-use super::scan::{CachedEntry, DirJob, ListedDir, Listing, RuleChain, StatCache, list_dir, walk};
+use super::scan::{
+    Bound, CachedEntry, DirJob, ListedDir, Listing, RuleChain, StatCache, list_dir, walk,
+};
 use super::watch::{DirWatches, RescanReason, Wd};
 use crate::diagnostic::RelPath;
 
@@ -86,6 +88,8 @@ struct DirRecord {
     subdirs: Vec<RelPath>,
     watch: Option<Wd>,
     multiply_linked: bool,
+    /// Whether the ignore rules hide it: its files are context.
+    context: bool,
 }
 
 /// What a successful watched re-root did.
@@ -200,8 +204,15 @@ impl WatchedTree {
         }
         let mut walked = 0;
         if !pending.walk.is_empty() {
-            let listed = walk(pending.walk, &pending.dropped, Some(&self.watches), now_ns)
-                .map_err(failed)?;
+            // Unbounded here: the snapshot checks its total after the re-root.
+            let listed = walk(
+                pending.walk,
+                &pending.dropped,
+                Some(&self.watches),
+                now_ns,
+                Bound::UNBOUNDED,
+            )
+            .map_err(failed)?;
             pending.hashed += listed.hashed;
             walked = listed.dirs.len();
             if !self.insert(listed.dirs) {
@@ -236,6 +247,7 @@ impl WatchedTree {
                     subdirs: dir.subdirs,
                     watch: dir.watch,
                     multiply_linked: dir.multiply_linked,
+                    context: dir.context,
                 },
             );
         }
@@ -261,6 +273,7 @@ impl WatchedTree {
             rel: rel.to_owned(),
             depth: record.depth,
             rules: record.rules.clone(),
+            context: record.context,
         };
         let previous: HashMap<&str, CachedEntry> = record
             .files
@@ -277,6 +290,7 @@ impl WatchedTree {
             &job,
             &record.rules,
             |path| previous.get(path).copied(),
+            |_| Ok(()),
             now_ns,
             &mut pending.hashed,
         )?;
@@ -478,8 +492,26 @@ mod tests {
                 }),
             ),
             (
-                "an ignored file appears",
+                "an ignored file appears (as context)",
                 Box::new(|root| write(root, "src/build.log", b"noise")),
+            ),
+            (
+                "an ignored file changes",
+                Box::new(|root| write(root, "src/build.log", b"more noise")),
+            ),
+            (
+                "a directory is tagged as build output",
+                Box::new(|root| {
+                    write(
+                        root,
+                        "moved/CACHEDIR.TAG",
+                        b"Signature: 8a477f597d28d172789f06886806bc55",
+                    )
+                }),
+            ),
+            (
+                "its tag is removed",
+                Box::new(|root| fs::remove_file(root.join("moved/CACHEDIR.TAG")).unwrap()),
             ),
         ];
         for (step, mutate) in &steps {
@@ -590,10 +622,12 @@ mod tests {
                 rel: RelPath::new(),
                 depth: 0,
                 rules: None,
+                context: false,
             }],
             &StatCache::new(),
             None,
             0,
+            Bound::UNBOUNDED,
         )
         .unwrap();
         let watches = DirWatches::new().unwrap();
@@ -611,14 +645,38 @@ mod tests {
     /// steps collide: they overwrite, move onto and delete each other.
     #[derive(Clone, Debug)]
     enum Op {
-        Write { path: String, content: u8 },
-        Append { path: String },
-        Remove { path: String },
-        RemoveDir { dir: String },
-        Rename { from: String, to: String },
-        Chmod { path: String, executable: bool },
-        Symlink { path: String },
-        Ignore { rules: &'static str },
+        Write {
+            path: String,
+            content: u8,
+        },
+        Append {
+            path: String,
+        },
+        Remove {
+            path: String,
+        },
+        RemoveDir {
+            dir: String,
+        },
+        Rename {
+            from: String,
+            to: String,
+        },
+        Chmod {
+            path: String,
+            executable: bool,
+        },
+        Symlink {
+            path: String,
+        },
+        Ignore {
+            rules: &'static str,
+        },
+        /// Marks (or unmarks) a directory as build output.
+        CacheTag {
+            dir: String,
+            tagged: bool,
+        },
     }
 
     const DIRS: [&str; 5] = ["", "a", "a/b", "c", "a/b/d"];
@@ -651,6 +709,7 @@ mod tests {
             1 => any_path().prop_map(|path| Op::Symlink { path }),
             1 => prop::sample::select(vec!["", "*.log\n", "b/\n", "*.rs\n!a/*.rs\n"])
                 .prop_map(|rules| Op::Ignore { rules }),
+            1 => (any_dir(), any::<bool>()).prop_map(|(dir, tagged)| Op::CacheTag { dir, tagged }),
         ]
     }
 
@@ -681,6 +740,13 @@ mod tests {
                 symlink("x.rs", path)
             }
             Op::Ignore { rules } => fs::write(root.join(".gitignore"), rules),
+            Op::CacheTag { dir, tagged: true } => fs::write(
+                root.join(dir).join("CACHEDIR.TAG"),
+                "Signature: 8a477f597d28d172789f06886806bc55\n",
+            ),
+            Op::CacheTag { dir, tagged: false } => {
+                fs::remove_file(root.join(dir).join("CACHEDIR.TAG"))
+            }
         };
     }
 

@@ -1,6 +1,8 @@
-//! The headless front end: `trellis check`, `repair`, `status` and `ledger`.
+//! The headless front end: `trellis check`, `repair`, `status`, `ledger`
+//! and `gc`.
 
 pub mod check;
+pub mod gc;
 pub mod ledger;
 pub mod prompts;
 pub mod render;

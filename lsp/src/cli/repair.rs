@@ -133,6 +133,8 @@ pub async fn run(
             }
         }
     }
+    // Last, so what it says follows the report rather than interrupting it.
+    super::gc::after_repair(&engine);
     match (outcome.status, promotion) {
         (_, Some(Err(e))) => {
             let _ = fail(&e);
