@@ -346,7 +346,8 @@ impl Engine {
         let sensors = self
             .sensors
             .get_or_try_init(|| async {
-                let sensors = rust_sensors(&self.root).await;
+                let sensors =
+                    rust_sensors(&self.root, self.config.build.rustc_wrapper.as_deref()).await;
                 self.ledger
                     .append(&records::session_started(
                         &self.root,
@@ -403,6 +404,7 @@ impl Engine {
             max_bytes: self.config.exploration.workspace_bytes,
         };
         progress.report("copying the workspace", None);
+        blocking(|| self.slots.link_outside_paths(&snapshot, &source)).map_err(io)?;
         blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits)).map_err(io)?;
         let m = measure(
             snapshot.root,

@@ -9,7 +9,7 @@
 //! [`StageStatus::Unavailable`] with a reason a person can act on.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
@@ -19,8 +19,9 @@ pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
 use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
-use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
+use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed};
 use crate::diagnostic::{Diagnostic, Level, TestFailure};
+use crate::digest::CanonicalHasher;
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
 /// what the tool prints (colour codes, backtraces in test output).
@@ -126,14 +127,91 @@ async fn probe(program: &OsString, args: &[&str], dir: &Path) -> Result<String, 
 }
 
 /// The build and test stages for the workspace at `workspace`, using the
-/// `cargo` on `PATH`. Missing tools still yield both sensors; each run then
-/// reports [`StageStatus::Unavailable`].
-pub async fn rust_sensors(workspace: &Path) -> Vec<Box<dyn Sensor>> {
+/// `cargo` on `PATH`, with `rustc_wrapper` (`[build] rustc_wrapper`, such as
+/// `sccache`) as `RUSTC_WRAPPER` when configured; otherwise cargo honours
+/// the `RUSTC_WRAPPER` of the environment itself. Missing tools still yield
+/// both sensors; each run then reports [`StageStatus::Unavailable`].
+pub async fn rust_sensors(workspace: &Path, rustc_wrapper: Option<&str>) -> Vec<Box<dyn Sensor>> {
     let toolchain = CargoToolchain::detect("cargo", workspace).await;
+    let setup = StageSetup {
+        user_target: Some(user_target(workspace)),
+        rustc_wrapper: rustc_wrapper.map(str::to_owned),
+    };
     vec![
-        Box::new(CargoCheck::new(&toolchain)),
-        Box::new(CargoTest::new(&toolchain)),
+        Box::new(CargoCheck::with(&toolchain, setup.clone())),
+        Box::new(CargoTest::with(&toolchain, setup)),
     ]
+}
+
+/// Where the user's own builds of `workspace` go: `$CARGO_TARGET_DIR`
+/// (relative to the workspace, as cargo reads it there) or `target/`. Only
+/// ever read, to seed slots.
+fn user_target(workspace: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => workspace.join(dir),
+        _ => workspace.join("target"),
+    }
+}
+
+/// The target directory cargo uses for the slot `dir` below `base`: one per
+/// source tree, so two slots never share a workspace member's artifacts
+/// (cargo names those by their path relative to the workspace root, the
+/// same in every slot, and could take one slot's for another's). Slots
+/// share dependencies by seeding instead ([`seed`]).
+pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
+    let id = CanonicalHasher::new("trellis.slot-target.v1")
+        .bytes(dir.as_os_str().as_encoded_bytes())
+        .finish()
+        .short(12);
+    base.join(format!("tree-{id}"))
+}
+
+/// Seeds the slot's target directory `target` (below `base`) once, from the
+/// user's target directory and the other slots' under `base`, with the
+/// registry dependencies of the slot's `Cargo.lock`. Best effort: a failure
+/// only costs the build time it would have saved.
+fn warm(target: &Path, base: &Path, dir: &Path, user_target: Option<&Path>) {
+    let Ok(lock) = std::fs::read_to_string(dir.join("Cargo.lock")) else {
+        return; // cargo writes one on the first run; seed the next tree
+    };
+    let packages = seed::registry_packages(&lock);
+    let mut sources: Vec<PathBuf> = user_target.map(Path::to_path_buf).into_iter().collect();
+    if let Ok(entries) = std::fs::read_dir(base) {
+        let mut siblings: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.as_path() != target
+                    && path
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("tree-"))
+            })
+            .collect();
+        siblings.sort();
+        sources.extend(siblings);
+    }
+    match seed::seed_target(target, &sources, &packages) {
+        Ok(report) if report.linked + report.copied > 0 => tracing::info!(
+            target = %target.display(),
+            linked = report.linked,
+            copied = report.copied,
+            "seeded the slot's target directory"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(
+            target = %target.display(),
+            %error,
+            "could not seed the slot's target directory; cargo builds what is missing"
+        ),
+    }
+}
+
+/// What every cargo stage of one workspace shares.
+#[derive(Clone, Debug, Default)]
+struct StageSetup {
+    /// The user's target directory, seeded from; `None` seeds from slots only.
+    user_target: Option<PathBuf>,
+    rustc_wrapper: Option<String>,
 }
 
 /// What a cargo stage needs to run and to interpret its output.
@@ -142,6 +220,7 @@ struct CargoStage {
     args: &'static [&'static str],
     reads_tests: bool,
     program: OsString,
+    setup: StageSetup,
     fingerprint: SensorFingerprint,
     unavailable: Option<String>,
 }
@@ -153,11 +232,15 @@ impl CargoStage {
         tool: &str,
         args: &'static [&'static str],
         reads_tests: bool,
+        setup: StageSetup,
     ) -> Self {
-        let environment: Vec<String> = ENVIRONMENT
+        let mut environment: Vec<String> = ENVIRONMENT
             .iter()
             .map(|(key, value)| format!("{key}={value}"))
             .collect();
+        if let Some(wrapper) = &setup.rustc_wrapper {
+            environment.push(format!("RUSTC_WRAPPER={wrapper}"));
+        }
         let fingerprint = SensorFingerprint {
             tool: tool.to_owned(),
             version: toolchain
@@ -170,6 +253,7 @@ impl CargoStage {
             args,
             reads_tests,
             program: toolchain.program.clone(),
+            setup,
             fingerprint,
             unavailable: toolchain.version().err().map(str::to_owned),
         }
@@ -195,11 +279,27 @@ impl CargoStage {
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
+        let target = tree_target(run.target_dir, run.dir);
+        let (base, dir, user) = (
+            run.target_dir.to_path_buf(),
+            run.dir.to_path_buf(),
+            self.setup.user_target.clone(),
+        );
+        let seeding = tokio::task::spawn_blocking({
+            let target = target.clone();
+            move || warm(&target, &base, &dir, user.as_deref())
+        });
+        if let Err(error) = seeding.await {
+            tracing::warn!(%error, "seeding the slot's target directory failed");
+        }
         let mut cmd = Command::new(&self.program);
         cmd.args(self.args)
             .current_dir(run.dir)
-            .env("CARGO_TARGET_DIR", run.target_dir)
+            .env("CARGO_TARGET_DIR", &target)
             .envs(ENVIRONMENT.iter().copied());
+        if let Some(wrapper) = &self.setup.rustc_wrapper {
+            cmd.env("RUSTC_WRAPPER", wrapper);
+        }
         let limits = ProcessLimits::with_deadline(run.deadline);
         let output = match run_bounded(cmd, &limits, &run.cancel).await {
             Ok(output) => output,
@@ -207,7 +307,7 @@ impl CargoStage {
         };
         // Resolved after the run: cargo may just have created the target
         // directory, which must exist to be excluded from the workspace.
-        match WorkspacePaths::new(run.dir, run.target_dir) {
+        match WorkspacePaths::new(run.dir, &target) {
             Ok(mut paths) => interpret(self.stage, self.reads_tests, &output, &mut paths),
             Err(error) => Observation::unavailable(format!(
                 "workspace {} cannot be read: {error}",
@@ -412,13 +512,19 @@ fn manifest_diagnostic(
 pub struct CargoCheck(CargoStage);
 
 impl CargoCheck {
+    /// Without seeding from a user's target directory or a wrapper.
     pub fn new(toolchain: &CargoToolchain) -> Self {
+        Self::with(toolchain, StageSetup::default())
+    }
+
+    fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
         Self(CargoStage::new(
             toolchain,
             "build",
             "cargo-check",
             CHECK_ARGS,
             false,
+            setup,
         ))
     }
 }
@@ -427,13 +533,19 @@ impl CargoCheck {
 pub struct CargoTest(CargoStage);
 
 impl CargoTest {
+    /// Without seeding from a user's target directory or a wrapper.
     pub fn new(toolchain: &CargoToolchain) -> Self {
+        Self::with(toolchain, StageSetup::default())
+    }
+
+    fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
         Self(CargoStage::new(
             toolchain,
             "test",
             "cargo-test",
             TEST_ARGS,
             true,
+            setup,
         ))
     }
 }
