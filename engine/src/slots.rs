@@ -7,7 +7,7 @@
 //! its slot (PSP-10 system 19).
 //!
 //! Each slot sits at the end of a copy of the workspace's own ancestry
-//! (`view/home/me/src/app` for `/home/me/src/app`), so a path dependency
+//! (`slots/view/home/me/src/app` for `/home/me/src/app`), so a path dependency
 //! outside the workspace (`path = "../dep"`, `"../../x"`) resolves through
 //! a symlink at the same relative place to the real directory, read-only:
 //! it is never copied or edited. Cargo runs with one target directory per
@@ -59,9 +59,12 @@ impl Slots {
         }
     }
 
-    /// `<base>/<name>/<the workspace's path, without its leading />`.
+    /// `<base>/slots/<name>/<the workspace's path, without its leading />`.
+    /// (Not `<base>/<name>`, where an older Trellis kept a slot's copy: its
+    /// `Cargo.toml` would sit above the new slot, and cargo reads manifests
+    /// above a package.)
     fn slot(&self, name: &str) -> PathBuf {
-        let mut slot = self.base.join(name);
+        let mut slot = self.base.join("slots").join(name);
         slot.extend(
             self.root
                 .components()

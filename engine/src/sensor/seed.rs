@@ -279,7 +279,7 @@ version = "0.1.0"
         let packages = BTreeSet::from(["regex".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report = seed_target(&slot, &[user.clone()], &packages).unwrap();
+        let report = seed_target(&slot, std::slice::from_ref(&user), &packages).unwrap();
         assert_eq!(
             report,
             SeedReport {
