@@ -318,10 +318,13 @@ mod tests {
             base: PathBuf::from("/cache/ws-1"),
             root: PathBuf::from("/home/me/app"),
         };
-        assert_eq!(slots.view(), Path::new("/cache/ws-1/view/home/me/app"));
+        assert_eq!(
+            slots.view(),
+            Path::new("/cache/ws-1/slots/view/home/me/app")
+        );
         assert_eq!(
             slots.branch(1),
-            Path::new("/cache/ws-1/branch-2/home/me/app")
+            Path::new("/cache/ws-1/slots/branch-2/home/me/app")
         );
         assert_eq!(slots.branch_target(), slots.view_target());
     }
