@@ -140,6 +140,9 @@ impl Slots {
                     Ok(current) if current == link.real => continue,
                     Ok(_) => std::fs::remove_file(&at)?,
                     Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    // Not a link (nothing of ours): leave it, cargo will
+                    // say what it cannot read.
+                    Err(err) if err.kind() == io::ErrorKind::InvalidInput => continue,
                     Err(err) => return Err(err),
                 }
                 std::os::unix::fs::symlink(&link.real, &at)?;
