@@ -134,7 +134,10 @@ async fn probe(program: &OsString, args: &[&str], dir: &Path) -> Result<String, 
 pub async fn rust_sensors(workspace: &Path, rustc_wrapper: Option<&str>) -> Vec<Box<dyn Sensor>> {
     let toolchain = CargoToolchain::detect("cargo", workspace).await;
     let setup = StageSetup {
-        user_target: Some(user_target(workspace)),
+        user: Some(UserBuild {
+            lock: workspace.join("Cargo.lock"),
+            target: user_target(workspace),
+        }),
         rustc_wrapper: rustc_wrapper.map(str::to_owned),
     };
     vec![
@@ -168,14 +171,17 @@ pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
 
 /// Seeds the slot's target directory `target` (below `base`) once, from the
 /// user's target directory and the other slots' under `base`, with the
-/// registry dependencies of the slot's `Cargo.lock`. Best effort: a failure
-/// only costs the build time it would have saved.
-fn warm(target: &Path, base: &Path, dir: &Path, user_target: Option<&Path>) {
-    let Ok(lock) = std::fs::read_to_string(dir.join("Cargo.lock")) else {
+/// registry dependencies of the slot's `Cargo.lock` (or the user's, when the
+/// snapshot has none: a library that ignores its lock file). Best effort: a
+/// failure only costs the build time it would have saved.
+fn warm(target: &Path, base: &Path, dir: &Path, user: Option<&UserBuild>) {
+    let lock = std::fs::read_to_string(dir.join("Cargo.lock"))
+        .or_else(|err| user.map_or(Err(err), |user| std::fs::read_to_string(&user.lock)));
+    let Ok(lock) = lock else {
         return; // cargo writes one on the first run; seed the next tree
     };
     let packages = seed::registry_packages(&lock);
-    let mut sources: Vec<PathBuf> = user_target.map(Path::to_path_buf).into_iter().collect();
+    let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
         let mut siblings: Vec<PathBuf> = entries
             .filter_map(Result::ok)
@@ -209,9 +215,16 @@ fn warm(target: &Path, base: &Path, dir: &Path, user_target: Option<&Path>) {
 /// What every cargo stage of one workspace shares.
 #[derive(Clone, Debug, Default)]
 struct StageSetup {
-    /// The user's target directory, seeded from; `None` seeds from slots only.
-    user_target: Option<PathBuf>,
+    /// The user's own build, seeded from; `None` seeds from slots only.
+    user: Option<UserBuild>,
     rustc_wrapper: Option<String>,
+}
+
+/// The user's lock file and target directory: only ever read.
+#[derive(Clone, Debug)]
+struct UserBuild {
+    lock: PathBuf,
+    target: PathBuf,
 }
 
 /// What a cargo stage needs to run and to interpret its output.
@@ -283,11 +296,11 @@ impl CargoStage {
         let (base, dir, user) = (
             run.target_dir.to_path_buf(),
             run.dir.to_path_buf(),
-            self.setup.user_target.clone(),
+            self.setup.user.clone(),
         );
         let seeding = tokio::task::spawn_blocking({
             let target = target.clone();
-            move || warm(&target, &base, &dir, user.as_deref())
+            move || warm(&target, &base, &dir, user.as_ref())
         });
         if let Err(error) = seeding.await {
             tracing::warn!(%error, "seeding the slot's target directory failed");
@@ -629,6 +642,33 @@ mod tests {
             "{reason}"
         );
         assert!(!reason.contains("Updating"), "{reason}");
+    }
+
+    #[test]
+    fn a_slot_without_a_lock_file_is_seeded_by_the_users_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let (slot, base, user) = (
+            dir.path().join("slot"),
+            dir.path().join("targets"),
+            dir.path().join("user"),
+        );
+        std::fs::create_dir_all(&slot).unwrap();
+        let rlib = "debug/deps/libitoa-0123456789abcdef.rlib";
+        std::fs::create_dir_all(user.join("target/debug/deps")).unwrap();
+        std::fs::write(user.join("target").join(rlib), b"rlib").unwrap();
+        std::fs::write(
+            user.join("Cargo.lock"),
+            "[[package]]\nname = \"itoa\"\nversion = \"1.0.0\"\n\
+             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n",
+        )
+        .unwrap();
+        let build = UserBuild {
+            lock: user.join("Cargo.lock"),
+            target: user.join("target"),
+        };
+        let target = tree_target(&base, &slot);
+        warm(&target, &base, &slot, Some(&build));
+        assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
     }
 
     #[test]
