@@ -170,7 +170,8 @@ impl Engine {
         let sensors = self
             .sensors
             .get_or_try_init(|| async {
-                let sensors = rust_sensors(&self.root).await;
+                let sensors =
+                    rust_sensors(&self.root, self.config.build.rustc_wrapper.as_deref()).await;
                 self.ledger.append(&records::session_started(
                     &self.root,
                     &self.config,
@@ -224,6 +225,12 @@ impl Engine {
             max_bytes: self.config.exploration.workspace_bytes,
         };
         progress.report("copying the workspace", None);
+        blocking(|| self.slots.link_outside_paths(&snapshot, &source)).map_err(|source| {
+            EngineError::SlotSetup {
+                path: self.slots.dir().to_path_buf(),
+                source,
+            }
+        })?;
         blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
         let m = measure(
             snapshot.root,

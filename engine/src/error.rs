@@ -53,6 +53,14 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
+    /// The branch workspaces could not be laid out (the links that let
+    /// `../` path dependencies resolve).
+    #[error("{}: cannot prepare the branch workspaces: {source}", path.display())]
+    SlotSetup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The process-wide lock of a slot set could not be taken.
     #[error("{}: cannot lock the branch workspaces ({name}): {source}", path.display())]
     SlotLock {

@@ -4,19 +4,32 @@
 //! so the files a candidate does not touch keep their mtimes and cargo's
 //! incremental state stays warm: measuring a branch costs about an
 //! incremental check. A branch that is not selected or is abandoned loses
-//! its slot (PSP-10 system 19); the shared target directory keeps the
-//! dependencies built either way.
+//! its slot (PSP-10 system 19).
+//!
+//! Each slot sits at the end of a copy of the workspace's own ancestry
+//! (`slots/view/home/me/src/app` for `/home/me/src/app`), so a path dependency
+//! outside the workspace (`path = "../dep"`, `"../../x"`) resolves through
+//! a symlink at the same relative place to the real directory, read-only:
+//! it is never copied or edited. Cargo runs with one target directory per
+//! slot below [`Slots::view_target`], seeded with the dependencies the
+//! user or another slot already compiled (`sensor::cargo`).
+//!
+//! This module never writes outside the cache directory.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
 
 use crate::digest::CanonicalHasher;
+use crate::snapshot::{ContentSource, Snapshot};
 
 /// The slot directories of one workspace.
 #[derive(Clone, Debug)]
 pub struct Slots {
     base: PathBuf,
     /// The workspace's canonical path, recorded in [`OWNER_FILE`].
-    workspace: PathBuf,
+    root: PathBuf,
 }
 
 /// The file in a slot set naming the workspace it belongs to (its canonical
@@ -31,6 +44,9 @@ const CACHEDIR_TAG: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55\n\
 
 /// Overrides the cache directory (tests, CI, read-only homes).
 pub const CACHE_ENV: &str = "TRELLIS_CACHE_DIR";
+
+/// Branch slots used at most (`exploration.max_branches` is at most 3).
+const MAX_BRANCH_SLOTS: usize = 3;
 
 impl Slots {
     /// `$TRELLIS_CACHE_DIR` or the platform cache dir, then `trellis/ws-<id>`
@@ -49,7 +65,7 @@ impl Slots {
             .short(16);
         Slots {
             base: cache.join(format!("ws-{id}")),
-            workspace: canonical,
+            root: canonical,
         }
     }
 
@@ -58,21 +74,36 @@ impl Slots {
         &self.base
     }
 
+    /// `<base>/slots/<name>/<the workspace's path, without its leading />`.
+    /// (Not `<base>/<name>`, where an older Trellis kept a slot's copy: its
+    /// `Cargo.toml` would sit above the new slot, and cargo reads manifests
+    /// above a package.)
+    fn slot(&self, name: &str) -> PathBuf {
+        let mut slot = self.base.join("slots").join(name);
+        slot.extend(
+            self.root
+                .components()
+                .filter(|c| matches!(c, Component::Normal(_))),
+        );
+        slot
+    }
+
     /// The slot where the user's view is measured by `check`.
     pub fn view(&self) -> PathBuf {
-        self.base.join("view")
+        self.slot("view")
     }
 
     /// Branch slot `index` (0-based; at most three are used).
     pub fn branch(&self, index: usize) -> PathBuf {
-        self.base.join(format!("branch-{}", index + 1))
+        self.slot(&format!("branch-{}", index + 1))
     }
 
-    /// The cargo target directory shared by the branch slots. Slots have
-    /// distinct paths, so their own crates never collide, while registry
-    /// dependencies are built once.
+    /// The base of the branch slots' target directories: the same as the
+    /// view's, since cargo runs with one target directory per slot below it
+    /// (`sensor::cargo::tree_target`), so a branch never waits on the view's
+    /// cargo lock, and slots share dependencies through seeding.
     pub fn branch_target(&self) -> PathBuf {
-        self.base.join("target")
+        self.view_target()
     }
 
     /// The file `lock(name)` locks.
@@ -103,17 +134,150 @@ impl Slots {
         }
         crate::snapshot::fsutil::write_file_atomic_unconfined(
             &self.base.join(OWNER_FILE),
-            self.workspace.as_os_str().as_encoded_bytes(),
+            self.root.as_os_str().as_encoded_bytes(),
             0o644,
         )
         .map_err(std::io::Error::other)
     }
 
-    /// The view slot's own target directory, so sensing the user's view is
-    /// never blocked behind a running repair's cargo lock.
+    /// The base of every slot's own target directory.
     pub fn view_target(&self) -> PathBuf {
-        self.base.join("view-target")
+        self.base.join("targets")
     }
+
+    /// Links, beside every slot's ancestry, each directory outside the
+    /// workspace that a manifest of `snapshot` names as a path dependency,
+    /// so `../dep` in a slot is the user's `../dep`. Existing links are
+    /// refreshed. Nothing outside the cache directory is written.
+    pub fn link_outside_paths(
+        &self,
+        snapshot: &Snapshot,
+        source: &dyn ContentSource,
+    ) -> io::Result<()> {
+        let mut manifests = Vec::new();
+        for (rel, entry) in &snapshot.entries {
+            if rel == "Cargo.toml" || rel.ends_with("/Cargo.toml") {
+                let bytes = source.read(rel, entry).map_err(io::Error::other)?;
+                manifests.push((rel.clone(), String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+        let links = outside_links(&self.root, &manifests);
+        let slots = std::iter::once(self.view())
+            .chain((0..MAX_BRANCH_SLOTS).map(|index| self.branch(index)));
+        for slot in slots {
+            for link in &links {
+                let Some(parent) = slot.ancestors().nth(link.up) else {
+                    continue;
+                };
+                std::fs::create_dir_all(parent)?;
+                let at = parent.join(&link.name);
+                match std::fs::read_link(&at) {
+                    Ok(current) if current == link.real => continue,
+                    Ok(_) => std::fs::remove_file(&at)?,
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    // Not a link (nothing of ours): leave it, cargo will
+                    // say what it cannot read.
+                    Err(err) if err.kind() == io::ErrorKind::InvalidInput => continue,
+                    Err(err) => return Err(err),
+                }
+                std::os::unix::fs::symlink(&link.real, &at)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A link beside a slot's ancestry: at the slot's `up`-th ancestor, `name`
+/// points at `real`, the directory of the same name beside the workspace's
+/// `up`-th ancestor.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct OutsideLink {
+    up: usize,
+    name: OsString,
+    real: PathBuf,
+}
+
+/// The links that make every path dependency of `manifests` (workspace-
+/// relative path, text) that leaves `root` resolve in a slot. A dependency
+/// inside the workspace needs none; an unreadable manifest gives none (cargo
+/// reports it).
+fn outside_links(root: &Path, manifests: &[(String, String)]) -> BTreeSet<OutsideLink> {
+    let root_parts: Vec<Component> = root.components().collect();
+    let mut links = BTreeSet::new();
+    for (rel, text) in manifests {
+        let Ok(manifest) = text.parse::<toml::Table>() else {
+            continue;
+        };
+        let dir = root.join(rel);
+        let dir = dir.parent().unwrap_or(root);
+        let mut paths = Vec::new();
+        dependency_paths(&manifest, &mut paths);
+        for path in paths {
+            let target = normalize(&dir.join(path));
+            let parts: Vec<Component> = target.components().collect();
+            let common = root_parts
+                .iter()
+                .zip(&parts)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common == root_parts.len() {
+                continue; // inside the workspace
+            }
+            let Some(Component::Normal(name)) = parts.get(common) else {
+                continue; // an ancestor of the workspace itself
+            };
+            let real: PathBuf = parts[..=common].iter().collect();
+            links.insert(OutsideLink {
+                up: root_parts.len() - common,
+                name: name.to_os_string(),
+                real,
+            });
+        }
+    }
+    links
+}
+
+/// Every `path` of a dependency in a manifest: in `[*dependencies]` tables
+/// at any depth (`[target.'cfg(..)'.dependencies]`, `[workspace.dependencies]`)
+/// and in `[patch.<source>]`.
+fn dependency_paths<'a>(table: &'a toml::Table, out: &mut Vec<&'a str>) {
+    for (key, value) in table {
+        let Some(child) = value.as_table() else {
+            continue;
+        };
+        if key.ends_with("dependencies") {
+            deps_table_paths(child, out);
+        } else if key == "patch" {
+            for source in child.values().filter_map(toml::Value::as_table) {
+                deps_table_paths(source, out);
+            }
+        } else {
+            dependency_paths(child, out);
+        }
+    }
+}
+
+fn deps_table_paths<'a>(deps: &'a toml::Table, out: &mut Vec<&'a str>) {
+    for spec in deps.values().filter_map(toml::Value::as_table) {
+        if let Some(path) = spec.get("path").and_then(toml::Value::as_str) {
+            out.push(path);
+        }
+    }
+}
+
+/// `a/b/../c` → `a/c`, lexically, as cargo resolves a dependency's path.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -125,7 +289,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let slots = Slots {
             base: dir.path().join("ws"),
-            workspace: dir.path().to_path_buf(),
+            root: dir.path().to_path_buf(),
         };
         let held = slots.lock("branches").unwrap();
         let other = std::fs::OpenOptions::new()
@@ -138,5 +302,68 @@ mod tests {
         ));
         drop(held);
         other.try_lock().expect("free once the holder is gone");
+    }
+
+    #[test]
+    fn only_path_dependencies_leaving_the_workspace_are_linked() {
+        let root = Path::new("/home/me/src/app");
+        let manifests = vec![
+            (
+                "Cargo.toml".to_owned(),
+                r#"
+                [dependencies]
+                dep = { path = "../dep" }
+                inner = { path = "crates/inner" }
+                serde = "1"
+                [target.'cfg(unix)'.dev-dependencies]
+                far = { path = "../../x/far" }
+                [patch.crates-io]
+                regex = { path = "../forks/regex" }
+                [lib]
+                path = "../../../elsewhere/lib.rs"
+                "#
+                .to_owned(),
+            ),
+            (
+                "crates/inner/Cargo.toml".to_owned(),
+                "[dependencies]\nup = { path = \"../../../dep\" }\nback = { path = \"../../../app/crates/b\" }\n".to_owned(),
+            ),
+            ("broken/Cargo.toml".to_owned(), "[dependencies".to_owned()),
+        ];
+        let links: Vec<(usize, String, String)> = outside_links(root, &manifests)
+            .into_iter()
+            .map(|l| {
+                (
+                    l.up,
+                    l.name.to_string_lossy().into_owned(),
+                    l.real.display().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            links,
+            [
+                (1, "dep".to_owned(), "/home/me/src/dep".to_owned()),
+                (1, "forks".to_owned(), "/home/me/src/forks".to_owned()),
+                (2, "x".to_owned(), "/home/me/x".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_slot_ends_in_the_workspaces_own_ancestry() {
+        let slots = Slots {
+            base: PathBuf::from("/cache/ws-1"),
+            root: PathBuf::from("/home/me/app"),
+        };
+        assert_eq!(
+            slots.view(),
+            Path::new("/cache/ws-1/slots/view/home/me/app")
+        );
+        assert_eq!(
+            slots.branch(1),
+            Path::new("/cache/ws-1/slots/branch-2/home/me/app")
+        );
+        assert_eq!(slots.branch_target(), slots.view_target());
     }
 }

@@ -13,8 +13,8 @@ use std::time::Instant;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::config::ModelEndpoint;
 use super::transport::{AttemptClass, Transport, TransportFailure, classify};
+use crate::config::models::ModelEndpoint;
 
 /// Failures that retire an endpoint: the first, then its one retry.
 pub const FAILURES_TO_RETIRE: u8 = 2;

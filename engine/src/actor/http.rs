@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::config::ModelEndpoint;
 use super::transport::{BoxFuture, RawResponse, Transport, TransportFailure};
+use crate::config::models::ModelEndpoint;
 
 /// Largest response body accepted by default. A chat completion of a few
 /// thousand output tokens is tens of kilobytes; anything near this is not
@@ -116,7 +116,7 @@ impl HttpTransport {
 
 impl Transport for HttpTransport {
     fn adapter_kind(&self) -> &'static str {
-        super::config::AdapterKind::OpenAiChat.as_str()
+        crate::config::models::AdapterKind::OpenAiChat.as_str()
     }
 
     fn send<'a>(

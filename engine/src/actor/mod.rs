@@ -11,7 +11,7 @@
 //!
 //! # Public API (what the search runtime calls)
 //!
-//! - [`config`]: [`ModelEndpoint`] (`[[models]]`), [`VerificationConfig`] /
+//! - `config::models`: [`ModelEndpoint`] (`[[models]]`), [`VerificationConfig`] /
 //!   [`TestPolicy`] (`[verification]`), [`family_of_model`]; loaded through
 //!   `Config::models` and `Config::verification`.
 //! - [`FailoverChain::new`] over [`ChainEndpoint`]s, one per configured
@@ -26,7 +26,6 @@
 //!   exact body of a ledgered call from its [`PreparedRequest`] and the turns'
 //!   [`TurnRecord::appended`] deltas, without a model (Gate Z).
 
-pub mod config;
 mod failover;
 mod http;
 mod runner;
@@ -34,7 +33,9 @@ mod scripted;
 pub mod tools;
 mod transport;
 
-pub use config::{AdapterKind, ModelEndpoint, TestPolicy, VerificationConfig, family_of_model};
+pub use crate::config::models::{
+    AdapterKind, ModelEndpoint, TestPolicy, VerificationConfig, family_of_model,
+};
 pub use failover::{
     Attempt, Call, CallOutcome, ChainEndpoint, FAILURES_TO_RETIRE, FailoverChain, FailoverState,
     ObservedBody,

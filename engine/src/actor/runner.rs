@@ -597,11 +597,11 @@ mod tests {
     use trellis_prompts::{ObservationText, PromptStage};
 
     use super::*;
-    use crate::actor::config::{AdapterKind, ModelEndpoint};
     use crate::actor::http::HttpTransport;
     use crate::actor::scripted::{Scripted, ScriptedTransport};
     use crate::actor::tools::VerifierReport;
     use crate::actor::transport::{BoxFuture, Transport, TransportFailure};
+    use crate::config::models::{AdapterKind, ModelEndpoint};
 
     const LIB: &str = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n";
 

@@ -9,7 +9,7 @@
 //! [`StageStatus::Unavailable`] with a reason a person can act on.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
@@ -19,8 +19,9 @@ pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
 use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
-use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
+use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed};
 use crate::diagnostic::{Call, Diagnostic, Level, TestFailure};
+use crate::digest::CanonicalHasher;
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
 /// what the tool prints (colour codes, backtraces in test output).
@@ -126,14 +127,104 @@ async fn probe(program: &OsString, args: &[&str], dir: &Path) -> Result<String, 
 }
 
 /// The build and test stages for the workspace at `workspace`, using the
-/// `cargo` on `PATH`. Missing tools still yield both sensors; each run then
-/// reports [`StageStatus::Unavailable`].
-pub async fn rust_sensors(workspace: &Path) -> Vec<Box<dyn Sensor>> {
+/// `cargo` on `PATH`, with `rustc_wrapper` (`[build] rustc_wrapper`, such as
+/// `sccache`) as `RUSTC_WRAPPER` when configured; otherwise cargo honours
+/// the `RUSTC_WRAPPER` of the environment itself. Missing tools still yield
+/// both sensors; each run then reports [`StageStatus::Unavailable`].
+pub async fn rust_sensors(workspace: &Path, rustc_wrapper: Option<&str>) -> Vec<Box<dyn Sensor>> {
     let toolchain = CargoToolchain::detect("cargo", workspace).await;
+    let setup = StageSetup {
+        user: Some(UserBuild {
+            lock: workspace.join("Cargo.lock"),
+            target: user_target(workspace),
+        }),
+        rustc_wrapper: rustc_wrapper.map(str::to_owned),
+    };
     vec![
-        Box::new(CargoCheck::new(&toolchain)),
-        Box::new(CargoTest::new(&toolchain)),
+        Box::new(CargoCheck::with(&toolchain, setup.clone())),
+        Box::new(CargoTest::with(&toolchain, setup)),
     ]
+}
+
+/// Where the user's own builds of `workspace` go: `$CARGO_TARGET_DIR`
+/// (relative to the workspace, as cargo reads it there) or `target/`. Only
+/// ever read, to seed slots.
+fn user_target(workspace: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => workspace.join(dir),
+        _ => workspace.join("target"),
+    }
+}
+
+/// The target directory cargo uses for the slot `dir` below `base`: one per
+/// source tree, so two slots never share a workspace member's artifacts
+/// (cargo names those by their path relative to the workspace root, the
+/// same in every slot, and could take one slot's for another's). Slots
+/// share dependencies by seeding instead ([`seed`]).
+pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
+    let id = CanonicalHasher::new("trellis.slot-target.v1")
+        .bytes(dir.as_os_str().as_encoded_bytes())
+        .finish()
+        .short(12);
+    base.join(format!("tree-{id}"))
+}
+
+/// Seeds the slot's target directory `target` (below `base`) once, from the
+/// user's target directory and the other slots' under `base`, with the
+/// registry dependencies of the slot's `Cargo.lock` (or the user's, when the
+/// snapshot has none: a library that ignores its lock file). Best effort: a
+/// failure only costs the build time it would have saved.
+fn warm(target: &Path, base: &Path, dir: &Path, user: Option<&UserBuild>) {
+    let lock = std::fs::read_to_string(dir.join("Cargo.lock"))
+        .or_else(|err| user.map_or(Err(err), |user| std::fs::read_to_string(&user.lock)));
+    let Ok(lock) = lock else {
+        return; // cargo writes one on the first run; seed the next tree
+    };
+    let packages = seed::registry_packages(&lock);
+    let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
+    if let Ok(entries) = std::fs::read_dir(base) {
+        let mut siblings: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.as_path() != target
+                    && path
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("tree-"))
+            })
+            .collect();
+        siblings.sort();
+        sources.extend(siblings);
+    }
+    match seed::seed_target(target, &sources, &packages) {
+        Ok(report) if report.linked + report.copied > 0 => tracing::info!(
+            target = %target.display(),
+            linked = report.linked,
+            copied = report.copied,
+            "seeded the slot's target directory"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(
+            target = %target.display(),
+            %error,
+            "could not seed the slot's target directory; cargo builds what is missing"
+        ),
+    }
+}
+
+/// What every cargo stage of one workspace shares.
+#[derive(Clone, Debug, Default)]
+struct StageSetup {
+    /// The user's own build, seeded from; `None` seeds from slots only.
+    user: Option<UserBuild>,
+    rustc_wrapper: Option<String>,
+}
+
+/// The user's lock file and target directory: only ever read.
+#[derive(Clone, Debug)]
+struct UserBuild {
+    lock: PathBuf,
+    target: PathBuf,
 }
 
 /// What a cargo stage needs to run and to interpret its output.
@@ -142,6 +233,7 @@ struct CargoStage {
     args: &'static [&'static str],
     reads_tests: bool,
     program: OsString,
+    setup: StageSetup,
     fingerprint: SensorFingerprint,
     unavailable: Option<String>,
 }
@@ -153,11 +245,15 @@ impl CargoStage {
         tool: &str,
         args: &'static [&'static str],
         reads_tests: bool,
+        setup: StageSetup,
     ) -> Self {
-        let environment: Vec<String> = ENVIRONMENT
+        let mut environment: Vec<String> = ENVIRONMENT
             .iter()
             .map(|(key, value)| format!("{key}={value}"))
             .collect();
+        if let Some(wrapper) = &setup.rustc_wrapper {
+            environment.push(format!("RUSTC_WRAPPER={wrapper}"));
+        }
         let fingerprint = SensorFingerprint {
             tool: tool.to_owned(),
             version: toolchain
@@ -170,6 +266,7 @@ impl CargoStage {
             args,
             reads_tests,
             program: toolchain.program.clone(),
+            setup,
             fingerprint,
             unavailable: toolchain.version().err().map(str::to_owned),
         }
@@ -195,13 +292,29 @@ impl CargoStage {
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
+        let target = tree_target(run.target_dir, run.dir);
+        let (base, dir, user) = (
+            run.target_dir.to_path_buf(),
+            run.dir.to_path_buf(),
+            self.setup.user.clone(),
+        );
+        let seeding = tokio::task::spawn_blocking({
+            let target = target.clone();
+            move || warm(&target, &base, &dir, user.as_ref())
+        });
+        if let Err(error) = seeding.await {
+            tracing::warn!(%error, "seeding the slot's target directory failed");
+        }
         let mut cmd = Command::new(&self.program);
         cmd.args(self.args)
             .current_dir(run.dir)
-            .env("CARGO_TARGET_DIR", run.target_dir)
+            .env("CARGO_TARGET_DIR", &target)
             .envs(ENVIRONMENT.iter().copied());
+        if let Some(wrapper) = &self.setup.rustc_wrapper {
+            cmd.env("RUSTC_WRAPPER", wrapper);
+        }
         let limits = ProcessLimits::with_deadline(run.deadline);
-        let lockfile = GeneratedLockfile::before(run.dir, run.target_dir);
+        let lockfile = GeneratedLockfile::before(run.dir, &target);
         let output = run_bounded(cmd, &limits, &run.cancel).await;
         if let Err(error) = lockfile.put_away() {
             return Observation::unavailable(error);
@@ -212,7 +325,7 @@ impl CargoStage {
         };
         // Resolved after the run: cargo may just have created the target
         // directory, which must exist to be excluded from the workspace.
-        match WorkspacePaths::new(run.dir, run.target_dir) {
+        match WorkspacePaths::new(run.dir, &target) {
             Ok(mut paths) => interpret(self.stage, self.reads_tests, &output, &mut paths),
             Err(error) => Observation::unavailable(format!(
                 "workspace {} cannot be read: {error}",
@@ -481,13 +594,19 @@ fn manifest_diagnostic(
 pub struct CargoCheck(CargoStage);
 
 impl CargoCheck {
+    /// Without seeding from a user's target directory or a wrapper.
     pub fn new(toolchain: &CargoToolchain) -> Self {
+        Self::with(toolchain, StageSetup::default())
+    }
+
+    fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
         Self(CargoStage::new(
             toolchain,
             "build",
             "cargo-check",
             CHECK_ARGS,
             false,
+            setup,
         ))
     }
 }
@@ -496,13 +615,19 @@ impl CargoCheck {
 pub struct CargoTest(CargoStage);
 
 impl CargoTest {
+    /// Without seeding from a user's target directory or a wrapper.
     pub fn new(toolchain: &CargoToolchain) -> Self {
+        Self::with(toolchain, StageSetup::default())
+    }
+
+    fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
         Self(CargoStage::new(
             toolchain,
             "test",
             "cargo-test",
             TEST_ARGS,
             true,
+            setup,
         ))
     }
 }
@@ -626,6 +751,33 @@ mod tests {
             error.contains("Cargo.lock") && error.contains("cannot be removed"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_slot_without_a_lock_file_is_seeded_by_the_users_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let (slot, base, user) = (
+            dir.path().join("slot"),
+            dir.path().join("targets"),
+            dir.path().join("user"),
+        );
+        std::fs::create_dir_all(&slot).unwrap();
+        let rlib = "debug/deps/libitoa-0123456789abcdef.rlib";
+        std::fs::create_dir_all(user.join("target/debug/deps")).unwrap();
+        std::fs::write(user.join("target").join(rlib), b"rlib").unwrap();
+        std::fs::write(
+            user.join("Cargo.lock"),
+            "[[package]]\nname = \"itoa\"\nversion = \"1.0.0\"\n\
+             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n",
+        )
+        .unwrap();
+        let build = UserBuild {
+            lock: user.join("Cargo.lock"),
+            target: user.join("target"),
+        };
+        let target = tree_target(&base, &slot);
+        warm(&target, &base, &slot, Some(&build));
+        assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod cargo;
 mod libtest;
 pub mod process;
 pub mod rustc_json;
+mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
 

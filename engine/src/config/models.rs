@@ -1,7 +1,7 @@
 //! `[[models]]` and `[verification]`: which endpoints a model actor may call,
 //! in failover order, and which test evidence its candidates answer to.
 //!
-//! This module owns the shape and validation of those tables; `config.rs`
+//! This module owns the shape and validation of those tables; `config`
 //! layers them like every other table. It never holds an API key: an
 //! endpoint names the *environment variable* the key lives in
 //! (`api_key_env`), and the transport reads it at call time, so no value

@@ -18,9 +18,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::actor::config::{ModelEndpoint, VerificationConfig, VerificationLayer, validate_models};
+pub mod models;
+
 use crate::gate::GateParams;
 use crate::search::{Counter, SearchLimits};
+use models::{ModelEndpoint, VerificationConfig, VerificationLayer, validate_models};
 
 /// The file a workspace is configured by.
 pub const WORKSPACE_FILE: &str = "trellis.toml";
@@ -36,6 +38,15 @@ pub struct Config {
     /// `[[models]]`: the model endpoints in failover order; empty = no model.
     pub models: Vec<ModelEndpoint>,
     pub verification: VerificationConfig,
+    pub build: BuildConfig,
+}
+
+/// `[build]`: how cargo is run in the slots.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BuildConfig {
+    /// `RUSTC_WRAPPER` for slot builds (`"sccache"`); unset keeps the
+    /// environment's.
+    pub rustc_wrapper: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -91,6 +102,7 @@ impl Default for Config {
             },
             models: Vec::new(),
             verification: VerificationConfig::default(),
+            build: BuildConfig::default(),
         }
     }
 }
@@ -102,6 +114,7 @@ struct Layer {
     gate: Option<GateLayer>,
     stages: Option<StagesLayer>,
     exploration: Option<ExplorationLayer>,
+    build: Option<BuildLayer>,
     /// `[prompts]`: validated by `trellis-prompts` when a session starts
     /// (`Engine::open`), from the workspace file only.
     prompts: Option<toml::Value>,
@@ -110,6 +123,12 @@ struct Layer {
     /// A layer's `[[models]]` replace the chain of the layers below it.
     models: Option<Vec<ModelEndpoint>>,
     verification: Option<VerificationLayer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildLayer {
+    rustc_wrapper: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -321,6 +340,15 @@ impl Config {
             return Err("`[ensemble]` was replaced by `[exploration]`: move `max_branches` there (at most 3), \
                         set `initial_branches = 1`, and delete `[ensemble]`"
                 .into());
+        }
+        if let Some(b) = layer.build {
+            match b.rustc_wrapper {
+                Some(w) if w.trim().is_empty() => {
+                    return Err("`build.rustc_wrapper` is empty: name a program such as \"sccache\", or remove the key".into());
+                }
+                Some(w) => self.build.rustc_wrapper = Some(w),
+                None => {}
+            }
         }
         if let Some(g) = layer.gate {
             self.gate.rho = g.rho.unwrap_or(self.gate.rho);
@@ -541,6 +569,19 @@ mod tests {
         std::fs::write(&real, "[gate]\nrho = 0.25\n").unwrap();
         std::os::unix::fs::symlink(&real, dir.path().join(WORKSPACE_FILE)).unwrap();
         assert_eq!(Config::load(dir.path(), None, None).unwrap().gate.rho, 0.25);
+    }
+
+    #[test]
+    fn a_rustc_wrapper_is_read_and_an_empty_one_refused() {
+        let config = load_with("[build]\nrustc_wrapper = \"sccache\"\n").unwrap();
+        assert_eq!(config.build.rustc_wrapper.as_deref(), Some("sccache"));
+        let err = load_with("[build]\nrustc_wrapper = \" \"\n").unwrap_err();
+        assert!(
+            err.message.contains("`build.rustc_wrapper` is empty"),
+            "{err}"
+        );
+        let err = load_with("[build]\nwrapper = \"sccache\"\n").unwrap_err();
+        assert!(err.message.contains("wrapper"), "{err}");
     }
 
     #[test]

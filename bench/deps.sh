@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# First repair, first diagnostics and a warm repair on a crate with a realistic
+# set of crates.io dependencies that the user has already built, each against
+# the user's own in-place cargo after the same edit. Medians of --runs N (3).
+#   bash bench/deps.sh [--runs N] [--trellis PATH]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=3
+trellis=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs="$2"; shift 2 ;;
+    --trellis) trellis="$2"; shift 2 ;;
+    *) echo "bench/deps.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$trellis" ]; then
+  cargo build --quiet --release -p trellis-lsp
+  trellis="$(realpath "${CARGO_TARGET_DIR:-target}")/release/trellis"
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/trellis-bench-deps.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+app="$work/app"
+mkdir -p "$app/src"
+# The user's crate: its own target/, built by them; no CARGO_TARGET_DIR.
+unset CARGO_TARGET_DIR
+cat > "$app/Cargo.toml" <<'TOML'
+[package]
+name = "depsbench"
+version = "0.1.0"
+edition = "2021"
+
+[dependencies]
+anyhow = "1"
+clap = { version = "4", features = ["derive"] }
+itertools = "0.14"
+regex = "1"
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+TOML
+cat > "$app/src/lib.rs" <<'RS'
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use itertools::Itertools;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+#[derive(Parser, Debug)]
+pub struct Args {
+    #[arg(long, default_value = "word")]
+    pub pattern: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+pub struct Report {
+    pub counts: BTreeMap<String, usize>,
+    pub label: String,
+}
+
+pub fn count(pattern: &str, text: &str) -> Result<Report> {
+    let re = Regex::new(pattern).context("bad pattern")?;
+    let mut counts = BTreeMap::new();
+    for found in re.find_iter(text) {
+        *counts.entry(found.as_str().to_lowercase()).or_insert(0) += 1;
+    }
+    let label = counts.keys().join(",");
+    Ok(Report { counts, label })
+}
+
+pub fn to_json(report: &Report) -> Result<String> {
+    Ok(serde_json::to_string(report)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_round_trips() {
+        let report = count(r"\w+", "a b a").unwrap();
+        assert_eq!(report.counts["a"], 2);
+        assert_eq!(report.label, "a,b");
+        let back: Report = serde_json::from_str(&to_json(&report).unwrap()).unwrap();
+        assert_eq!(back, report);
+    }
+
+    #[test]
+    fn parses_arguments() {
+        let args = Args::parse_from(["bench", "--pattern", "x"]);
+        assert_eq!(args.pattern, "x");
+    }
+}
+RS
+good="$work/lib.rs.good"
+cp "$app/src/lib.rs" "$good"
+ms() { python3 -c 'import time; print(int(time.monotonic() * 1000))'; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+user_build() { (cd "$app" && cargo check --quiet --all-targets >/dev/null 2>&1; cargo test --quiet >/dev/null 2>&1) || true; }
+
+# The user has built and tested the crate.
+user_build
+packages=$(grep -c '^name = ' "$app/Cargo.lock")
+echo "fixture: $packages packages in Cargo.lock, user target $(du -sh "$app/target" | cut -f1)"
+
+: > "$work/inplace"; : > "$work/repair"; : > "$work/lsp"; : > "$work/check"
+: > "$work/warm"; : > "$work/inplace_warm"
+for i in $(seq 1 "$runs"); do
+  cp "$good" "$app/src/lib.rs"
+  user_build
+  # The broken edit: the `BTreeMap` import removed.
+  sed -i '/^use std::collections::BTreeMap;$/d' "$app/src/lib.rs"
+  t0=$(ms); (cd "$app" && cargo check --quiet --all-targets >/dev/null 2>&1 || true); t1=$(ms)
+  (cd "$app" && cargo test --quiet >/dev/null 2>&1 || true); t2=$(ms)
+  echo $((t2 - t0)) >> "$work/inplace"
+  echo $((t1 - t0)) >> "$work/check"
+  # The same broken edit, seen by the user's check and test, then Trellis cold.
+  rm -rf "$app/.trellis"
+  export TRELLIS_CACHE_DIR="$work/cache-lsp-$i"
+  python3 bench/lsp_first_diagnostics.py "$trellis" "$app" src/lib.rs >> "$work/lsp"
+  rm -rf "$TRELLIS_CACHE_DIR" "$app/.trellis"
+  export TRELLIS_CACHE_DIR="$work/cache-$i"
+  t0=$(ms); status=0; "$trellis" repair "$app" >/dev/null 2>&1 || status=$?; t1=$(ms)
+  [ "$status" = 0 ] || { echo "bench/deps.sh: trellis repair exited $status" >&2; exit 1; }
+  echo $((t1 - t0)) >> "$work/repair"
+  # Steady state: one more line edited (a string in a function body), warm.
+  sed -i 's/"bad pattern"/"invalid pattern"/' "$app/src/lib.rs"
+  t0=$(ms); (cd "$app" && cargo check --quiet --all-targets >/dev/null 2>&1; cargo test --quiet >/dev/null 2>&1) || true; t1=$(ms)
+  echo $((t1 - t0)) >> "$work/inplace_warm"
+  t0=$(ms); "$trellis" repair "$app" >/dev/null 2>&1 || true; t1=$(ms)
+  echo $((t1 - t0)) >> "$work/warm"
+  rm -rf "$TRELLIS_CACHE_DIR"
+done
+
+row() {
+  local a b
+  a=$(median < "$work/$2"); b=$(median < "$work/$3")
+  printf '%-58s %8s / %8s ms  %5.2fx\n' "$1" "$a" "$b" "$(echo "$a / $b" | bc -l)"
+}
+echo "medians of $runs (Trellis / baseline):"
+row "first repair, cold cache vs in-place check + test" repair inplace
+row "lsp: initialize to first diagnostics vs in-place check" lsp check
+row "warm repair after a one-line edit vs in-place check + test" warm inplace_warm

@@ -1,0 +1,404 @@
+//! Slots start warm, and warmth never costs correctness or the user's files:
+//! a slot's target directory is seeded with the registry dependencies the
+//! user compiled, but workspace members are always built from the slot's own
+//! sources; a seeded slot never writes into the user's `target/`, even when
+//! cargo rebuilds a seeded dependency over its hard link; a path dependency
+//! outside the workspace resolves to the real directory, read-only; a
+//! configured `RUSTC_WRAPPER` sees every slot compilation. Each test drives
+//! the shipped binary and real cargo on a crate written here.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+/// `itoa` as pinned by Trellis's own lock file: cached wherever Trellis was
+/// built, so cargo needs no network.
+const ITOA_LOCK: &str = r#"version = 4
+
+[[package]]
+name = "app"
+version = "0.1.0"
+dependencies = ["itoa"]
+
+[[package]]
+name = "itoa"
+version = "1.0.19"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+checksum = "3bd1574e617a9a6c1f8f8181bd7e841e1f20e4277607ef28945765188d6284d4"
+"#;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A crate `app` at `root` depending on `itoa`, whose test passes only
+/// while `value()` returns 1.
+fn itoa_crate(root: &Path, value: u32) {
+    write(
+        &root.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nitoa = \"1\"\n",
+    );
+    write(&root.join("Cargo.lock"), ITOA_LOCK);
+    set_value(root, value);
+}
+
+fn set_value(root: &Path, value: u32) {
+    write(
+        &root.join("src/lib.rs"),
+        &format!(
+            "pub fn value() -> u32 {{ {value} }}\n\n\
+             pub fn shown() -> String {{ itoa::Buffer::new().format(value()).to_owned() }}\n"
+        ),
+    );
+    // An integration test links the member's library: a stale library
+    // taken for fresh would be measured here.
+    write(
+        &root.join("tests/value.rs"),
+        "#[test]\nfn value_is_one() {\n    assert_eq!(app::shown(), \"1\");\n}\n",
+    );
+}
+
+/// The user's own cargo in the crate, building into its `target/`.
+fn user_cargo(root: &Path, args: &[&str]) -> Output {
+    Command::new("cargo")
+        .args(args)
+        .args(["--offline", "--quiet"])
+        .current_dir(root)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("cargo runs")
+}
+
+/// The shipped binary on `root`, with the private cache `cache`, no user
+/// configuration and no `CARGO_TARGET_DIR` (the user's target is `target/`).
+fn trellis(root: &Path, cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(args)
+        .arg(root)
+        .env("TRELLIS_CACHE_DIR", cache)
+        .env("XDG_CONFIG_HOME", cache.join("config"))
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTC_WRAPPER")
+        .output()
+        .expect("the trellis binary runs")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or_else(|| {
+        panic!(
+            "killed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn shown(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Every file below `dir` (symlinks not followed).
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            out.extend(files(&entry.path()));
+        } else {
+            out.push(entry.path());
+        }
+    }
+    out
+}
+
+/// What a file of the user's target directory looks like from outside.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    size: u64,
+    modified: SystemTime,
+    links: u64,
+    inode: u64,
+    bytes: Vec<u8>,
+}
+
+fn survey(dir: &Path) -> BTreeMap<PathBuf, Seen> {
+    files(dir)
+        .into_iter()
+        .map(|path| {
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let seen = Seen {
+                size: meta.len(),
+                modified: meta.modified().unwrap(),
+                links: meta.nlink(),
+                inode: meta.ino(),
+                bytes: if meta.is_file() {
+                    std::fs::read(&path).unwrap()
+                } else {
+                    Vec::new()
+                },
+            };
+            (path.strip_prefix(dir).unwrap().to_path_buf(), seen)
+        })
+        .collect()
+}
+
+/// Files in the cache's slot target directories whose name starts with
+/// `prefix`.
+fn slot_files(cache: &Path, prefix: &str) -> Vec<PathBuf> {
+    files(cache)
+        .into_iter()
+        .filter(|path| path.components().any(|c| c.as_os_str() == "targets"))
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect()
+}
+
+#[test]
+fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, cache) = (dir.path().join("app"), dir.path().join("cache"));
+    itoa_crate(&root, 1);
+    assert!(user_cargo(&root, &["test"]).status.success());
+    let first = trellis(&root, &cache, &["check"]);
+    assert_eq!(code(&first), 0, "{}", shown(&first));
+
+    // The user tries `value() = 2` and builds it: their target now holds the
+    // member built from sources the view no longer has, newer than the
+    // slot's unchanged copy of `src/lib.rs`.
+    set_value(&root, 2);
+    assert!(!user_cargo(&root, &["test"]).status.success());
+    set_value(&root, 1);
+    // The slot's copy is kept; its target directory is gone (a collected
+    // cache), so the next check seeds it from the user's target again.
+    for workspace in std::fs::read_dir(&cache).unwrap() {
+        let targets = workspace.unwrap().path().join("targets");
+        if targets.is_dir() {
+            std::fs::remove_dir_all(targets).unwrap();
+        }
+    }
+
+    let again = trellis(&root, &cache, &["check"]);
+    assert_eq!(
+        code(&again),
+        0,
+        "the slot measured the user's stale build of `value() = 2`:\n{}",
+        shown(&again)
+    );
+    // And the slot was seeded from the user's tree: its `itoa` library is
+    // the user's own file.
+    let users: Vec<u64> = files(&root.join("target/debug/deps"))
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("libitoa-")
+        })
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    let seeded = slot_files(&cache, "libitoa-")
+        .iter()
+        .any(|p| users.contains(&std::fs::metadata(p).unwrap().ino()));
+    assert!(
+        seeded,
+        "the slot's itoa was not seeded from the user's target/"
+    );
+}
+
+#[test]
+fn a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seeded_dependency() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, cache) = (dir.path().join("app"), dir.path().join("cache"));
+    itoa_crate(&root, 1);
+    assert!(
+        user_cargo(&root, &["check", "--all-targets"])
+            .status
+            .success()
+    );
+    assert!(user_cargo(&root, &["test"]).status.success());
+    let user_target = root.join("target");
+    let before = survey(&user_target);
+
+    let first = trellis(&root, &cache, &["check"]);
+    assert_eq!(code(&first), 0, "{}", shown(&first));
+    // The fault: the slot's copied fingerprints of `itoa` no longer match,
+    // so cargo rebuilds it in the slot, writing over the hard-linked
+    // `.rlib`/`.rmeta` paths.
+    let fingerprints = slot_files(&cache, "lib-itoa");
+    assert!(!fingerprints.is_empty(), "no seeded itoa fingerprint");
+    for fingerprint in &fingerprints {
+        std::fs::write(fingerprint, "0000000000000000").unwrap();
+    }
+    write(&root.join("src/extra.rs"), "// a new file: a new view\n");
+    let second = trellis(&root, &cache, &["check"]);
+    assert_eq!(code(&second), 0, "{}", shown(&second));
+
+    let after = survey(&user_target);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "files appeared in or vanished from the user's target/"
+    );
+    let cache_inodes: Vec<u64> = files(&cache)
+        .iter()
+        .map(|p| std::fs::symlink_metadata(p).unwrap().ino())
+        .collect();
+    for (path, old) in &before {
+        let new = &after[path];
+        assert_eq!(
+            (old.size, old.modified, old.inode, &old.bytes),
+            (new.size, new.modified, new.inode, &new.bytes),
+            "{} changed",
+            path.display()
+        );
+        let ours = cache_inodes.iter().filter(|&&i| i == new.inode).count() as u64;
+        assert_eq!(
+            new.links,
+            old.links + ours,
+            "{}: every extra link is a slot's",
+            path.display()
+        );
+        if path.to_string_lossy().contains("libitoa-") {
+            assert_eq!(
+                ours,
+                0,
+                "{}: the rebuild wrote through the link",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_path_dependency_outside_the_workspace_resolves_to_the_real_directory_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("a/b/app");
+    let (near, far) = (dir.path().join("a/b/dep"), dir.path().join("a/x"));
+    write(
+        &near.join("Cargo.toml"),
+        "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(&near.join("src/lib.rs"), "pub fn near() -> usize { 1 }\n");
+    write(
+        &far.join("Cargo.toml"),
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(&far.join("src/lib.rs"), "pub fn far() -> usize { 2 }\n");
+    write(
+        &root.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\ndep = { path = \"../dep\" }\nx = { path = \"../../x\" }\n",
+    );
+    // The missing `use std::collections::HashMap;` is the repair.
+    write(
+        &root.join("src/lib.rs"),
+        "pub fn total() -> HashMap<&'static str, usize> {\n    \
+         let mut m = HashMap::new();\n    m.insert(\"sum\", dep::near() + x::far());\n    m\n}\n\n\
+         #[test]\nfn sums_both() {\n    assert_eq!(total()[\"sum\"], 3);\n}\n",
+    );
+    let deps_before = [survey(&near), survey(&far)];
+    let cache = dir.path().join("cache");
+
+    let check = trellis(&root, &cache, &["check"]);
+    assert_eq!(code(&check), 1, "{}", shown(&check));
+    let repair = trellis(&root, &cache, &["repair", "--commit"]);
+    assert_eq!(code(&repair), 0, "{}", shown(&repair));
+    let fixed = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    assert!(fixed.contains("use std::collections::HashMap;"), "{fixed}");
+    assert_eq!(
+        [survey(&near), survey(&far)],
+        deps_before,
+        "a dependency outside the workspace was written"
+    );
+}
+
+/// A wrapper that logs each compilation to `log`, then runs it.
+fn logging_wrapper(dir: &Path, log: &Path) -> PathBuf {
+    let wrapper = dir.join("wrap.sh");
+    write(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec \"$@\"\n",
+            log.display()
+        ),
+    );
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    wrapper
+}
+
+fn plain_crate(root: &Path) {
+    write(
+        &root.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(&root.join("src/lib.rs"), "pub fn one() -> u8 { 1 }\n");
+}
+
+#[test]
+fn a_configured_rustc_wrapper_runs_every_slot_compilation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, cache, log) = (
+        dir.path().join("app"),
+        dir.path().join("cache"),
+        dir.path().join("wrapper.log"),
+    );
+    plain_crate(&root);
+    let wrapper = logging_wrapper(dir.path(), &log);
+    write(
+        &root.join("trellis.toml"),
+        &format!("[build]\nrustc_wrapper = \"{}\"\n", wrapper.display()),
+    );
+    let out = trellis(&root, &cache, &["check"]);
+    assert_eq!(code(&out), 0, "{}", shown(&out));
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    // cargo check and cargo test each compile the crate through it.
+    assert!(
+        logged
+            .lines()
+            .filter(|l| l.contains("--crate-name app"))
+            .count()
+            >= 2,
+        "{logged}"
+    );
+}
+
+#[test]
+fn rustc_wrapper_from_the_environment_reaches_slot_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, cache, log) = (
+        dir.path().join("app"),
+        dir.path().join("cache"),
+        dir.path().join("wrapper.log"),
+    );
+    plain_crate(&root);
+    let wrapper = logging_wrapper(dir.path(), &log);
+    let out = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(["check"])
+        .arg(&root)
+        .env("TRELLIS_CACHE_DIR", &cache)
+        .env("XDG_CONFIG_HOME", cache.join("config"))
+        .env("RUSTC_WRAPPER", &wrapper)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", shown(&out));
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(logged.contains("--crate-name app"), "{logged}");
+}
