@@ -30,3 +30,9 @@ pub mod slots;
 pub mod snapshot;
 pub mod statedir;
 pub mod workspace;
+
+/// Unit tests count what each thread allocates, so the parsers' property
+/// tests can bound it (`trellis_core::fuzz::bounded`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: trellis_core::fuzz::CountingAllocator = trellis_core::fuzz::CountingAllocator;

@@ -861,6 +861,9 @@ fn encode_cache(files: &[(&RelPath, &CachedEntry)]) -> Vec<u8> {
     out
 }
 
+/// The smallest encoded entry: an empty path and every fixed-width field.
+const MIN_ENTRY_BYTES: usize = 4 + 8 + 8 + 8 + 8 + 4 + 1 + 32 + 8 + 8;
+
 /// The inverse of [`encode_cache`]; `None` for anything malformed.
 fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
     let body_len = bytes.len().checked_sub(32)?;
@@ -873,7 +876,8 @@ fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
         return None;
     }
     let count = usize::try_from(reader.u64()?).ok()?;
-    let mut entries = HashMap::with_capacity(count.min(1 << 20));
+    // The count is read from the file: reserve only what its bytes can hold.
+    let mut entries = HashMap::with_capacity(count.min(reader.0.len() / MIN_ENTRY_BYTES));
     for _ in 0..count {
         let len = reader.u32()? as usize;
         let path = std::str::from_utf8(reader.take(len)?).ok()?.to_owned();
@@ -930,6 +934,10 @@ impl<'a> Reader<'a> {
         Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 }
+
+#[cfg(test)]
+#[path = "scan_fuzz.rs"]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {
