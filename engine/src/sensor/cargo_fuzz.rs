@@ -253,6 +253,17 @@ proptest! {
         }
     }
 
+    /// `rustc -vV` as any text: an identity no longer than what it printed.
+    #[test]
+    fn any_version_text_is_an_identity(text in prop_oneof![
+        any::<String>(),
+        fuzz::mutated_lines("rustc 1.95.0 (59807616e 2026-01-01)\nbinary: rustc\ncommit-hash: 59807616e\nrelease: 1.95.0\n")
+            .prop_map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+    ]) {
+        let identity = fuzz::bounded("rustc_identity", fuzz::budget(text.len()), || rustc_identity(&text));
+        prop_assert!(identity.len() <= text.len() + "rustc  ()".len());
+    }
+
     /// Arbitrary text: never a panic.
     #[test]
     fn any_text_is_read_as_a_test_run(stdout in any::<String>(), stderr in any::<String>()) {
