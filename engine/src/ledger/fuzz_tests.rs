@@ -261,3 +261,17 @@ fn an_energy_reads_back_to_the_same_bits() {
     };
     assert_eq!(read.energy.to_bits(), energy.to_bits());
 }
+
+/// The witness was read whole: a `.trellis/head` replaced by a huge file
+/// was read into memory before being refused. Now it is refused unread.
+#[test]
+fn a_huge_witness_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::statedir::open_state(dir.path()).unwrap();
+    let planted = std::fs::File::create(state.join(super::witness::WITNESS_FILE)).unwrap();
+    planted.set_len(1 << 30).unwrap();
+    let error =
+        fuzz::bounded("witness::read", 1 << 20, || super::witness::read(&state)).unwrap_err();
+    assert!(error.contains("head"), "{error}");
+    assert!(error.contains("larger than 4096 bytes"), "{error}");
+}

@@ -31,6 +31,10 @@ use crate::statedir::{Dir, StateError, TEMP_PREFIX};
 /// The journal's name inside `.trellis/`.
 pub const JOURNAL_FILE: &str = "promotion.journal";
 
+/// The largest journal read: about 400 bytes a target, so room for far more
+/// targets than a workspace's file limit.
+const MAX_JOURNAL_BYTES: u64 = 256 << 20;
+
 /// The journal format this build writes and reads.
 const JOURNAL_VERSION: u32 = 1;
 
@@ -200,7 +204,7 @@ fn is_temp_name(name: &str) -> bool {
 pub fn recover(root: &Path, ledger: &Ledger) -> Result<Option<PromotionRecovered>, PromoteError> {
     let state = ledger.state_dir();
     let _lock = lock(state)?;
-    let Some(bytes) = state.read(JOURNAL_FILE)? else {
+    let Some(bytes) = state.read_at_most(JOURNAL_FILE, MAX_JOURNAL_BYTES)? else {
         return Ok(None);
     };
     let unreadable = |reason: String| {

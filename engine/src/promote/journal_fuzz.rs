@@ -115,3 +115,17 @@ fn a_journal_naming_a_file_outside_its_directory_is_refused_and_it_survives() {
     assert!(error.contains(JOURNAL_FILE), "{error}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
+
+/// A journal replaced by a huge file is refused unread, naming it.
+#[test]
+fn a_huge_journal_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(&dir.path().join(".trellis")).unwrap();
+    let planted = std::fs::File::create(ledger.state_dir().join(JOURNAL_FILE)).unwrap();
+    planted.set_len(MAX_JOURNAL_BYTES + 1).unwrap();
+    let error = fuzz::bounded("recover", 1 << 20, || recover(dir.path(), &ledger))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains(JOURNAL_FILE), "{error}");
+    assert!(error.contains("larger than"), "{error}");
+}

@@ -311,7 +311,9 @@ impl Snapshotter {
         let Some(file) = &self.cache_file else {
             return StatCache::default();
         };
-        match cache_dir(file, false).and_then(|(dir, name)| dir.read(name)) {
+        let read =
+            cache_dir(file, false).and_then(|(dir, name)| dir.read_at_most(name, MAX_CACHE_BYTES));
+        match read {
             Ok(Some(bytes)) => decode_cache(&bytes).unwrap_or_else(|| {
                 // The cache only saves work: a damaged one costs a cold scan.
                 tracing::warn!(path = %file.display(), "ignoring unreadable stat cache");
@@ -860,6 +862,10 @@ fn encode_cache(files: &[(&RelPath, &CachedEntry)]) -> Vec<u8> {
     out.extend_from_slice(&check.0);
     out
 }
+
+/// The largest stat cache read: over 2 million entries, more than any
+/// workspace's file limit; a larger file is ignored (a cold scan).
+const MAX_CACHE_BYTES: u64 = 256 << 20;
 
 /// The smallest encoded entry: an empty path and every fixed-width field.
 const MIN_ENTRY_BYTES: usize = 4 + 8 + 8 + 8 + 8 + 4 + 1 + 32 + 8 + 8;
