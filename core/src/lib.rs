@@ -6,9 +6,13 @@
 //!   hashes, program digests).
 //! - [`vocabulary`]: the residual classes a repair removes and the
 //!   correction operators it attempts.
+//! - `fuzz` (feature `fuzz`, test builds only): the mutations every
+//!   parser of outside bytes is property-tested with.
 //!
 //! This crate depends on neither the engine nor the prompt plane (the
 //! prompt code generator uses it at build time), and it never does I/O.
 
 pub mod digest;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod vocabulary;

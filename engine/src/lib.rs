@@ -54,3 +54,9 @@ pub use report::{
 };
 pub use runtime::{NoProgress, Progress};
 pub use snapshot::View;
+
+/// Unit tests count what each thread allocates, so the parsers' property
+/// tests can bound it (`trellis_core::fuzz::bounded`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: trellis_core::fuzz::CountingAllocator = trellis_core::fuzz::CountingAllocator;

@@ -212,6 +212,13 @@ impl Dir {
 
     /// The bytes of the regular file `name`; `None` when it does not exist.
     pub fn read(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        self.read_at_most(name, u64::MAX)
+    }
+
+    /// [`Dir::read`], refusing a file larger than `cap` bytes without
+    /// reading past the cap: for state files whose size is known to be
+    /// small, so a damaged or planted one cannot exhaust memory.
+    pub fn read_at_most(&self, name: &str, cap: u64) -> Result<Option<Vec<u8>>> {
         let path = self.join(name);
         let fd = match rustix::fs::openat(
             &self.fd,
@@ -224,22 +231,36 @@ impl Dir {
             Err(e) => return Err(StateError::from_errno(path, e)),
         };
         let mut file = File::from(fd);
-        let is_file = file
-            .metadata()
-            .map_err(|source| StateError::Io {
-                path: path.clone(),
-                source,
-            })?
-            .is_file();
-        if !is_file {
+        let metadata = file.metadata().map_err(|source| StateError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if !metadata.is_file() {
             return Err(StateError::Io {
                 path,
                 source: io::Error::other("is not a regular file"),
             });
         }
+        let too_large = || StateError::Io {
+            path: path.clone(),
+            source: io::Error::other(format!("is larger than {cap} bytes")),
+        };
+        // Refused by its size before reading; the cap on the read itself
+        // catches a file that grows meanwhile.
+        if metadata.len() > cap {
+            return Err(too_large());
+        }
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|source| StateError::Io { path, source })?;
+        (&mut file)
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|source| StateError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > cap {
+            return Err(too_large());
+        }
         Ok(Some(bytes))
     }
 

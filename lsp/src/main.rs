@@ -14,6 +14,12 @@ mod cli;
 mod server;
 mod terminate;
 
+/// Unit tests count what each thread allocates, so the property tests of
+/// the client-facing parsers can bound it (`trellis_core::fuzz::bounded`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: trellis_core::fuzz::CountingAllocator = trellis_core::fuzz::CountingAllocator;
+
 /// Repairs code in verified branches.
 ///
 /// Trellis runs your project's own checks (cargo check, cargo test) on your

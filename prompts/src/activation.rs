@@ -57,8 +57,23 @@ impl Default for PromptsConfig {
 }
 
 impl PromptsConfig {
-    /// Configuration may raise the task floor or tighten ε, never relax them.
+    /// Configuration may raise the task floor or tighten ε, never relax
+    /// them; every bundle is a relative path that stays in the workspace.
     pub fn validate(&self) -> Result<(), String> {
+        for bundle in &self.bundles {
+            let inside = bundle.components().all(|part| {
+                matches!(
+                    part,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if !inside || bundle.as_os_str().is_empty() {
+                return Err(format!(
+                    "`bundles` entry `{}` is not a relative path inside the workspace",
+                    bundle.display()
+                ));
+            }
+        }
         if self.activation_min_tasks < MIN_PAIRED_TASKS {
             return Err(format!(
                 "`activation_min_tasks = {}` is below the floor of {MIN_PAIRED_TASKS}",
@@ -75,7 +90,8 @@ impl PromptsConfig {
     }
 
     /// Reads `[prompts]` from `<workspace>/trellis.toml`; absent file or table
-    /// means defaults. Invalid values are an error naming the file.
+    /// means defaults. Invalid values, and a file that is not a regular file
+    /// or is over [`crate::files::MAX_CONFIG_BYTES`], are an error naming it.
     pub fn load(workspace: &Path) -> Result<PromptsConfig, (PathBuf, String)> {
         #[derive(Deserialize)]
         struct File {
@@ -83,8 +99,10 @@ impl PromptsConfig {
             prompts: Option<toml::Value>,
         }
         let path = workspace.join("trellis.toml");
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Ok(PromptsConfig::default());
+        let text = match crate::files::read_regular(&path, crate::files::MAX_CONFIG_BYTES) {
+            Ok(Some(text)) => text,
+            Ok(None) => return Ok(PromptsConfig::default()),
+            Err(reason) => return Err((path, reason)),
         };
         let file: File = toml::from_str(&text).map_err(|e| (path.clone(), e.to_string()))?;
         let config = match file.prompts {

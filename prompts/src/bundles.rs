@@ -80,13 +80,15 @@ pub fn lint_bundle(
     let mut errors = Vec::new();
     let mut accepted = Vec::new();
     for file in files {
-        let text = match fs::read_to_string(&file) {
-            Ok(text) => text,
-            Err(e) => {
+        let text = match crate::files::read_regular(&file, crate::files::MAX_SECTION_BYTES) {
+            Ok(Some(text)) => text,
+            unread => {
                 errors.push(BundleError {
                     file,
                     line: 0,
-                    reason: e.to_string(),
+                    reason: unread
+                        .err()
+                        .unwrap_or_else(|| "vanished while the bundle was read".to_owned()),
                 });
                 continue;
             }
@@ -226,10 +228,20 @@ pub fn load_bundles(
     }
 }
 
+/// Every `.md` file under `dir`. Links are never followed (a link to a
+/// parent would make the walk endless): one inside a bundle is refused.
 fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            return Err(std::io::Error::other(format!(
+                "{} is a symbolic link; a bundle holds only files and directories",
+                path.display()
+            )));
+        }
+        if kind.is_dir() {
             collect_markdown(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "md") {
             out.push(path);

@@ -49,6 +49,7 @@ pub use turn::TurnContext;
 pub mod activation;
 pub mod bundles;
 pub mod commands;
+pub mod files;
 pub mod provenance;
 pub mod stats;
 

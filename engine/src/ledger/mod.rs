@@ -18,6 +18,8 @@ pub mod verify;
 pub mod witness;
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 pub(crate) mod test_support;
 
 pub use event::{

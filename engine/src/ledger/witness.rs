@@ -82,7 +82,9 @@ pub(super) fn record(state: &Dir, head: Head) -> Result<(), StateError> {
 /// The witness in `.trellis/`, if one was ever written.
 pub(super) fn read(state: &Dir) -> Result<Option<Head>, String> {
     let path = state.join(WITNESS_FILE);
-    let Some(bytes) = state.read(WITNESS_FILE).map_err(|e| e.to_string())? else {
+    // `SEQ:HASH\n` is under 100 bytes; anything much larger is not a witness.
+    let read = state.read_at_most(WITNESS_FILE, 4 << 10);
+    let Some(bytes) = read.map_err(|e| e.to_string())? else {
         return Ok(None);
     };
     String::from_utf8_lossy(&bytes)

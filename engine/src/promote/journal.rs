@@ -26,10 +26,14 @@ use crate::ledger::event::{PromotionRecovered, RecoveryDirection};
 use crate::ledger::{Ledger, LedgerEvent};
 use crate::snapshot::BlobStore;
 use crate::snapshot::fsutil::check_rel_path;
-use crate::statedir::{Dir, StateError};
+use crate::statedir::{Dir, StateError, TEMP_PREFIX};
 
 /// The journal's name inside `.trellis/`.
 pub const JOURNAL_FILE: &str = "promotion.journal";
+
+/// The largest journal read: about 400 bytes a target, so room for far more
+/// targets than a workspace's file limit.
+const MAX_JOURNAL_BYTES: u64 = 256 << 20;
 
 /// The journal format this build writes and reads.
 const JOURNAL_VERSION: u32 = 1;
@@ -162,10 +166,45 @@ pub fn decide(states: &[TargetState]) -> RecoveryDirection {
 
 /// Finishes or undoes a promotion a crash interrupted, ledgers which, and
 /// removes the journal; `None` when there was none.
+/// Reads a journal's bytes, refusing what recovery must not act on: another
+/// version, a target path that is not workspace-relative, and a temp name
+/// that is not one of ours (recovery removes those, so `../x` would delete a
+/// file outside the target's directory).
+fn parse(bytes: &[u8]) -> Result<Journal, String> {
+    let journal: Journal = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if journal.version != JOURNAL_VERSION {
+        return Err(format!("version {}", journal.version));
+    }
+    for target in &journal.targets {
+        check_rel_path(&target.path).map_err(|e| e.to_string())?;
+        let temp_names = [
+            ("staged", target.staged.as_deref()),
+            ("aside", Some(&*target.aside)),
+        ];
+        for (field, name) in temp_names {
+            if let Some(name) = name
+                && !is_temp_name(name)
+            {
+                return Err(format!(
+                    "`{field}` of {} is `{}`, not a `{TEMP_PREFIX}*` name in its directory",
+                    target.path,
+                    name.escape_debug()
+                ));
+            }
+        }
+    }
+    Ok(journal)
+}
+
+/// A temp name promotion gives a file beside its target.
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX) && !name.contains(['/', '\0'])
+}
+
 pub fn recover(root: &Path, ledger: &Ledger) -> Result<Option<PromotionRecovered>, PromoteError> {
     let state = ledger.state_dir();
     let _lock = lock(state)?;
-    let Some(bytes) = state.read(JOURNAL_FILE)? else {
+    let Some(bytes) = state.read_at_most(JOURNAL_FILE, MAX_JOURNAL_BYTES)? else {
         return Ok(None);
     };
     let unreadable = |reason: String| {
@@ -174,15 +213,10 @@ pub fn recover(root: &Path, ledger: &Ledger) -> Result<Option<PromotionRecovered
             state.join(JOURNAL_FILE).display()
         ))
     };
-    let mut journal: Journal =
-        serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
-    if journal.version != JOURNAL_VERSION {
-        return Err(unreadable(format!("version {}", journal.version)));
-    }
+    let mut journal = parse(&bytes).map_err(unreadable)?;
     let workspace = Dir::open_trusted(root)?;
     let mut opened = Vec::with_capacity(journal.targets.len());
     for target in &journal.targets {
-        check_rel_path(&target.path).map_err(|e| unreadable(e.to_string()))?;
         let (dir, name) = match target.path.rsplit_once('/') {
             Some((dir, name)) => (Some(dir), name.to_owned()),
             None => (None, target.path.clone()),
@@ -304,6 +338,10 @@ fn undo_one(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "journal_fuzz.rs"]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

@@ -654,6 +654,10 @@ macro_rules! cargo_sensor {
 cargo_sensor!(CargoCheck, CargoTest);
 
 #[cfg(all(test, unix))]
+#[path = "cargo_fuzz.rs"]
+mod fuzz_tests;
+
+#[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::process::ExitStatusExt;
     use std::process::ExitStatus;

@@ -352,7 +352,9 @@ impl Snapshotter {
         let Some(file) = &self.cache_file else {
             return StatCache::default();
         };
-        match cache_dir(file, false).and_then(|(dir, name)| dir.read(name)) {
+        let read =
+            cache_dir(file, false).and_then(|(dir, name)| dir.read_at_most(name, MAX_CACHE_BYTES));
+        match read {
             Ok(Some(bytes)) => decode_cache(&bytes).unwrap_or_else(|| {
                 // The cache only saves work: a damaged one costs a cold scan.
                 tracing::warn!(path = %file.display(), "ignoring unreadable stat cache");
@@ -1038,6 +1040,13 @@ fn encode_cache(files: &[(&RelPath, &CachedEntry)]) -> Vec<u8> {
     out
 }
 
+/// The largest stat cache read: over 2 million entries, more than any
+/// workspace's file limit; a larger file is ignored (a cold scan).
+const MAX_CACHE_BYTES: u64 = 256 << 20;
+
+/// The smallest encoded entry: an empty path and every fixed-width field.
+const MIN_ENTRY_BYTES: usize = 4 + 8 + 8 + 8 + 8 + 4 + 1 + 32 + 8 + 8;
+
 /// The inverse of [`encode_cache`]; `None` for anything malformed.
 fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
     let body_len = bytes.len().checked_sub(32)?;
@@ -1050,7 +1059,8 @@ fn decode_cache(bytes: &[u8]) -> Option<StatCache> {
         return None;
     }
     let count = usize::try_from(reader.u64()?).ok()?;
-    let mut entries = HashMap::with_capacity(count.min(1 << 20));
+    // The count is read from the file: reserve only what its bytes can hold.
+    let mut entries = HashMap::with_capacity(count.min(reader.0.len() / MIN_ENTRY_BYTES));
     for _ in 0..count {
         let len = reader.u32()? as usize;
         let path = std::str::from_utf8(reader.take(len)?).ok()?.to_owned();
@@ -1110,6 +1120,10 @@ impl<'a> Reader<'a> {
         Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 }
+
+#[cfg(test)]
+#[path = "scan_fuzz.rs"]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

@@ -249,8 +249,18 @@ fn is_token(b: u8) -> bool {
 /// Where a header can start again: the next `Content-Length:` (any case)
 /// after the first byte, or a tail that may be the start of one; always at
 /// least one byte, so parsing progresses.
+///
+/// A header block ends (empty line) within [`MAX_HEADER_BYTES`] of its start,
+/// so a candidate farther than that before the next `\r\n\r\n` (or the end
+/// of what arrived) is garbage as well and is skipped unparsed: parsing each
+/// one would make a run of `Content-Length:` without line ends quadratic.
 fn resync_point(buf: &[u8]) -> usize {
-    (1..buf.len())
+    let block_end = buf
+        .get(1..)
+        .and_then(|rest| rest.windows(4).position(|w| w == b"\r\n\r\n"))
+        .map_or(buf.len(), |at| at + 1 + 4);
+    let earliest = block_end.saturating_sub(MAX_HEADER_BYTES + 4).max(1);
+    (earliest..buf.len())
         .find(|&i| {
             let tail = &buf[i..];
             let n = tail.len().min(CONTENT_LENGTH.len());

@@ -27,6 +27,8 @@ mod diagnostics;
 mod document;
 mod encoding;
 mod framing;
+#[cfg(test)]
+mod fuzz_tests;
 mod paths;
 mod preview;
 pub mod protocol;
