@@ -15,6 +15,7 @@
 
 pub mod actor;
 mod api;
+mod apply;
 pub mod change;
 pub mod cluster;
 pub mod config;
@@ -43,6 +44,7 @@ mod statedir;
 pub mod workspace;
 
 pub use api::Engine;
+pub use apply::ApplyOffer;
 pub use error::EngineError;
 pub use measure::StageSummary;
 pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
