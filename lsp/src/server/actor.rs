@@ -1,7 +1,8 @@
 //! The one task that owns all document state.
 //!
 //! Handlers turn each LSP message into a [`Msg`] and return; background
-//! tasks report back the same way. Because a single task applies every
+//! tasks (`tasks.rs`) return values, which the actor's spawn turns into a
+//! [`Msg`] the same way. Because a single task applies every
 //! message in arrival order, `didChange`s can never interleave, a code
 //! action always sees the text the client last sent, and nothing needs a
 //! lock. The actor itself never waits on I/O: notifications go through the
@@ -32,7 +33,9 @@ use super::protocol::{
     forest, repair_arguments,
 };
 use super::sensing::{Debouncer, SENSING_DEBOUNCE};
-use super::tasks::{self, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status};
+use super::tasks::{
+    self, ApplyEnd, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status,
+};
 
 pub type Reply<T> = oneshot::Sender<T>;
 
@@ -471,13 +474,15 @@ impl Actor {
         let Some(run) = self.sensing.start_if_due(Instant::now()) else {
             return;
         };
-        tokio::spawn(tasks::sense(
-            self.shared.clone(),
-            self.view(),
-            run.generation,
-            run.cancel,
-            self.tx.clone(),
-        ));
+        let sensing = tasks::sense(self.shared.clone(), self.view(), run.cancel);
+        let (tx, generation) = (self.tx.clone(), run.generation);
+        tokio::spawn(async move {
+            let outcome = sensing.await;
+            let _ = tx.send(Msg::Sensed {
+                generation,
+                outcome,
+            });
+        });
     }
 
     fn sensed(&mut self, outcome: Result<Sensed, String>) {
@@ -743,7 +748,20 @@ impl Actor {
                     {
                         repair.apply_sent = true;
                     }
-                    tokio::spawn(tasks::apply(self.shared.clone(), request, self.tx.clone()));
+                    let repair_id = request.outcome.repair_id.clone();
+                    let applying = tasks::apply(self.shared.clone(), request);
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        let end = applying.await;
+                        // Unless the edit may have reached the editor, it
+                        // may be applied again.
+                        if end != ApplyEnd::Sent {
+                            let _ = tx.send(Msg::ApplyNotSent { repair_id });
+                        }
+                        if end != ApplyEnd::Refused {
+                            let _ = tx.send(Msg::ViewMayHaveChanged);
+                        }
+                    });
                 }
                 Err(e) => self.show(MessageType::ERROR, format!("Trellis cannot apply: {e}.")),
             },
@@ -780,7 +798,15 @@ impl Actor {
         );
         self.notify_status(status);
         self.jobs.push(job.clone());
-        tokio::spawn(tasks::repair(self.shared.clone(), job, self.tx.clone()));
+        let job_id = job.id.clone();
+        let (searching, tx) = (tasks::repair(self.shared.clone(), job), self.tx.clone());
+        tokio::spawn(async move {
+            let outcome = searching.await;
+            let _ = tx.send(Msg::RepairDone {
+                job: job_id,
+                outcome,
+            });
+        });
     }
 
     fn repair_done(&mut self, job_id: &str, outcome: Result<Box<RepairOutcome>, String>) {
