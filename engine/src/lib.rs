@@ -54,4 +54,4 @@ pub use report::{
     RepairStatus, StepReport,
 };
 pub use runtime::{NoProgress, Progress};
-pub use snapshot::View;
+pub use snapshot::{View, WorkspacePath};

@@ -20,7 +20,7 @@ use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, MessageActionItem,
     MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri, WorkspaceEdit,
 };
-use trellis_engine::diagnostic::RelPath;
+use trellis_engine::WorkspacePath;
 use trellis_engine::digest::Digest;
 use trellis_engine::{ApplyOffer, Engine, RepairOutcome, RepairStatus, View};
 
@@ -152,7 +152,7 @@ pub struct Actor {
     shared: Arc<Shared>,
     tx: UnboundedSender<Msg>,
     outbox: Outbox,
-    docs: BTreeMap<RelPath, Document>,
+    docs: BTreeMap<WorkspacePath, Document>,
     /// Bumped whenever the view may have changed.
     revision: u64,
     sensing: Debouncer,
@@ -170,7 +170,7 @@ pub struct Actor {
     root: RootTracker,
     /// Open documents reached through a symlink inside the root: the
     /// snapshot never follows one, so their text is kept out of the view.
-    ignored: BTreeSet<RelPath>,
+    ignored: BTreeSet<WorkspacePath>,
 }
 
 impl Actor {
@@ -546,9 +546,13 @@ impl Actor {
 
         for repair in self.repairs.iter().rev() {
             let relevant = clusters.contains(&repair.cluster)
-                || rel
-                    .as_ref()
-                    .is_some_and(|rel| repair.outcome.changes.iter().any(|c| c.path() == rel));
+                || rel.as_ref().is_some_and(|rel| {
+                    repair
+                        .outcome
+                        .changes
+                        .iter()
+                        .any(|c| c.path() == rel.as_str())
+                });
             if !relevant || !repair.awaiting_apply() || !repair.announced {
                 continue;
             }

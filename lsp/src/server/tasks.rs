@@ -21,7 +21,7 @@ use tower_lsp_server::ls_types::{
     ShowDocumentParams, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressEnd,
     WorkDoneProgressReport, WorkspaceEdit,
 };
-use trellis_engine::diagnostic::RelPath;
+use trellis_engine::WorkspacePath;
 use trellis_engine::{
     Engine, EngineError, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
 };
@@ -258,7 +258,7 @@ async fn send_progress(client: &Client, token: &ProgressToken, value: WorkDonePr
 pub struct ApplyRequest {
     pub outcome: Arc<RepairOutcome>,
     pub view: View,
-    pub open: BTreeMap<RelPath, Document>,
+    pub open: BTreeMap<WorkspacePath, Document>,
 }
 
 /// Why an apply cannot go ahead.
@@ -314,7 +314,7 @@ pub async fn prepare_apply(
 pub fn build_edit(
     shared: &Shared,
     outcome: &RepairOutcome,
-    open: &BTreeMap<RelPath, Document>,
+    open: &BTreeMap<WorkspacePath, Document>,
 ) -> Result<WorkspaceEdit, String> {
     let shape = EditShape {
         encoding: shared.facts.encoding,
@@ -333,7 +333,7 @@ pub fn build_edit(
 
 fn current_file(
     paths: &WorkspacePaths,
-    open: &BTreeMap<RelPath, Document>,
+    open: &BTreeMap<WorkspacePath, Document>,
     rel: &str,
 ) -> Option<CurrentFile> {
     if let Some(doc) = open.get(rel) {
@@ -500,7 +500,7 @@ pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_vie
     let shown_path = shared
         .paths
         .rel_of_path(&file)
-        .unwrap_or_else(|| file.display().to_string());
+        .map_or_else(|| file.display().to_string(), String::from);
     shared
         .client
         .show_message(
