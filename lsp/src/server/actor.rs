@@ -1064,6 +1064,6 @@ fn status_params(
         steps: outcome.map_or(0, |o| o.steps.len()),
         branches: outcome.map_or(0, |o| tasks::branch_count(o)),
         summary: outcome.map(|o| o.summary.clone()).unwrap_or_default(),
-        forest: outcome.map(|o| forest(&o.steps)).unwrap_or_default(),
+        forest: outcome.map(|o| forest(&o.steps)),
     }
 }

@@ -188,8 +188,9 @@ pub struct SearchStatusParams {
     /// Branches opened across all steps.
     pub branches: usize,
     pub summary: String,
-    /// The steps and their branches, for clients that draw them.
-    pub forest: Vec<ForestStep>,
+    /// The steps and their branches, for clients that draw them; `null`
+    /// until the search has ended.
+    pub forest: Option<Vec<ForestStep>>,
 }
 
 /// The `status` of `trellis/searchStatus`.
@@ -393,6 +394,30 @@ mod tests {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .expect("a unit variant serializes as a string")
+    }
+
+    /// A search that has not ended has no repair and no forest: both `null`.
+    #[test]
+    fn a_running_search_status_has_the_documented_shape() {
+        let params = SearchStatusParams {
+            repair_id: None,
+            job: Some("trellis-repair-1".into()),
+            cluster: "c-1".into(),
+            cluster_title: "cannot find `HashMap`".into(),
+            status: SearchState::Running,
+            steps: 0,
+            branches: 0,
+            summary: String::new(),
+            forest: None,
+        };
+        assert_eq!(
+            serde_json::to_value(params).unwrap(),
+            json!({
+                "repair_id": null, "job": "trellis-repair-1", "cluster": "c-1",
+                "cluster_title": "cannot find `HashMap`", "status": "running",
+                "steps": 0, "branches": 0, "summary": "", "forest": null
+            })
+        );
     }
 
     /// The engine's final statuses keep the names clients already match on.
