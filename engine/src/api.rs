@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
+use crate::apply::{self, ApplyOffer};
 use crate::cluster::ResidualClass;
 use crate::config::Config;
 use crate::digest::Digest;
@@ -484,7 +485,7 @@ impl Engine {
         observed_root: Digest,
     ) -> Result<(), EngineError> {
         self.require_hard_pass(outcome)?;
-        if observed_root != outcome.final_root {
+        if !apply::reached(outcome, observed_root) {
             return Err(EngineError::StaleRoot {
                 expected: outcome.final_root,
                 found: observed_root,
@@ -506,10 +507,25 @@ impl Engine {
     pub fn decide_apply(&self, outcome: &RepairOutcome, view: &View) -> Result<(), EngineError> {
         self.require_hard_pass(outcome)?;
         let found = self.view_root(view)?;
-        if found != outcome.start_root {
+        // A hard pass is established above, so anything but fresh is stale.
+        if apply::offer(outcome, found) != ApplyOffer::Fresh {
             return Err(self.stale(outcome, found)?);
         }
         Ok(())
+    }
+
+    /// Whether `outcome`'s Apply may be offered on a view whose root is
+    /// `view_root`, decided from values alone (no I/O, nothing ledgered):
+    /// what the editor's code actions show. Applying still goes through
+    /// [`Engine::decide_apply`], which ledgers a refusal.
+    pub fn apply_offer(outcome: &RepairOutcome, view_root: Digest) -> ApplyOffer {
+        apply::offer(outcome, view_root)
+    }
+
+    /// Whether a view with `observed_root` holds what `outcome` verified,
+    /// so [`Engine::record_editor_promotion`] will record it.
+    pub fn editor_view_reached(outcome: &RepairOutcome, observed_root: Digest) -> bool {
+        apply::reached(outcome, observed_root)
     }
 
     /// Ledgers a refused apply: the view moved away from `outcome.start_root`.

@@ -15,6 +15,7 @@
 
 pub mod actor;
 mod api;
+mod apply;
 pub mod change;
 pub mod cluster;
 pub mod config;
@@ -44,6 +45,7 @@ mod statedir;
 pub mod workspace;
 
 pub use api::Engine;
+pub use apply::ApplyOffer;
 pub use error::EngineError;
 pub use measure::StageSummary;
 pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
@@ -53,7 +55,7 @@ pub use report::{
     RepairStatus, StepReport,
 };
 pub use runtime::{NoProgress, Progress};
-pub use snapshot::View;
+pub use snapshot::{View, WorkspacePath};
 
 /// Unit tests count what each thread allocates, so the parsers' property
 /// tests can bound it (`trellis_core::fuzz::bounded`).

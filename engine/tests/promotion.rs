@@ -5,7 +5,9 @@ use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 use trellis_engine::ledger::{DecodedRow, LedgerEvent, RefusalReason};
-use trellis_engine::{Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View};
+use trellis_engine::{
+    Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View, WorkspacePath,
+};
 
 /// Points every engine in this test binary at one private branch cache.
 /// `Once` makes the one write to the environment happen before any test
@@ -117,7 +119,7 @@ async fn unsaved_buffers_are_part_of_the_view() {
     let on_disk = std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap();
     let fixed_in_buffer = on_disk.replace("let sum = 0;", "let mut sum = 0;");
     let view = View {
-        overlay: [("src/lib.rs".to_owned(), fixed_in_buffer)].into(),
+        overlay: [(WorkspacePath::new("src/lib.rs").unwrap(), fixed_in_buffer)].into(),
     };
     let report = engine
         .check(&view, &NoProgress, CancellationToken::new())
@@ -166,7 +168,11 @@ async fn the_engine_decides_an_editor_apply_and_ledgers_a_stale_view_once() {
     // An unsaved edit in the editor moves the view off the start root.
     let on_disk = std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap();
     let edited = View {
-        overlay: [("src/lib.rs".to_owned(), on_disk.replace("Sums", "Adds"))].into(),
+        overlay: [(
+            WorkspacePath::new("src/lib.rs").unwrap(),
+            on_disk.replace("Sums", "Adds"),
+        )]
+        .into(),
     };
     let err = engine.decide_apply(&outcome, &edited).unwrap_err();
     assert!(

@@ -18,6 +18,7 @@ import { ActionLike, CommandLike, PALETTE, commandOfAction, serverCommand } from
 import { documentSelector } from "./sensors";
 import { RESTART_KEYS, readSettings, serverExecutable } from "./settings";
 
+// Trellis's LSP extensions: documented in docs/lsp-extensions.md.
 const SEARCH_STATUS_NOTIFICATION = "trellis/searchStatus";
 const BRANCH_FILE_REQUEST = "trellis/branchFile";
 

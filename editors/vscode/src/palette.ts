@@ -4,6 +4,7 @@
 
 import { CANCEL_COMMAND, PREVIEW_COMMAND } from "./status";
 
+// The trellis.repair.* commands and their arguments: docs/lsp-extensions.md.
 export const APPLY_COMMAND = "trellis.repair.apply";
 
 /** Palette command id → what it does. */

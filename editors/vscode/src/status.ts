@@ -1,7 +1,7 @@
 // The `trellis/searchStatus` notification and how the status-bar item shows it.
 // Pure so it can be tested under plain Node.
 
-/** Search states the server reports; anything else is shown verbatim. */
+/** Search states the server reports (docs/lsp-extensions.md, "States"); anything else is shown verbatim. */
 export type KnownSearchState =
   | "running"
   | "failed"

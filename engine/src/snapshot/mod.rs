@@ -27,6 +27,7 @@ pub mod scan;
 pub mod store;
 mod tree;
 mod watch;
+mod workspace_path;
 
 pub use diff::diff;
 pub use fsutil::{confine, write_atomic};
@@ -34,6 +35,7 @@ pub use materialize::{CopyLimits, MaterializeReport, materialize};
 pub use scan::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
 pub use watch::RescanReason;
+pub use workspace_path::WorkspacePath;
 
 /// The domain tag of [`state_root`]; a change of encoding is a change of tag.
 pub const STATE_ROOT_DOMAIN: &str = "trellis.state-root.v1";
@@ -215,8 +217,10 @@ impl Overlay {
 /// The user's current view: files on disk overlaid with unsaved buffers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct View {
-    /// Workspace-relative path to the buffer's full text.
-    pub overlay: BTreeMap<RelPath, String>,
+    /// Workspace-relative path to the buffer's full text. The paths are
+    /// checked when the front end builds them, so a view cannot name a file
+    /// outside the workspace.
+    pub overlay: BTreeMap<WorkspacePath, String>,
 }
 
 impl From<&View> for Overlay {
@@ -225,7 +229,7 @@ impl From<&View> for Overlay {
             buffers: view
                 .overlay
                 .iter()
-                .map(|(path, text)| (path.clone(), text.clone().into_bytes()))
+                .map(|(path, text)| (path.to_string(), text.clone().into_bytes()))
                 .collect(),
         }
     }
@@ -402,7 +406,10 @@ mod tests {
     #[test]
     fn overlay_from_view_keeps_every_buffer() {
         let view = View {
-            overlay: BTreeMap::from([("src/new.rs".to_owned(), "fn x() {}".to_owned())]),
+            overlay: BTreeMap::from([(
+                WorkspacePath::new("src/new.rs").unwrap(),
+                "fn x() {}".to_owned(),
+            )]),
         };
         let overlay = Overlay::from(&view);
         assert_eq!(overlay.get("src/new.rs"), Some(&b"fn x() {}"[..]));

@@ -1,7 +1,8 @@
 //! The one task that owns all document state.
 //!
 //! Handlers turn each LSP message into a [`Msg`] and return; background
-//! tasks report back the same way. Because a single task applies every
+//! tasks (`tasks.rs`) return values, which the actor's spawn turns into a
+//! [`Msg`] the same way. Because a single task applies every
 //! message in arrival order, `didChange`s can never interleave, a code
 //! action always sees the text the client last sent, and nothing needs a
 //! lock. The actor itself never waits on I/O: notifications go through the
@@ -11,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -20,19 +20,22 @@ use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, MessageActionItem,
     MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri, WorkspaceEdit,
 };
-use trellis_engine::diagnostic::RelPath;
+use trellis_engine::WorkspacePath;
 use trellis_engine::digest::Digest;
-use trellis_engine::{RepairOutcome, RepairStatus, View};
+use trellis_engine::{ApplyOffer, Engine, RepairOutcome, RepairStatus, View};
 
 use super::diagnostics::SOURCE;
 use super::document::Document;
 use super::preview::repaired_file;
 use super::protocol::{
-    ApplyActionData, BranchFileParams, BranchFileResult, Commands, RepairRef, SearchStatus,
-    SearchStatusParams, ServerCommand,
+    ApplyActionData, BranchChange, BranchFileParams, BranchFileResult, Commands, DiagnosticData,
+    RepairRef, SearchState, SearchStatus, SearchStatusParams, ServerCommand, cluster_arguments,
+    forest, repair_arguments,
 };
 use super::sensing::{Debouncer, SENSING_DEBOUNCE};
-use super::tasks::{self, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status};
+use super::tasks::{
+    self, ApplyEnd, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status,
+};
 
 pub type Reply<T> = oneshot::Sender<T>;
 
@@ -149,7 +152,7 @@ pub struct Actor {
     shared: Arc<Shared>,
     tx: UnboundedSender<Msg>,
     outbox: Outbox,
-    docs: BTreeMap<RelPath, Document>,
+    docs: BTreeMap<WorkspacePath, Document>,
     /// Bumped whenever the view may have changed.
     revision: u64,
     sensing: Debouncer,
@@ -167,7 +170,7 @@ pub struct Actor {
     root: RootTracker,
     /// Open documents reached through a symlink inside the root: the
     /// snapshot never follows one, so their text is kept out of the view.
-    ignored: BTreeSet<RelPath>,
+    ignored: BTreeSet<WorkspacePath>,
 }
 
 impl Actor {
@@ -382,7 +385,10 @@ impl Actor {
             if let Ok(root) = &root
                 && shared.facts.inline_apply_edit()
             {
-                for outcome in awaiting.iter().filter(|o| &o.start_root == root) {
+                let fresh = awaiting
+                    .iter()
+                    .filter(|o| Engine::apply_offer(o, *root) == ApplyOffer::Fresh);
+                for outcome in fresh {
                     match tasks::build_edit(&shared, outcome, &docs) {
                         Ok(edit) => {
                             edits.insert(outcome.repair_id.clone(), edit);
@@ -411,10 +417,11 @@ impl Actor {
             .filter(|known| known.revision == self.revision)
     }
 
-    /// Whether the current view has the root of `outcome`'s start, if known.
-    fn fresh(&self, outcome: &RepairOutcome) -> Option<bool> {
+    /// The engine's verdict on offering `outcome`'s Apply on the current
+    /// documents, when their root is known.
+    fn offer(&self, outcome: &RepairOutcome) -> Option<ApplyOffer> {
         match &self.current_root()?.root {
-            Ok(root) => Some(*root == outcome.start_root),
+            Ok(root) => Some(Engine::apply_offer(outcome, *root)),
             Err(_) => None,
         }
     }
@@ -424,7 +431,7 @@ impl Actor {
     fn confirm_promotions(&mut self, root: Digest) {
         let mut statuses = Vec::new();
         for repair in &mut self.repairs {
-            if !repair.awaiting_apply() || repair.outcome.final_root != root {
+            if !repair.awaiting_apply() || !Engine::editor_view_reached(&repair.outcome, root) {
                 continue;
             }
             repair.promoted = true;
@@ -454,7 +461,7 @@ impl Actor {
                 None,
                 &repair.cluster,
                 &repair.title,
-                "applied",
+                SearchState::Applied,
                 Some(&repair.outcome),
             ));
         }
@@ -467,13 +474,15 @@ impl Actor {
         let Some(run) = self.sensing.start_if_due(Instant::now()) else {
             return;
         };
-        tokio::spawn(tasks::sense(
-            self.shared.clone(),
-            self.view(),
-            run.generation,
-            run.cancel,
-            self.tx.clone(),
-        ));
+        let sensing = tasks::sense(self.shared.clone(), self.view(), run.cancel);
+        let (tx, generation) = (self.tx.clone(), run.generation);
+        tokio::spawn(async move {
+            let outcome = sensing.await;
+            let _ = tx.send(Msg::Sensed {
+                generation,
+                outcome,
+            });
+        });
     }
 
     fn sensed(&mut self, outcome: Result<Sensed, String>) {
@@ -537,13 +546,17 @@ impl Actor {
 
         for repair in self.repairs.iter().rev() {
             let relevant = clusters.contains(&repair.cluster)
-                || rel
-                    .as_ref()
-                    .is_some_and(|rel| repair.outcome.changes.iter().any(|c| c.path() == rel));
+                || rel.as_ref().is_some_and(|rel| {
+                    repair
+                        .outcome
+                        .changes
+                        .iter()
+                        .any(|c| c.path() == rel.as_str())
+                });
             if !relevant || !repair.awaiting_apply() || !repair.announced {
                 continue;
             }
-            if self.fresh(&repair.outcome) == Some(true)
+            if self.offer(&repair.outcome) == Some(ApplyOffer::Fresh)
                 && let Some(apply) = self.apply_action(&repair.outcome)
             {
                 applies.push(apply);
@@ -554,7 +567,7 @@ impl Actor {
                 Command {
                     title: "Preview verified repair".into(),
                     command: Commands::PREVIEW.into(),
-                    arguments: Some(vec![json!({ "repair_id": repair.outcome.repair_id })]),
+                    arguments: Some(repair_arguments(&repair.outcome.repair_id)),
                 },
                 None,
             ));
@@ -581,7 +594,7 @@ impl Actor {
                     Command {
                         title: "Cancel repair".into(),
                         command: Commands::CANCEL.into(),
-                        arguments: Some(vec![json!({ "cluster": cluster })]),
+                        arguments: Some(cluster_arguments(cluster)),
                     },
                     None,
                 ));
@@ -592,7 +605,7 @@ impl Actor {
                     Command {
                         title: "Repair".into(),
                         command: Commands::START.into(),
-                        arguments: Some(vec![json!({ "cluster": cluster })]),
+                        arguments: Some(cluster_arguments(cluster)),
                     },
                     diagnostics,
                 ));
@@ -612,17 +625,14 @@ impl Actor {
             return Some(CodeActionOrCommand::Command(Command {
                 title,
                 command: Commands::APPLY.into(),
-                arguments: Some(vec![json!({ "repair_id": outcome.repair_id })]),
+                arguments: Some(repair_arguments(&outcome.repair_id)),
             }));
         }
         let (edit, data) = if facts.inline_apply_edit() {
             let edit = self.current_root()?.edits.get(&outcome.repair_id)?;
             (Some(edit.clone()), None)
         } else {
-            let data = ApplyActionData {
-                trellis_apply: outcome.repair_id.clone(),
-            };
-            (None, serde_json::to_value(data).ok())
+            (None, Some(ApplyActionData::value(&outcome.repair_id)))
         };
         Some(CodeActionOrCommand::CodeAction(CodeAction {
             title,
@@ -742,7 +752,20 @@ impl Actor {
                     {
                         repair.apply_sent = true;
                     }
-                    tokio::spawn(tasks::apply(self.shared.clone(), request, self.tx.clone()));
+                    let repair_id = request.outcome.repair_id.clone();
+                    let applying = tasks::apply(self.shared.clone(), request);
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        let end = applying.await;
+                        // Unless the edit may have reached the editor, it
+                        // may be applied again.
+                        if end != ApplyEnd::Sent {
+                            let _ = tx.send(Msg::ApplyNotSent { repair_id });
+                        }
+                        if end != ApplyEnd::Refused {
+                            let _ = tx.send(Msg::ViewMayHaveChanged);
+                        }
+                    });
                 }
                 Err(e) => self.show(MessageType::ERROR, format!("Trellis cannot apply: {e}.")),
             },
@@ -770,10 +793,24 @@ impl Actor {
             view: self.view(),
         };
         self.next_job += 1;
-        let status = status_params(Some(&job.id), &job.cluster, &job.title, "running", None);
+        let status = status_params(
+            Some(&job.id),
+            &job.cluster,
+            &job.title,
+            SearchState::Running,
+            None,
+        );
         self.notify_status(status);
         self.jobs.push(job.clone());
-        tokio::spawn(tasks::repair(self.shared.clone(), job, self.tx.clone()));
+        let job_id = job.id.clone();
+        let (searching, tx) = (tasks::repair(self.shared.clone(), job), self.tx.clone());
+        tokio::spawn(async move {
+            let outcome = searching.await;
+            let _ = tx.send(Msg::RepairDone {
+                job: job_id,
+                outcome,
+            });
+        });
     }
 
     fn repair_done(&mut self, job_id: &str, outcome: Result<Box<RepairOutcome>, String>) {
@@ -784,7 +821,13 @@ impl Actor {
         let outcome = match outcome {
             Ok(outcome) => Arc::new(*outcome),
             Err(e) => {
-                let status = status_params(Some(&job.id), &job.cluster, &job.title, "failed", None);
+                let status = status_params(
+                    Some(&job.id),
+                    &job.cluster,
+                    &job.title,
+                    SearchState::Failed,
+                    None,
+                );
                 self.notify_status(status);
                 self.show(
                     MessageType::ERROR,
@@ -843,15 +886,11 @@ impl Actor {
     /// shows them without blocking (see `capabilities`); the reply is
     /// awaited in a task, since the user may take minutes to click.
     fn announce(&self, job: &str, cluster: &str, title: &str, outcome: &Arc<RepairOutcome>) {
-        let status_name = serde_json::to_value(outcome.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
         self.notify_status(status_params(
             Some(job),
             cluster,
             title,
-            &status_name,
+            SearchState::from(outcome.status),
             Some(outcome),
         ));
         if self.shared.facts.announces_itself {
@@ -938,7 +977,7 @@ impl Actor {
         Ok(match repair.start_view.overlay.get(&rel) {
             Some(text) => BranchText::Known(BranchFileResult {
                 text: text.clone(),
-                change: "unchanged".into(),
+                change: BranchChange::Unchanged,
             }),
             None => BranchText::Unchanged(self.shared.paths.absolute(&rel)),
         })
@@ -990,12 +1029,10 @@ fn action(
 
 /// The cluster id in one of our diagnostics' `data`.
 fn cluster_of(diagnostic: &tower_lsp_server::ls_types::Diagnostic) -> Option<String> {
-    diagnostic
-        .data
-        .as_ref()?
-        .get("cluster")?
-        .as_str()
-        .map(str::to_owned)
+    let data = diagnostic.data.clone()?;
+    serde_json::from_value::<DiagnosticData>(data)
+        .ok()
+        .map(|d| d.cluster)
 }
 
 /// Ranges overlap or touch (a cursor at a diagnostic's edge counts).
@@ -1015,7 +1052,7 @@ fn status_params(
     job: Option<&str>,
     cluster: &str,
     title: &str,
-    status: &str,
+    status: SearchState,
     outcome: Option<&Arc<RepairOutcome>>,
 ) -> SearchStatusParams {
     SearchStatusParams {
@@ -1023,12 +1060,10 @@ fn status_params(
         job: job.map(str::to_owned),
         cluster: cluster.to_owned(),
         cluster_title: title.to_owned(),
-        status: status.to_owned(),
+        status,
         steps: outcome.map_or(0, |o| o.steps.len()),
         branches: outcome.map_or(0, |o| tasks::branch_count(o)),
         summary: outcome.map(|o| o.summary.clone()).unwrap_or_default(),
-        forest: outcome
-            .and_then(|o| serde_json::to_value(&o.steps).ok())
-            .unwrap_or_default(),
+        forest: outcome.map(|o| forest(&o.steps)),
     }
 }

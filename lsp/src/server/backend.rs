@@ -24,7 +24,9 @@ use trellis_engine::{Engine, PromptPolicy};
 use super::actor::{Actor, BranchText, Msg};
 use super::capabilities::{ClientFacts, server_capabilities};
 use super::paths::WorkspacePaths;
-use super::protocol::{ApplyActionData, BranchFileParams, BranchFileResult, ServerCommand};
+use super::protocol::{
+    ApplyActionData, BranchChange, BranchFileParams, BranchFileResult, ServerCommand,
+};
 use super::tasks::{Shared, prepare_apply, report_refusal};
 
 pub struct Backend {
@@ -101,7 +103,7 @@ impl Backend {
                     .map_err(|e| internal(&format!("{}: {e}", path.display())))?;
                 Ok(BranchFileResult {
                     text,
-                    change: "unchanged".into(),
+                    change: BranchChange::Unchanged,
                 })
             }
         }

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ropey::Rope;
-use serde_json::json;
 use tower_lsp_server::ls_types::{
     Diagnostic, DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString,
     Position, Range, Uri,
@@ -19,6 +18,7 @@ use trellis_engine::diagnostic::{self as engine, Level, Span};
 
 use super::encoding::{PositionEncoding, byte_to_position};
 use super::paths::WorkspacePaths;
+use super::protocol::DiagnosticData;
 
 /// The `source` of every diagnostic we publish.
 pub const SOURCE: &str = "trellis";
@@ -85,7 +85,7 @@ pub fn publication(
                     severity: Some(DiagnosticSeverity::ERROR),
                     source: Some(SOURCE.to_owned()),
                     message: format!("test `{}` failed ({})", failure.name, failure.binary),
-                    data: Some(json!({ "cluster": cluster.id })),
+                    data: Some(DiagnosticData::value(&cluster.id)),
                     ..Diagnostic::default()
                 };
                 push(&mut out, &mut locate, span, lsp, &sites);
@@ -110,7 +110,7 @@ fn compiler_diagnostic(diagnostic: &engine::Diagnostic, cluster: Option<&Cluster
         code: diagnostic.code.clone().map(NumberOrString::String),
         source: Some(SOURCE.to_owned()),
         message: diagnostic.message.clone(),
-        data: cluster.map(|c| json!({ "cluster": c.id })),
+        data: cluster.map(|c| DiagnosticData::value(&c.id)),
         ..Diagnostic::default()
     }
 }
@@ -194,6 +194,7 @@ impl Locator<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::path::PathBuf;
     use trellis_engine::cluster::{ResidualClass, Site};
     use trellis_engine::digest::Digest;

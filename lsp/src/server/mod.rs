@@ -49,7 +49,10 @@ const PIPE_BYTES: usize = 64 * 1024;
 /// reaches tower-lsp-server, which would end the session at the first one.
 pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
     let (service, socket) = LspService::build(move |client| Backend::new(client, prompts))
-        .custom_method("trellis/branchFile", Backend::branch_file)
+        .custom_method(
+            <protocol::BranchFile as tower_lsp_server::ls_types::request::Request>::METHOD,
+            Backend::branch_file,
+        )
         .custom_method(
             "window/workDoneProgress/cancel",
             Backend::work_done_progress_cancel,

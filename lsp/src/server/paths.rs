@@ -1,9 +1,14 @@
 //! Document URIs ↔ the engine's workspace-relative paths.
+//!
+//! Every path this module hands the engine is a [`WorkspacePath`], checked
+//! by the engine's one rule for what may name a workspace file, so a URI
+//! that would not be one (a `..` left in it, a NUL) is no file of the
+//! workspace rather than a path the engine has to distrust.
 
 use std::path::{Component, Path, PathBuf};
 
 use tower_lsp_server::ls_types::Uri;
-use trellis_engine::diagnostic::RelPath;
+use trellis_engine::WorkspacePath;
 
 /// The workspace root and the conversions anchored at it.
 #[derive(Clone, Debug)]
@@ -18,7 +23,7 @@ impl WorkspacePaths {
 
     /// The workspace-relative path of a `file:` URI inside the root, with
     /// `/` separators; `None` for other schemes and for files outside.
-    pub fn rel_of_uri(&self, uri: &Uri) -> Option<RelPath> {
+    pub fn rel_of_uri(&self, uri: &Uri) -> Option<WorkspacePath> {
         if !uri.scheme().as_str().eq_ignore_ascii_case("file") {
             return None;
         }
@@ -26,7 +31,7 @@ impl WorkspacePaths {
     }
 
     /// The workspace-relative form of an absolute path inside the root.
-    pub fn rel_of_path(&self, path: &Path) -> Option<RelPath> {
+    pub fn rel_of_path(&self, path: &Path) -> Option<WorkspacePath> {
         let rest = path.strip_prefix(&self.root).ok()?;
         let mut parts = Vec::new();
         for component in rest.components() {
@@ -36,12 +41,12 @@ impl WorkspacePaths {
                 _ => return None,
             }
         }
-        (!parts.is_empty()).then(|| parts.join("/"))
+        WorkspacePath::new(parts.join("/")).ok()
     }
 
     /// Accepts what a person or client may send for a file: a workspace-relative
     /// path, an absolute path inside the root, or a `file:` URI.
-    pub fn rel_of_any(&self, given: &str) -> Option<RelPath> {
+    pub fn rel_of_any(&self, given: &str) -> Option<WorkspacePath> {
         if given.starts_with("file:") {
             return self.rel_of_uri(&given.parse().ok()?);
         }
@@ -55,7 +60,7 @@ impl WorkspacePaths {
 
     /// The first part of `rel` (a directory on the way, or the file itself)
     /// that is a symlink on disk, if any.
-    pub fn symlink_on_path(&self, rel: &str) -> Option<RelPath> {
+    pub fn symlink_on_path(&self, rel: &str) -> Option<String> {
         let mut path = self.root.clone();
         let mut end = 0;
         for part in rel.split('/') {
@@ -104,6 +109,16 @@ mod tests {
         let untitled: Uri = "untitled:Untitled-1".parse().unwrap();
         assert_eq!(p.rel_of_uri(&untitled), None);
         assert_eq!(p.rel_of_path(Path::new("/work/my crate")), None);
+    }
+
+    /// The engine's path rule is applied at the boundary: a name the engine
+    /// would refuse is no workspace file here either.
+    #[test]
+    fn a_name_the_engine_refuses_is_no_workspace_path() {
+        let p = paths();
+        assert_eq!(p.rel_of_path(Path::new("/work/my crate/src/a\\b.rs")), None);
+        let backslash: Uri = "file:///work/my%20crate/src/a%5Cb.rs".parse().unwrap();
+        assert_eq!(p.rel_of_uri(&backslash), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use similar::TextDiff;
 use trellis_engine::change::FileChange;
 
-use super::protocol::BranchFileResult;
+use super::protocol::{BranchChange, BranchFileResult};
 
 /// Where previews live, inside `.trellis/`.
 pub const PREVIEW_DIR: &str = "previews";
@@ -81,15 +81,15 @@ pub fn repaired_file(changes: &[FileChange], path: &str) -> Option<BranchFileRes
     Some(match change {
         FileChange::Modify { new_text, .. } => BranchFileResult {
             text: new_text.clone(),
-            change: "modify".into(),
+            change: BranchChange::Modify,
         },
         FileChange::Create { text, .. } => BranchFileResult {
             text: text.clone(),
-            change: "create".into(),
+            change: BranchChange::Create,
         },
         FileChange::Delete { .. } => BranchFileResult {
             text: String::new(),
-            change: "delete".into(),
+            change: BranchChange::Delete,
         },
     })
 }
@@ -139,11 +139,11 @@ mod tests {
     #[test]
     fn branch_files_report_the_repaired_text_or_nothing_for_untouched_files() {
         let main = repaired_file(&changes(), "src/main.rs").unwrap();
-        assert_eq!(main.change, "modify");
+        assert_eq!(main.change, BranchChange::Modify);
         assert!(main.text.starts_with("let mut x"));
         assert_eq!(
             repaired_file(&changes(), "src/new.rs").unwrap().change,
-            "create"
+            BranchChange::Create
         );
         assert_eq!(repaired_file(&changes(), "Cargo.toml"), None);
     }

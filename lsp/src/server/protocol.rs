@@ -1,13 +1,25 @@
-//! Trellis's own vocabulary on top of LSP: command names and arguments, the
-//! `trellis/searchStatus` notification and the `trellis/branchFile` request.
+//! Trellis's own vocabulary on top of LSP, the wire's types: command names
+//! and arguments, the `trellis/searchStatus` notification and its states,
+//! the `trellis/branchFile` request, the `data` of our diagnostics and code
+//! actions. Every shape here is documented in `docs/lsp-extensions.md`
+//! (checked by `tests::every_extension_is_documented`).
 //!
 //! The core flows need none of the custom messages (diagnostics, code
 //! actions, commands and `workspace/applyEdit` are enough); they only let a
 //! client that knows them render more.
+//!
+//! These types are the server's own: engine values are converted into them
+//! explicitly (`From`, [`forest`]), never serialized as they are, so the
+//! wire changes only when this module does.
+
+mod forest;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tower_lsp_server::ls_types::notification::Notification;
+use trellis_engine::RepairStatus;
+
+pub use forest::{ForestStep, forest};
 
 /// The commands `workspace/executeCommand` accepts.
 pub struct Commands;
@@ -54,16 +66,38 @@ pub enum ServerCommand {
     Apply(RepairRef),
 }
 
-#[derive(Deserialize)]
+/// The argument of `trellis.repair.start` and `trellis.repair.cancel`.
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ClusterArg {
-    cluster: String,
+pub struct ClusterArg {
+    pub cluster: String,
 }
 
-#[derive(Deserialize)]
+/// The argument of `trellis.repair.preview` and `trellis.repair.apply`.
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RepairArg {
-    repair_id: String,
+pub struct RepairArg {
+    pub repair_id: String,
+}
+
+/// `[{ "cluster": id }]`, the arguments of a command about a cluster.
+pub fn cluster_arguments(cluster: &str) -> Vec<Value> {
+    vec![to_json(&ClusterArg {
+        cluster: cluster.to_owned(),
+    })]
+}
+
+/// `[{ "repair_id": id }]`, the arguments of a command about a repair.
+pub fn repair_arguments(repair_id: &str) -> Vec<Value> {
+    vec![to_json(&RepairArg {
+        repair_id: repair_id.to_owned(),
+    })]
+}
+
+/// Our wire types are plain structs of strings and numbers: serializing
+/// them cannot fail.
+fn to_json(value: &impl Serialize) -> Value {
+    serde_json::to_value(value).expect("a wire type serializes")
 }
 
 impl ServerCommand {
@@ -125,6 +159,15 @@ impl ServerCommand {
 /// starts and when it ends.
 pub enum SearchStatus {}
 
+/// `trellis/branchFile`, a request from the client.
+pub enum BranchFile {}
+
+impl tower_lsp_server::ls_types::request::Request for BranchFile {
+    type Params = BranchFileParams;
+    type Result = BranchFileResult;
+    const METHOD: &'static str = "trellis/branchFile";
+}
+
 impl Notification for SearchStatus {
     type Params = SearchStatusParams;
     const METHOD: &'static str = "trellis/searchStatus";
@@ -139,18 +182,65 @@ pub struct SearchStatusParams {
     pub job: Option<String>,
     pub cluster: String,
     pub cluster_title: String,
-    /// `running`, `failed`, the engine's final status (`hard_pass`,
-    /// `residuals_remain`, `no_eligible_candidate`, `bound_reached`,
-    /// `already_clean`, `cancelled`), or `applied` once the editor's
-    /// documents reached the verified repair's final state.
-    pub status: String,
+    pub status: SearchState,
     /// Accepted steps so far.
     pub steps: usize,
     /// Branches opened across all steps.
     pub branches: usize,
     pub summary: String,
-    /// The engine's step reports (the forest), for clients that draw it.
-    pub forest: Value,
+    /// The steps and their branches, for clients that draw them; `null`
+    /// until the search has ended.
+    pub forest: Option<Vec<ForestStep>>,
+}
+
+/// The `status` of `trellis/searchStatus`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchState {
+    /// The search started.
+    Running,
+    /// The search could not run (the engine returned an error).
+    Failed,
+    /// The view already hard-passes: nothing to do.
+    AlreadyClean,
+    /// A verified repair is ready to apply.
+    HardPass,
+    /// Steps were accepted but residuals remain.
+    ResidualsRemain,
+    NoEligibleCandidate,
+    /// The decision bound was reached.
+    BoundReached,
+    Cancelled,
+    /// The editor's documents reached the verified repair's final state.
+    Applied,
+}
+
+impl SearchState {
+    #[cfg(test)]
+    pub const ALL: [SearchState; 9] = [
+        SearchState::Running,
+        SearchState::Failed,
+        SearchState::AlreadyClean,
+        SearchState::HardPass,
+        SearchState::ResidualsRemain,
+        SearchState::NoEligibleCandidate,
+        SearchState::BoundReached,
+        SearchState::Cancelled,
+        SearchState::Applied,
+    ];
+}
+
+impl From<RepairStatus> for SearchState {
+    fn from(status: RepairStatus) -> SearchState {
+        match status {
+            RepairStatus::AlreadyClean => SearchState::AlreadyClean,
+            RepairStatus::HardPass => SearchState::HardPass,
+            RepairStatus::ResidualsRemain => SearchState::ResidualsRemain,
+            RepairStatus::NoEligibleCandidate => SearchState::NoEligibleCandidate,
+            RepairStatus::BoundReached => SearchState::BoundReached,
+            RepairStatus::Cancelled => SearchState::Cancelled,
+        }
+    }
 }
 
 /// `trellis/branchFile`: a file's text as the repair left it.
@@ -165,14 +255,55 @@ pub struct BranchFileParams {
 pub struct BranchFileResult {
     /// The repaired text; empty when the repair deletes the file.
     pub text: String,
-    /// `modify`, `create`, `delete`, or `unchanged`.
-    pub change: String,
+    pub change: BranchChange,
+}
+
+/// What the repair does to the file `trellis/branchFile` asked about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchChange {
+    Modify,
+    Create,
+    Delete,
+    Unchanged,
+}
+
+impl BranchChange {
+    #[cfg(test)]
+    pub const ALL: [BranchChange; 4] = [
+        BranchChange::Modify,
+        BranchChange::Create,
+        BranchChange::Delete,
+        BranchChange::Unchanged,
+    ];
+}
+
+/// What our diagnostics carry in `data`: the cluster they belong to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiagnosticData {
+    pub cluster: String,
+}
+
+impl DiagnosticData {
+    pub fn value(cluster: &str) -> Value {
+        to_json(&DiagnosticData {
+            cluster: cluster.to_owned(),
+        })
+    }
 }
 
 /// What a code action's `data` carries to `codeAction/resolve`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyActionData {
     pub trellis_apply: String,
+}
+
+impl ApplyActionData {
+    pub fn value(repair_id: &str) -> Value {
+        to_json(&ApplyActionData {
+            trellis_apply: repair_id.to_owned(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +331,108 @@ mod tests {
             ServerCommand::parse(Commands::PREVIEW, &[]),
             Ok(ServerCommand::Preview(RepairRef::Latest))
         );
+    }
+
+    /// rust-analyzer's check, ours: every method, command, state, data field
+    /// and capability the server defines is named in the document clients
+    /// are written against.
+    #[test]
+    fn every_extension_is_documented() {
+        let doc = include_str!("../../../docs/lsp-extensions.md");
+        let mut names: Vec<String> = vec![
+            SearchStatus::METHOD.to_owned(),
+            <BranchFile as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
+            format!(
+                "experimental.trellis.{}",
+                super::super::capabilities::ANNOUNCES_SEARCH_STATUS
+            ),
+            "trellis_apply".to_owned(),
+            "repair_id".to_owned(),
+            "cluster".to_owned(),
+        ];
+        names.extend(Commands::ALL.iter().map(|c| (*c).to_owned()));
+        names.extend(SearchState::ALL.iter().map(wire_name));
+        names.extend(BranchChange::ALL.iter().map(wire_name));
+        for name in names {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "docs/lsp-extensions.md does not document `{name}`"
+            );
+        }
+    }
+
+    /// `ALL` lists every variant: this match stops compiling when one is added.
+    #[test]
+    fn the_state_lists_are_complete() {
+        for (i, state) in SearchState::ALL.iter().enumerate() {
+            let position = match state {
+                SearchState::Running => 0,
+                SearchState::Failed => 1,
+                SearchState::AlreadyClean => 2,
+                SearchState::HardPass => 3,
+                SearchState::ResidualsRemain => 4,
+                SearchState::NoEligibleCandidate => 5,
+                SearchState::BoundReached => 6,
+                SearchState::Cancelled => 7,
+                SearchState::Applied => 8,
+            };
+            assert_eq!(position, i);
+        }
+        for (i, change) in BranchChange::ALL.iter().enumerate() {
+            let position = match change {
+                BranchChange::Modify => 0,
+                BranchChange::Create => 1,
+                BranchChange::Delete => 2,
+                BranchChange::Unchanged => 3,
+            };
+            assert_eq!(position, i);
+        }
+    }
+
+    fn wire_name(value: &impl Serialize) -> String {
+        serde_json::to_value(value)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .expect("a unit variant serializes as a string")
+    }
+
+    /// A search that has not ended has no repair and no forest: both `null`.
+    #[test]
+    fn a_running_search_status_has_the_documented_shape() {
+        let params = SearchStatusParams {
+            repair_id: None,
+            job: Some("trellis-repair-1".into()),
+            cluster: "c-1".into(),
+            cluster_title: "cannot find `HashMap`".into(),
+            status: SearchState::Running,
+            steps: 0,
+            branches: 0,
+            summary: String::new(),
+            forest: None,
+        };
+        assert_eq!(
+            serde_json::to_value(params).unwrap(),
+            json!({
+                "repair_id": null, "job": "trellis-repair-1", "cluster": "c-1",
+                "cluster_title": "cannot find `HashMap`", "status": "running",
+                "steps": 0, "branches": 0, "summary": "", "forest": null
+            })
+        );
+    }
+
+    /// The engine's final statuses keep the names clients already match on.
+    #[test]
+    fn final_states_keep_the_engine_status_names() {
+        for status in [
+            RepairStatus::AlreadyClean,
+            RepairStatus::HardPass,
+            RepairStatus::ResidualsRemain,
+            RepairStatus::NoEligibleCandidate,
+            RepairStatus::BoundReached,
+            RepairStatus::Cancelled,
+        ] {
+            assert_eq!(wire_name(&SearchState::from(status)), wire_name(&status));
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The slow work, each piece in its own task so that no request waits on it:
-//! sensing, repair searches, apply checks and previews. Tasks report back to
-//! the document-state actor with a [`Msg`]; they never touch its state.
+//! sensing, repair searches, apply checks and previews. Each task returns
+//! what it found as a value; the document-state actor spawns it and turns
+//! that value into its own message. Tasks never touch the actor's state and
+//! do not know its messages.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -19,12 +21,11 @@ use tower_lsp_server::ls_types::{
     ShowDocumentParams, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressEnd,
     WorkDoneProgressReport, WorkspaceEdit,
 };
-use trellis_engine::diagnostic::RelPath;
+use trellis_engine::WorkspacePath;
 use trellis_engine::{
     Engine, EngineError, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
 };
 
-use super::actor::Msg;
 use super::capabilities::ClientFacts;
 use super::diagnostics::{Publication, publication};
 use super::document::Document;
@@ -74,11 +75,9 @@ impl Outbox {
 pub async fn sense(
     shared: Arc<Shared>,
     view: View,
-    generation: u64,
     cancel: CancellationToken,
-    tx: UnboundedSender<Msg>,
-) {
-    let outcome = match shared.engine.check(&view, &NoProgress, cancel).await {
+) -> Result<Sensed, String> {
+    match shared.engine.check(&view, &NoProgress, cancel).await {
         Ok(report) => {
             let shared = shared.clone();
             tokio::task::spawn_blocking(move || {
@@ -101,11 +100,7 @@ pub async fn sense(
             .map_err(|e| format!("converting diagnostics failed: {e}"))
         }
         Err(e) => Err(e.to_string()),
-    };
-    let _ = tx.send(Msg::Sensed {
-        generation,
-        outcome,
-    });
+    }
 }
 
 /// One sensing run's results, ready to publish.
@@ -135,8 +130,8 @@ pub struct RepairJob {
     pub view: View,
 }
 
-/// Runs one repair search with work-done progress, then reports to the actor.
-pub async fn repair(shared: Arc<Shared>, job: RepairJob, tx: UnboundedSender<Msg>) {
+/// Runs one repair search with work-done progress and returns its outcome.
+pub async fn repair(shared: Arc<Shared>, job: RepairJob) -> Result<Box<RepairOutcome>, String> {
     let token = ProgressToken::String(job.id.clone());
     let progress = shared.facts.work_done_progress
         && shared
@@ -193,10 +188,7 @@ pub async fn repair(shared: Arc<Shared>, job: RepairJob, tx: UnboundedSender<Msg
         )
         .await;
     }
-    let _ = tx.send(Msg::RepairDone {
-        job: job.id.clone(),
-        outcome: result.map(Box::new).map_err(|e| e.to_string()),
-    });
+    result.map(Box::new).map_err(|e| e.to_string())
 }
 
 /// A few words for a repair's final status.
@@ -266,7 +258,7 @@ async fn send_progress(client: &Client, token: &ProgressToken, value: WorkDonePr
 pub struct ApplyRequest {
     pub outcome: Arc<RepairOutcome>,
     pub view: View,
-    pub open: BTreeMap<RelPath, Document>,
+    pub open: BTreeMap<WorkspacePath, Document>,
 }
 
 /// Why an apply cannot go ahead.
@@ -322,7 +314,7 @@ pub async fn prepare_apply(
 pub fn build_edit(
     shared: &Shared,
     outcome: &RepairOutcome,
-    open: &BTreeMap<RelPath, Document>,
+    open: &BTreeMap<WorkspacePath, Document>,
 ) -> Result<WorkspaceEdit, String> {
     let shape = EditShape {
         encoding: shared.facts.encoding,
@@ -341,7 +333,7 @@ pub fn build_edit(
 
 fn current_file(
     paths: &WorkspacePaths,
-    open: &BTreeMap<RelPath, Document>,
+    open: &BTreeMap<WorkspacePath, Document>,
     rel: &str,
 ) -> Option<CurrentFile> {
     if let Some(doc) = open.get(rel) {
@@ -379,14 +371,22 @@ pub async fn report_refusal(shared: &Shared, outcome: &RepairOutcome, refusal: R
         .await;
 }
 
+/// How a `trellis.repair.apply` ended, for the actor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplyEnd {
+    /// Refused before anything was sent: the repair may be applied again.
+    Refused,
+    /// The editor declined the edit: it may be applied again, and the
+    /// documents may have moved meanwhile.
+    Declined,
+    /// The edit may have reached the editor (applied, or the reply was
+    /// lost): the document state that follows decides.
+    Sent,
+}
+
 /// The `trellis.repair.apply` command: check, then `workspace/applyEdit`.
-/// Unless the edit may have reached the editor, the actor hears that it can
-/// be applied again.
-pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSender<Msg>) {
+pub async fn apply(shared: Arc<Shared>, request: ApplyRequest) -> ApplyEnd {
     let outcome = request.outcome.clone();
-    let not_sent = || Msg::ApplyNotSent {
-        repair_id: outcome.repair_id.clone(),
-    };
     match prepare_apply(&shared, request).await {
         Ok(edit) => {
             let params = ApplyWorkspaceEditParams {
@@ -400,12 +400,14 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
             {
                 // Whatever the editor says, the document state that follows
                 // decides whether the repair landed (the actor looks again).
-                Ok(response) if response.applied => tracing::info!(
-                    "the editor reports verified repair {} applied",
-                    outcome.repair_id
-                ),
+                Ok(response) if response.applied => {
+                    tracing::info!(
+                        "the editor reports verified repair {} applied",
+                        outcome.repair_id
+                    );
+                    ApplyEnd::Sent
+                }
                 Ok(response) => {
-                    let _ = tx.send(not_sent());
                     let reason = response.failure_reason.unwrap_or_default();
                     shared
                         .client
@@ -417,6 +419,7 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
                             ),
                         )
                         .await;
+                    ApplyEnd::Declined
                 }
                 Err(e) => {
                     shared
@@ -426,13 +429,13 @@ pub async fn apply(shared: Arc<Shared>, request: ApplyRequest, tx: UnboundedSend
                             format!("Sending verified repair {} failed: {e}", outcome.repair_id),
                         )
                         .await;
+                    ApplyEnd::Sent
                 }
             }
-            let _ = tx.send(Msg::ViewMayHaveChanged);
         }
         Err(refusal) => {
-            let _ = tx.send(not_sent());
             report_refusal(&shared, &outcome, refusal).await;
+            ApplyEnd::Refused
         }
     }
 }
@@ -497,7 +500,7 @@ pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_vie
     let shown_path = shared
         .paths
         .rel_of_path(&file)
-        .unwrap_or_else(|| file.display().to_string());
+        .map_or_else(|| file.display().to_string(), String::from);
     shared
         .client
         .show_message(

@@ -12,6 +12,7 @@ local status = require("trellis.status")
 
 local M = {}
 
+-- trellis/branchFile and the trellis.repair.* commands: docs/lsp-extensions.md.
 local BRANCH_FILE = "trellis/branchFile"
 
 local function target(opts)

@@ -11,6 +11,8 @@ local state = require("trellis.state")
 
 local M = {}
 
+-- The method, its states and the capability below are Trellis extensions,
+-- documented in docs/lsp-extensions.md.
 M.METHOD = "trellis/searchStatus"
 
 -- Statuses that end a search (`applied` comes later, after an Apply).
