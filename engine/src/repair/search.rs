@@ -242,13 +242,24 @@ impl<'a> Search<'a> {
             } else {
                 None
             };
-            let Some(plan) = Plan::first_actionable(
+            let worth = |cluster: &crate::cluster::Cluster| !exhausted.contains(&cluster.id);
+            // The deterministic route first (system 20); a configured model
+            // works a cluster the compiler offers nothing for.
+            let plan = Plan::first_actionable(
                 &self.accepted.measurement,
                 target,
-                |cluster| !exhausted.contains(&cluster.id),
+                worth,
                 ctx.config,
                 &proposer,
-            ) else {
+            )
+            .or_else(|| {
+                (!ctx.config.models.is_empty())
+                    .then(|| {
+                        Plan::for_model(&self.accepted.measurement, target, worth, ctx.config)
+                    })
+                    .flatten()
+            });
+            let Some(plan) = plan else {
                 let detail = if exhausted.is_empty() {
                     "no cluster has a tool suggestion to try".to_owned()
                 } else {
