@@ -67,6 +67,8 @@ pub(super) struct Step<'s, 'a> {
     plan: &'s Plan,
     run: ForestRun<'a>,
     report: StepReport,
+    /// How many of the forest's branches the deterministic route may open.
+    deterministic_branches: usize,
     /// The targeted cluster's energy at the accepted state.
     targeted_before: f64,
     frontier: Frontier,
@@ -92,13 +94,17 @@ impl<'s, 'a> Step<'s, 'a> {
             branches: Vec::new(),
             decision: None,
         };
-        // The model route's branch comes on top of the deterministic ones.
+        // The model route's branch comes on top of the deterministic ones,
+        // within the forest's three; a forest of three leaves the
+        // deterministic route two.
         let model_room = usize::from(!search.ctx.config.models.is_empty());
+        let forest_branches = (search.max_branches + model_room).min(3);
+        let deterministic_branches = (forest_branches - model_room).max(1);
         let run = ForestRun::open(
             search.ctx,
             search.session,
             search.accepted.snapshot.root,
-            search.max_branches + model_room,
+            forest_branches,
         )?;
         let targeted_before = packet_energy(&search.accepted.measurement, &packet.cluster_id);
         Ok(Step {
@@ -109,6 +115,7 @@ impl<'s, 'a> Step<'s, 'a> {
             search,
             plan,
             run,
+            deterministic_branches,
             targeted_before,
             frontier: Frontier::new(),
             rank: 0,
@@ -121,7 +128,7 @@ impl<'s, 'a> Step<'s, 'a> {
 
     /// Runs quanta until expansion stops, then selects and commits.
     pub(super) async fn run(mut self) -> Result<(StepEnd, StepReport), EngineError> {
-        let max_branches = self.search.max_branches;
+        let max_branches = self.deterministic_branches;
         let plan = self.plan;
         if plan.candidates.is_empty() {
             // Nothing deterministic to try: only the model route works it.
@@ -351,7 +358,7 @@ impl<'s, 'a> Step<'s, 'a> {
     /// select (or stop).
     async fn quantum(&mut self, quantum: Quantum) -> Result<Option<Quantum>, EngineError> {
         let ctx = self.search.ctx;
-        let max_branches = self.search.max_branches;
+        let max_branches = self.deterministic_branches;
         let accepted = &self.search.accepted;
         // The seed the quantum starts from: its content, its measurement and
         // the plan its evidence offers.
@@ -621,7 +628,7 @@ impl<'s, 'a> Step<'s, 'a> {
         loop {
             let state = ExpansionState {
                 branches_opened: forest.branches.len(),
-                max_branches: self.search.max_branches,
+                max_branches: self.deterministic_branches,
                 budget_remains,
                 rho: self.search.ctx.config.gate.rho,
                 current: BranchProgress {
