@@ -11,6 +11,7 @@ mod openai_server;
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::workspace::Workspace;
+use trellis_engine::ledger::{DecodedRow, Ledger, SearchEvent};
 
 /// A `[[models]]` table per server, in failover order.
 fn models(servers: &[&OpenAiServer], timeout_secs: u64) -> String {
@@ -60,6 +61,30 @@ fn branches(doc: &Value) -> Vec<Value> {
 
 const ORIGINAL: &str = include_str!("../../tests/fixtures/wrong-operator/src/lib.rs");
 
+/// Every search event named `name` in the workspace's ledger, in order.
+fn ledger_events(ws: &Workspace, name: &str) -> Vec<SearchEvent> {
+    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
+    ledger
+        .rows()
+        .unwrap()
+        .into_iter()
+        .filter_map(|row| match row.event {
+            DecodedRow::Search { event, .. } if event.name() == name => Some(event),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A repair that must end with nothing written: exit 1, the tree unchanged.
+fn refused(ws: &Workspace) -> Value {
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "nothing is promoted: {doc:#}");
+    assert_eq!(ws.tree(), before, "nothing is written");
+    assert_eq!(ws.read("src/lib.rs"), ORIGINAL);
+    doc
+}
+
 #[test]
 fn a_failing_test_is_fixed_by_the_model_and_promoted() {
     let server = OpenAiServer::start(vec![
@@ -80,4 +105,112 @@ fn a_failing_test_is_fixed_by_the_model_and_promoted() {
     assert_eq!(model["proposer"], "model:m0", "{model:#}");
     assert_eq!(model["hard_pass"], true, "{model:#}");
     assert_eq!(server.received().len(), 4);
+}
+
+#[test]
+fn a_model_fix_that_compiles_but_still_fails_a_test_writes_nothing() {
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a * b" }),
+        ),
+        finish(),
+    ]);
+    let ws = workspace(&models(&[&server], 60));
+    let doc = refused(&ws);
+    let model = branches(&doc)
+        .into_iter()
+        .find(|b| b["strategy"] == "model_actor")
+        .expect("a model branch ran");
+    assert_eq!(model["hard_pass"], false, "{model:#}");
+}
+
+#[test]
+fn path_escapes_and_git_writes_are_refused_and_nothing_outside_the_branch_is_written() {
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call(
+            "write_file",
+            json!({ "path": "../escaped.rs", "content": "pub fn pwned() {}" }),
+        ),
+        Answer::tool_call(
+            "write_file",
+            json!({ "path": ".git/config", "content": "[core]" }),
+        ),
+        Answer::tool_call(
+            "write_file",
+            json!({ "path": "/tmp/trellis-model-escape.rs", "content": "x" }),
+        ),
+        finish(),
+    ]);
+    let ws = workspace(&models(&[&server], 60));
+    let outside = ws.path().parent().unwrap().to_path_buf();
+    let listing = |dir: &std::path::Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let around = listing(&outside);
+    refused(&ws);
+    assert_eq!(listing(&outside), around, "nothing appeared beside the workspace");
+    assert!(!std::path::Path::new("/tmp/trellis-model-escape.rs").exists());
+    // Each refusal reached the model as a tool error, and is ledgered.
+    let requests = server.received();
+    assert_eq!(requests.len(), 4);
+    let last = String::from_utf8_lossy(&requests[3].body).into_owned();
+    assert_eq!(last.matches("write_file error").count(), 3, "{last}");
+    let turns = ledger_events(&ws, "model_turn_recorded");
+    assert_eq!(turns.len(), 4);
+}
+
+#[test]
+fn malformed_arguments_an_unknown_tool_and_a_non_json_body_fail_closed_and_the_run_goes_on() {
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call("replace", json!({ "path": "src/lib.rs", "old": 3 })),
+        Answer::tool_call("rm_rf", json!({ "path": "." })),
+        Answer::Status(200, b"this is not json".to_vec()),
+        fix(),
+        finish(),
+    ]);
+    let ws = workspace(&models(&[&server], 60));
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "the later fix is promoted: {doc:#}");
+    assert!(ws.read("src/lib.rs").contains("a + b"));
+    let observed = ledger_events(&ws, "model_turn_observed");
+    assert_eq!(observed.len(), 5, "every raw attempt is ledgered");
+    let raw = observed[2].to_string() + &format!("{:?}", observed[2]);
+    assert!(raw.contains("this is not json"), "the raw body is kept: {raw}");
+}
+
+#[test]
+fn a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after() {
+    let server = OpenAiServer::start(vec![Answer::Hang, Answer::Hang, Answer::Hang]);
+    let ws = workspace(&models(&[&server], 2));
+    let started = std::time::Instant::now();
+    refused(&ws);
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < std::time::Duration::from_secs(30),
+        "a hung server must not hold the repair: {elapsed:?}"
+    );
+    assert!(server.received().len() <= 2, "the endpoint is retried at most once");
+    assert_eq!(ledger_events(&ws, "model_route_unavailable").len(), 1);
+    assert!(ledger_events(&ws, "no_good_recorded").is_empty(), "environmental, never a no-good");
+}
+
+#[test]
+fn a_500_on_the_first_endpoint_moves_to_the_second_which_fixes_it() {
+    let failing = OpenAiServer::start(vec![
+        Answer::Status(500, b"{\"error\":\"boom\"}".to_vec()),
+        Answer::Status(500, b"{\"error\":\"boom\"}".to_vec()),
+    ]);
+    let second = OpenAiServer::start(vec![read_lib(), fix(), finish()]);
+    let ws = workspace(&models(&[&failing, &second], 60));
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert!(ws.read("src/lib.rs").contains("a + b"));
+    assert!(!failing.received().is_empty());
+    assert_eq!(second.received().len(), 3);
 }
