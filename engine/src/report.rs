@@ -138,6 +138,10 @@ pub struct RepairOutcome {
     pub changes: Vec<FileChange>,
     /// One line for a person: "imported `HashMap`, made `count` mutable".
     pub summary: String,
+    /// No `[[models]]` is configured and the search stopped on a cluster
+    /// the compiler offers nothing for: configuring a model would let one try.
+    #[serde(default)]
+    pub model_would_help: bool,
 }
 
 /// What a promotion wrote.

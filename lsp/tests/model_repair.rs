@@ -214,3 +214,69 @@ fn a_500_on_the_first_endpoint_moves_to_the_second_which_fixes_it() {
     assert!(!failing.received().is_empty());
     assert_eq!(second.received().len(), 3);
 }
+
+#[test]
+fn replay_and_explain_session_reproduce_the_exact_requests_the_server_received() {
+    let server = OpenAiServer::start(vec![read_lib(), fix(), finish()]);
+    let ws = workspace(&models(&[&server], 60));
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let received: Vec<String> = server
+        .received()
+        .iter()
+        .map(|r| String::from_utf8(r.body.clone()).unwrap())
+        .collect();
+    assert_eq!(received.len(), 3);
+
+    // What the ledger kept is byte for byte what the server got.
+    let sent: Vec<String> = ledger_events(&ws, "model_turn_observed")
+        .into_iter()
+        .map(|e| match e {
+            SearchEvent::ModelTurnObserved { attempt, .. } => {
+                attempt["request_body"].as_str().unwrap().to_owned()
+            }
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(sent, received);
+
+    // Replay rebuilds each request without a model.
+    let replay = support::ledger_replay(ws.path());
+    let calls = replay["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3);
+    for (call, body) in calls.iter().zip(&received) {
+        assert_eq!(call["reproduced"], true);
+        assert_eq!(call["request"], serde_json::from_str::<Value>(body).unwrap());
+    }
+
+    // explain-session: the latest session, in the JSON shape.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(["prompts", "explain-session", "--format", "json", "--path"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let explained: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(explained["session"].as_str().is_some_and(|s| !s.is_empty()));
+    let calls = explained["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3);
+    for (call, body) in calls.iter().zip(&received) {
+        assert!(call["seq"].as_u64().is_some());
+        assert_eq!(call["route"]["endpoint"], "m0");
+        assert!(call["program_digest"].as_str().is_some_and(|d| !d.is_empty()));
+        let request = &call["request"];
+        assert_eq!(request, &serde_json::from_str::<Value>(body).unwrap());
+        assert_eq!(request["model"], "qwen2.5-coder:7b");
+        assert!(request["messages"].is_array() && request["tools"].is_array());
+    }
+}
+
+#[test]
+fn without_a_model_a_failing_test_ends_as_before_and_says_a_model_could_try() {
+    let ws = workspace("");
+    let doc = refused(&ws);
+    assert_eq!(doc["model_would_help"], true, "{doc:#}");
+    let out = ws.trellis(&["repair"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("[[models]]"), "{text}");
+}

@@ -73,4 +73,7 @@ pub(crate) struct SearchResult {
     pub steps: Vec<StepReport>,
     pub last: Accepted,
     pub labels: Vec<String>,
+    /// No model is configured, and one could have worked a cluster the
+    /// compiler offers nothing for.
+    pub model_would_help: bool,
 }

@@ -229,6 +229,7 @@ impl<'a> Search<'a> {
         // Clusters whose forest found nothing eligible at the current accepted
         // state; cleared when a step is accepted.
         let mut exhausted: BTreeSet<String> = BTreeSet::new();
+        let mut model_would_help = false;
 
         let status = loop {
             if ctx.cancel.is_cancelled() {
@@ -260,6 +261,9 @@ impl<'a> Search<'a> {
                     .flatten()
             });
             let Some(plan) = plan else {
+                model_would_help = ctx.config.models.is_empty()
+                    && Plan::for_model(&self.accepted.measurement, target, worth, ctx.config)
+                        .is_some();
                 let detail = if exhausted.is_empty() {
                     "no cluster has a tool suggestion to try".to_owned()
                 } else {
@@ -343,6 +347,7 @@ impl<'a> Search<'a> {
             steps,
             last: self.accepted,
             labels,
+            model_would_help,
         })
     }
 
