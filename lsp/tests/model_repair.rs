@@ -143,26 +143,25 @@ fn path_escapes_and_git_writes_are_refused_and_nothing_outside_the_branch_is_wri
         finish(),
     ]);
     let ws = workspace(&models(&[&server], 60));
-    let outside = ws.path().parent().unwrap().to_path_buf();
-    let listing = |dir: &std::path::Path| {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        names.sort();
-        names
-    };
-    let around = listing(&outside);
     refused(&ws);
-    assert_eq!(listing(&outside), around, "nothing appeared beside the workspace");
+    // The branch lives in the private cache: nothing escaped beside it, nor
+    // beside the workspace, nor to the absolute path.
+    let escaped: Vec<_> = walk(ws.cache())
+        .into_iter()
+        .chain(walk(ws.path().parent().unwrap()).into_iter().filter(|p| p.parent() == ws.path().parent()))
+        .filter(|p| p.file_name().is_some_and(|n| n == "escaped.rs"))
+        .collect();
+    assert!(escaped.is_empty(), "{escaped:?}");
     assert!(!std::path::Path::new("/tmp/trellis-model-escape.rs").exists());
+    assert!(!ws.path().join(".git/config").exists());
     // Each refusal reached the model as a tool error, and is ledgered.
+    // (The second cluster's model branch then finds the script used up.)
     let requests = server.received();
-    assert_eq!(requests.len(), 4);
+    assert!(requests.len() >= 4);
     let last = String::from_utf8_lossy(&requests[3].body).into_owned();
     assert_eq!(last.matches("write_file error").count(), 3, "{last}");
     let turns = ledger_events(&ws, "model_turn_recorded");
-    assert_eq!(turns.len(), 4);
+    assert!(turns.len() >= 4, "{}", turns.len());
 }
 
 #[test]
@@ -195,7 +194,13 @@ fn a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after() 
         elapsed < std::time::Duration::from_secs(30),
         "a hung server must not hold the repair: {elapsed:?}"
     );
-    assert!(server.received().len() <= 2, "the endpoint is retried at most once");
+    let observed = ledger_events(&ws, "model_turn_observed");
+    assert!(
+        server.received().len() <= 2 && observed.len() <= 2,
+        "the endpoint is retried at most once: {} received, {} ledgered",
+        server.received().len(),
+        observed.len()
+    );
     assert_eq!(ledger_events(&ws, "model_route_unavailable").len(), 1);
     assert!(ledger_events(&ws, "no_good_recorded").is_empty(), "environmental, never a no-good");
 }
@@ -279,4 +284,60 @@ fn without_a_model_a_failing_test_ends_as_before_and_says_a_model_could_try() {
     let out = ws.trellis(&["repair"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("[[models]]"), "{text}");
+}
+
+/// A model that makes the tests agree with the bug instead of fixing it.
+fn weaken_the_tests() -> Vec<Answer> {
+    vec![
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "assert_eq!(add(2, 3), 5)", "new": "assert_eq!(add(2, 3), -1)" }),
+        ),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "tests/adds.rs", "old": "add(1, 1), 2)", "new": "add(1, 1), 0)" }),
+        ),
+        Answer::tool_call("finish", json!({ "summary": "the tests now pass" })),
+    ]
+}
+
+#[test]
+fn a_test_weakened_by_the_model_is_refused_under_backward_compatible() {
+    let server = OpenAiServer::start(weaken_the_tests());
+    let config = models(&[&server], 60) + "[verification]\ntest_policy = \"backward-compatible\"\n";
+    let ws = workspace(&config);
+    let doc = refused(&ws);
+    let model = branches(&doc)
+        .into_iter()
+        .find(|b| b["strategy"] == "model_actor")
+        .expect("a model branch ran");
+    let reason = model["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("backward-compatible") && reason.contains("one_and_one_make_two"),
+        "{model:#}"
+    );
+
+    // The same model under the default `evolving` policy has its way: the
+    // refusal above is the policy's doing.
+    let server = OpenAiServer::start(weaken_the_tests());
+    let ws = workspace(&models(&[&server], 60));
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "{doc:#}");
+}
+
+/// Every file under `dir` (not following links; unreadable entries skipped).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && dir != std::path::Path::new("/tmp") => out.extend(walk(&path)),
+            Ok(_) => out.push(path),
+            Err(_) => {}
+        }
+    }
+    out
 }

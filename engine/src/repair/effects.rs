@@ -717,6 +717,96 @@ fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport
 }
 
 impl ForestRun<'_> {
+    /// `test_policy = "backward-compatible"`: the test files under `tests/`
+    /// as they were at `seed` run against the candidate in `slot`. The
+    /// candidate's changed test files are set aside, the originals put in
+    /// their place for one reserved run of the test stage, then the
+    /// candidate's versions restored, so the measured candidate is exactly
+    /// what the model left. `Ok(None)` when no test file changed (its own
+    /// measurement runs them as they were); `Some(failures)` otherwise,
+    /// empty when the original tests hold.
+    pub(super) async fn original_tests(
+        &mut self,
+        seed: &Snapshot,
+        source: &DirSource,
+        slot: &Path,
+    ) -> Result<Option<Vec<String>>, EngineError> {
+        let changed: Vec<(&str, &snapshot::Entry, Option<Vec<u8>>)> = seed
+            .entries
+            .iter()
+            .filter(|(path, _)| path.starts_with("tests/"))
+            .filter_map(|(path, entry)| {
+                let now = snapshot::fsutil::confine(slot, path)
+                    .ok()
+                    .and_then(|full| std::fs::read(full).ok());
+                let same = now
+                    .as_ref()
+                    .is_some_and(|bytes| crate::digest::blob_digest(bytes) == entry.blob);
+                (!same).then_some((path.as_str(), entry, now))
+            })
+            .collect();
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let Some(test) = self.ctx.sensors.iter().find(|s| s.stage() == "test") else {
+            return Ok(Some(vec!["no `test` stage is configured".into()]));
+        };
+        let put = |path: &str, bytes: Option<&[u8]>| -> Result<(), EngineError> {
+            match bytes {
+                Some(bytes) => snapshot::fsutil::write_atomic(slot, path, bytes)
+                    .map_err(|e| EngineError::Invariant(format!("{path}: {e}"))),
+                None => {
+                    let full = snapshot::fsutil::confine(slot, path)
+                        .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
+                    let _ = std::fs::remove_file(full);
+                    Ok(())
+                }
+            }
+        };
+        for (path, entry, _) in &changed {
+            let original = snapshot::ContentSource::read(source, path, entry)
+                .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
+            put(path, Some(&original))?;
+        }
+        let ran = match self.reserve(ActionKind::VerifierRun)? {
+            None => None,
+            Some(reservation) => {
+                let ctx = self.ctx;
+                let report = test
+                    .run(SensorRun {
+                        dir: slot,
+                        target_dir: &ctx.slots.branch_target(),
+                        deadline: Duration::from_secs(ctx.config.stages.test_timeout_secs),
+                        cancel: ctx.cancel.clone(),
+                    })
+                    .await;
+                self.settle(reservation, ActionKind::VerifierRun)?;
+                Some(report)
+            }
+        };
+        for (path, _, candidate) in &changed {
+            put(path, candidate.as_deref())?;
+        }
+        Ok(Some(match ran {
+            None => vec!["the search budget has no verifier run left for the original tests".into()],
+            Some(report) => {
+                let mut failures: Vec<String> =
+                    report.failures.iter().map(|f| f.name.clone()).collect();
+                if let crate::sensor::StageStatus::Unavailable { reason } = &report.status {
+                    failures.push(format!("the test stage could not run: {reason}"));
+                } else if failures.is_empty()
+                    && report
+                        .diagnostics
+                        .iter()
+                        .any(|d| d.level == crate::diagnostic::Level::Error)
+                {
+                    failures.push("the original tests do not build against the candidate".into());
+                }
+                failures
+            }
+        }))
+    }
+
     /// Runs the model actor in `slot` (branch `branch_id`): every turn is
     /// reserved and settled against this forest, every verifier run the
     /// model asks for too, and every call is ledgered before its reply is

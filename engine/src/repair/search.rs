@@ -43,6 +43,9 @@ pub(super) struct Search<'a> {
     /// is a duplicate, never re-measured.
     pub(super) measured_roots: BTreeSet<Digest>,
     pub(super) max_branches: usize,
+    /// The model route's failover chain, built at its first use: one per
+    /// repair, so an endpoint retired in one step stays retired.
+    pub(super) model_chain: Option<crate::actor::FailoverChain>,
 }
 
 /// Runs the search from `start` (already measured).
@@ -98,6 +101,7 @@ impl<'a> Search<'a> {
             accepted,
             measured_roots,
             max_branches,
+            model_chain: None,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::gate::GateDecision;
 use crate::measure::Measurement;
 use crate::propose::SuggestionProposer;
 use crate::records;
-use crate::actor::StopReason;
+use crate::actor::{StopReason, TestPolicy};
 use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec, Expansion,
     ExpansionState, ForestError, Frontier, FrontierEntry, Seed, Strategy, next_expansion,
@@ -174,6 +174,12 @@ impl<'s, 'a> Step<'s, 'a> {
             && !ctx.cancel.is_cancelled()
             && !self.run.forest().is_closed()
             && !self.eligible.iter().any(|e| e.m.hard_pass())
+            // A route retired earlier in this repair stays unavailable.
+            && !self
+                .search
+                .model_chain
+                .as_ref()
+                .is_some_and(|chain| chain.exhausted())
     }
 
     /// One model branch: forked from the accepted state, worked by the model
@@ -253,14 +259,21 @@ impl<'s, 'a> Step<'s, 'a> {
     ) -> Result<QuantumEnd, EngineError> {
         let ctx = self.search.ctx;
         let route = &quantum.attempt.route;
-        let mut chain = match model::chain(&ctx.config.models) {
-            Ok(chain) => chain,
-            Err(reason) => {
-                self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
-                return Ok(QuantumEnd::Ineligible);
+        if self.search.model_chain.is_none() {
+            match model::chain(&ctx.config.models) {
+                Ok(chain) => self.search.model_chain = Some(chain),
+                Err(reason) => {
+                    self.run.abandon(branch_id, &reason)?;
+                    report.outcome = BranchOutcome::Ineligible { reason };
+                    return Ok(QuantumEnd::Ineligible);
+                }
             }
-        };
+        }
+        let chain = self
+            .search
+            .model_chain
+            .as_mut()
+            .expect("the chain was just built");
         let workspace = ctx
             .root
             .file_name()
@@ -268,7 +281,7 @@ impl<'s, 'a> Step<'s, 'a> {
         let inputs = model::inputs(self.run.id(), &workspace, &self.plan.packet, None);
         let outcome = self
             .run
-            .run_model(branch_id, slot, &mut chain, &inputs, &model::LIMITS)
+            .run_model(branch_id, slot, chain, &inputs, &model::LIMITS)
             .await?;
         let summary = match outcome.stop {
             StopReason::Finished { summary } => summary,
@@ -325,6 +338,23 @@ impl<'s, 'a> Step<'s, 'a> {
             Strategy::ModelActor,
             proposal,
         );
+        if ctx.config.verification.test_policy == TestPolicy::BackwardCompatible {
+            let source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
+            if let Some(failures) = self
+                .run
+                .original_tests(&accepted.snapshot, &source, slot)
+                .await?
+                && !failures.is_empty()
+            {
+                let reason = format!(
+                    "backward-compatible: the tests as they were fail against the candidate \
+                     ({}); a changed test does not make a fix",
+                    failures.join(", ")
+                );
+                self.run.reject(report, reason)?;
+                return Ok(QuantumEnd::Ineligible);
+            }
+        }
         let mut track = Track {
             attempt: quantum.attempt.clone(),
             energies: Vec::new(),
