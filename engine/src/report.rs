@@ -144,6 +144,27 @@ pub struct RepairOutcome {
     pub model_would_help: bool,
 }
 
+impl RepairOutcome {
+    /// Which routes produced the accepted steps, for a person: "a compiler
+    /// suggestion", "model `local`", or both in step order.
+    pub fn routes(&self) -> String {
+        let mut routes: Vec<String> = Vec::new();
+        for branch in self.steps.iter().flat_map(|s| &s.branches) {
+            if branch.outcome != BranchOutcome::Selected {
+                continue;
+            }
+            let route = match branch.proposer.strip_prefix("model:") {
+                Some(model) => format!("model `{model}`"),
+                None => "a compiler suggestion".to_owned(),
+            };
+            if !routes.contains(&route) {
+                routes.push(route);
+            }
+        }
+        routes.join(" and ")
+    }
+}
+
 /// What a promotion wrote.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Promotion {

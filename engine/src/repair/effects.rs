@@ -608,6 +608,7 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
                 meter.error.get_or_insert(e);
             }
         }
+        meter.run.ctx.progress.report(&turn_progress(record), None);
         let event = SearchEvent::ModelTurnRecorded {
             forest_id: meter.run.id().to_owned(),
             branch_id: meter.branch_id.clone(),
@@ -616,6 +617,34 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
         };
         meter.append(event);
     }
+}
+
+/// A model turn as work-done progress: "turn 2: replace src/lib.rs".
+fn turn_progress(record: &TurnRecord) -> String {
+    let calls: Vec<String> = record
+        .tools
+        .iter()
+        .map(|t| {
+            let path = serde_json::from_str::<serde_json::Value>(&t.call.arguments)
+                .ok()
+                .and_then(|args| args["path"].as_str().map(str::to_owned));
+            match path {
+                Some(path) => format!("{} {path}", t.call.name),
+                None => t.call.name.clone(),
+            }
+        })
+        .collect();
+    let what = if calls.is_empty() {
+        match &record.reply {
+            crate::actor::TurnReply::Parsed { .. } => "no tool call".to_owned(),
+            crate::actor::TurnReply::Malformed { .. } => "an unreadable reply".to_owned(),
+            crate::actor::TurnReply::Refused => "the endpoint refused".to_owned(),
+            crate::actor::TurnReply::None => "no endpoint answered".to_owned(),
+        }
+    } else {
+        calls.join(", ")
+    };
+    format!("turn {}: {what}", record.turn)
 }
 
 impl BranchVerifier for MeterVerifier<'_, '_, '_> {
