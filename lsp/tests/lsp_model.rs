@@ -3,9 +3,9 @@
 //! progress, the Preview names the model that produced the fix, and
 //! cancelling the repair aborts a request the model never answers.
 
-mod support;
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -81,8 +81,15 @@ fn model_turns_show_as_progress_and_the_preview_names_the_model() {
         .filter(|n| n["method"] == "$/progress")
         .filter_map(|n| n["params"]["value"]["message"].as_str().map(str::to_owned))
         .collect();
-    for turn in ["turn 1: read_file src/lib.rs", "turn 2: replace src/lib.rs", "turn 3: finish"] {
-        assert!(messages.iter().any(|m| m.contains(turn)), "{turn}: {messages:#?}");
+    for turn in [
+        "turn 1: read_file src/lib.rs",
+        "turn 2: replace src/lib.rs",
+        "turn 3: finish",
+    ] {
+        assert!(
+            messages.iter().any(|m| m.contains(turn)),
+            "{turn}: {messages:#?}"
+        );
     }
 
     let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
@@ -117,7 +124,10 @@ fn cancelling_a_repair_aborts_the_request_the_model_never_answers() {
     );
     let waiting = Instant::now();
     while server.received().is_empty() {
-        assert!(waiting.elapsed() < REPAIR_TIMEOUT, "the model was never called");
+        assert!(
+            waiting.elapsed() < REPAIR_TIMEOUT,
+            "the model was never called"
+        );
         client.pump(Duration::from_millis(200));
     }
     let cancelled = Instant::now();
@@ -132,6 +142,10 @@ fn cancelling_a_repair_aborts_the_request_the_model_never_answers() {
         "the hanging request (timeout 120 s) was aborted, not waited out: {:?}",
         cancelled.elapsed()
     );
-    assert_eq!(server.received().len(), 1, "nothing was retried after the cancel");
+    assert_eq!(
+        server.received().len(),
+        1,
+        "nothing was retried after the cancel"
+    );
     client.shutdown();
 }

@@ -4,9 +4,9 @@
 //! a hang, a non-JSON body, bad tool calls, escaping paths) are injected
 //! by the script; every test checks what reached the user's files.
 
-mod support;
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
+mod support;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
@@ -148,7 +148,11 @@ fn path_escapes_and_git_writes_are_refused_and_nothing_outside_the_branch_is_wri
     // beside the workspace, nor to the absolute path.
     let escaped: Vec<_> = walk(ws.cache())
         .into_iter()
-        .chain(walk(ws.path().parent().unwrap()).into_iter().filter(|p| p.parent() == ws.path().parent()))
+        .chain(
+            walk(ws.path().parent().unwrap())
+                .into_iter()
+                .filter(|p| p.parent() == ws.path().parent()),
+        )
         .filter(|p| p.file_name().is_some_and(|n| n == "escaped.rs"))
         .collect();
     assert!(escaped.is_empty(), "{escaped:?}");
@@ -180,7 +184,10 @@ fn malformed_arguments_an_unknown_tool_and_a_non_json_body_fail_closed_and_the_r
     let observed = ledger_events(&ws, "model_turn_observed");
     assert_eq!(observed.len(), 5, "every raw attempt is ledgered");
     let raw = observed[2].to_string() + &format!("{:?}", observed[2]);
-    assert!(raw.contains("this is not json"), "the raw body is kept: {raw}");
+    assert!(
+        raw.contains("this is not json"),
+        "the raw body is kept: {raw}"
+    );
 }
 
 #[test]
@@ -202,7 +209,10 @@ fn a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after() 
         observed.len()
     );
     assert_eq!(ledger_events(&ws, "model_route_unavailable").len(), 1);
-    assert!(ledger_events(&ws, "no_good_recorded").is_empty(), "environmental, never a no-good");
+    assert!(
+        ledger_events(&ws, "no_good_recorded").is_empty(),
+        "environmental, never a no-good"
+    );
 }
 
 #[test]
@@ -251,7 +261,10 @@ fn replay_and_explain_session_reproduce_the_exact_requests_the_server_received()
     assert_eq!(calls.len(), 3);
     for (call, body) in calls.iter().zip(&received) {
         assert_eq!(call["reproduced"], true);
-        assert_eq!(call["request"], serde_json::from_str::<Value>(body).unwrap());
+        assert_eq!(
+            call["request"],
+            serde_json::from_str::<Value>(body).unwrap()
+        );
     }
 
     // explain-session: the latest session, in the JSON shape.
@@ -260,7 +273,11 @@ fn replay_and_explain_session_reproduce_the_exact_requests_the_server_received()
         .arg(ws.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let explained: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(explained["session"].as_str().is_some_and(|s| !s.is_empty()));
     let calls = explained["calls"].as_array().unwrap();
@@ -268,7 +285,11 @@ fn replay_and_explain_session_reproduce_the_exact_requests_the_server_received()
     for (call, body) in calls.iter().zip(&received) {
         assert!(call["seq"].as_u64().is_some());
         assert_eq!(call["route"]["endpoint"], "m0");
-        assert!(call["program_digest"].as_str().is_some_and(|d| !d.is_empty()));
+        assert!(
+            call["program_digest"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty())
+        );
         let request = &call["request"];
         assert_eq!(request, &serde_json::from_str::<Value>(body).unwrap());
         assert_eq!(request["model"], "qwen2.5-coder:7b");
@@ -282,7 +303,8 @@ fn without_a_model_a_failing_test_ends_as_before_and_says_a_model_could_try() {
     let doc = refused(&ws);
     assert_eq!(doc["model_would_help"], true, "{doc:#}");
     let out = ws.trellis(&["repair"]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("[[models]]"), "{text}");
 }
 

@@ -41,8 +41,8 @@ pub use failover::{
     Attempt, Call, CallOutcome, ChainEndpoint, FAILURES_TO_RETIRE, FailoverChain, FailoverState,
     ObservedBody,
 };
-pub use replay::{ModelCall, model_calls};
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
+pub use replay::{ModelCall, model_calls};
 pub use runner::{
     ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
     TurnLimits, TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,

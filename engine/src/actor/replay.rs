@@ -67,12 +67,16 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                 request,
                 ..
             } => {
-                let prepared: PreparedRequest = serde_json::from_value(request.clone())
-                    .map_err(|e| format!("ledger row {}: unreadable model programs: {e}", row.seq))?;
-                if invocation_digest.is_empty()
-                    || prepared.invocation_digest != *invocation_digest
+                let prepared: PreparedRequest =
+                    serde_json::from_value(request.clone()).map_err(|e| {
+                        format!("ledger row {}: unreadable model programs: {e}", row.seq)
+                    })?;
+                if prepared.invocation_digest != *invocation_digest
                     || prepared.turn != *turn
-                    || prepared.programs.iter().any(|p| p.program_digest.is_empty())
+                    || prepared
+                        .programs
+                        .iter()
+                        .any(|p| p.program_digest.is_empty())
                 {
                     return Err(format!(
                         "ledger row {}: model programs without a consistent digest (Gate Z)",
@@ -106,11 +110,12 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                     })?
                     .clone();
                 state.used += 1;
-                let sent = attempt["request_body"]
-                    .as_str()
-                    .ok_or_else(|| format!("ledger row {}: the call's request body is missing", row.seq))?;
-                let rebuilt = replay_request(&prepared, &state.conversation, &[])
-                    .map_err(|e| format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq))?;
+                let sent = attempt["request_body"].as_str().ok_or_else(|| {
+                    format!("ledger row {}: the call's request body is missing", row.seq)
+                })?;
+                let rebuilt = replay_request(&prepared, &state.conversation, &[]).map_err(|e| {
+                    format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq)
+                })?;
                 if rebuilt != sent {
                     return Err(format!(
                         "ledger row {}: the rebuilt request differs from the one sent (Gate Z)",
@@ -129,8 +134,8 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                 });
             }
             SearchEvent::ModelTurnRecorded { record, .. } => {
-                let appended: Vec<ChatMessage> =
-                    serde_json::from_value(record["appended"].clone()).map_err(|e| {
+                let appended: Vec<ChatMessage> = serde_json::from_value(record["appended"].clone())
+                    .map_err(|e| {
                         format!("ledger row {}: unreadable conversation delta: {e}", row.seq)
                     })?;
                 let state = branches.entry(key).or_default();
@@ -142,4 +147,81 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
         }
     }
     Ok(calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::digest::Digest;
+    use crate::ledger::SearchEncoding;
+
+    fn row(seq: u64, event: SearchEvent) -> Row {
+        Row {
+            seq,
+            kind: event.name().to_owned(),
+            prev_hash: Digest::ZERO,
+            hash: Digest::ZERO,
+            recorded_at: String::new(),
+            event: DecodedRow::Search {
+                event,
+                encoding: SearchEncoding::EnvelopeV1,
+            },
+        }
+    }
+
+    fn observed(seq: u64, digest: &str) -> Row {
+        row(
+            seq,
+            SearchEvent::ModelTurnObserved {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                turn: 1,
+                invocation_digest: digest.into(),
+                attempt: json!({ "request_body": "{}" }),
+            },
+        )
+    }
+
+    #[test]
+    fn gate_z_a_call_without_ledgered_programs_fails_closed() {
+        let error = model_calls(&[observed(7, "sha256:ab")]).unwrap_err();
+        assert!(
+            error.contains("row 7") && error.contains("Gate Z"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn gate_z_programs_without_a_digest_fail_closed() {
+        let programs = row(
+            3,
+            SearchEvent::ModelProgramsCompiled {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                turn: 1,
+                invocation_digest: String::new(),
+                request: json!({}),
+            },
+        );
+        let error = model_calls(&[programs, observed(4, "")]).unwrap_err();
+        assert!(
+            error.contains("row 3") && error.contains("without a program digest"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rows_without_model_calls_replay_to_none() {
+        let closed = row(
+            1,
+            SearchEvent::SearchClosed {
+                forest_id: "f".into(),
+                branch_id: String::new(),
+                reason: "committed".into(),
+            },
+        );
+        assert_eq!(model_calls(&[closed]).unwrap(), Vec::new());
+    }
 }

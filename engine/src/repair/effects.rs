@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::actor::{
-    ActorContext, ActorOutcome, Attempt, BoxFuture, BranchVerifier, FailoverChain,
-    PreparedRequest, PromptInputs, StopReason, TurnLedger, TurnLimits, TurnRecord, TurnUsage,
-    VerifierReport, run_actor,
+    ActorContext, ActorOutcome, Attempt, BoxFuture, BranchVerifier, FailoverChain, PreparedRequest,
+    PromptInputs, StopReason, TurnLedger, TurnLimits, TurnRecord, TurnUsage, VerifierReport,
+    run_actor,
 };
 use crate::digest::Digest;
 use crate::edit;
@@ -648,7 +648,10 @@ fn turn_progress(record: &TurnRecord) -> String {
 }
 
 impl BranchVerifier for MeterVerifier<'_, '_, '_> {
-    fn run_build<'f>(&'f mut self, branch: &'f Path) -> BoxFuture<'f, Result<VerifierReport, String>> {
+    fn run_build<'f>(
+        &'f mut self,
+        branch: &'f Path,
+    ) -> BoxFuture<'f, Result<VerifierReport, String>> {
         Box::pin(async move { self.stage("build", branch, None).await })
     }
 
@@ -721,7 +724,11 @@ fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport
             .as_ref()
             .map(|s| format!("{}:{}:{}: ", s.path, s.line_start, s.col_start))
             .unwrap_or_default();
-        let code = d.code.as_deref().map(|c| format!("[{c}]")).unwrap_or_default();
+        let code = d
+            .code
+            .as_deref()
+            .map(|c| format!("[{c}]"))
+            .unwrap_or_default();
         let _ = writeln!(output, "{site}{:?}{code}: {}", d.level, d.message);
     }
     let shown = report
@@ -731,9 +738,15 @@ fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport
     for f in shown {
         let _ = writeln!(output, "test {} FAILED:\n{}", f.name, f.output);
     }
-    let passed = report.diagnostics.iter().all(|d| d.level != crate::diagnostic::Level::Error)
+    let passed = report
+        .diagnostics
+        .iter()
+        .all(|d| d.level != crate::diagnostic::Level::Error)
         && report.failures.is_empty()
-        && !matches!(report.status, crate::sensor::StageStatus::Unavailable { .. });
+        && !matches!(
+            report.status,
+            crate::sensor::StageStatus::Unavailable { .. }
+        );
     let _ = write!(
         output,
         "{}: {} ({} tests passed, {} failed)",
@@ -817,7 +830,9 @@ impl ForestRun<'_> {
             put(path, candidate.as_deref())?;
         }
         Ok(Some(match ran {
-            None => vec!["the search budget has no verifier run left for the original tests".into()],
+            None => {
+                vec!["the search budget has no verifier run left for the original tests".into()]
+            }
             Some(report) => {
                 let mut failures: Vec<String> =
                     report.failures.iter().map(|f| f.name.clone()).collect();

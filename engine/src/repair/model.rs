@@ -30,10 +30,7 @@ pub(super) const LIMITS: TurnLimits = TurnLimits {
 /// chain names it (failover may answer from a later one; each turn's
 /// ledger rows name the endpoint that answered).
 pub(super) fn route_name(models: &[ModelEndpoint]) -> String {
-    format!(
-        "model:{}",
-        models.first().map_or("", |m| m.name.as_str())
-    )
+    format!("model:{}", models.first().map_or("", |m| m.name.as_str()))
 }
 
 /// The proposal identity of a model branch: the state it left, under its
@@ -152,7 +149,11 @@ fn render_packet(packet: &CorrectionPacket) -> String {
             .as_ref()
             .map(|s| format!("{}:{}: ", s.path, s.line_start))
             .unwrap_or_default();
-        let code = d.code.as_deref().map(|c| format!("[{c}] ")).unwrap_or_default();
+        let code = d
+            .code
+            .as_deref()
+            .map(|c| format!("[{c}] "))
+            .unwrap_or_default();
         out.push_str(&format!("diagnostic: {site}{code}{}\n", d.message));
     }
     for t in &packet.counterexamples {

@@ -259,9 +259,7 @@ impl<'a> Search<'a> {
             )
             .or_else(|| {
                 (!ctx.config.models.is_empty())
-                    .then(|| {
-                        Plan::for_model(&self.accepted.measurement, target, worth, ctx.config)
-                    })
+                    .then(|| Plan::for_model(&self.accepted.measurement, target, worth, ctx.config))
                     .flatten()
             });
             let Some(plan) = plan else {

@@ -16,13 +16,13 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use crate::actor::{StopReason, TestPolicy};
 use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::gate::GateDecision;
 use crate::measure::Measurement;
 use crate::propose::SuggestionProposer;
 use crate::records;
-use crate::actor::{StopReason, TestPolicy};
 use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec, Expansion,
     ExpansionState, ForestError, Frontier, FrontierEntry, Seed, Strategy, next_expansion,
@@ -236,7 +236,8 @@ impl<'s, 'a> Step<'s, 'a> {
         };
         report.branch_id = branch_id.clone();
         self.run.start(&branch_id)?;
-        ctx.progress.report(&format!("branch {branch_id}: {route}"), None);
+        ctx.progress
+            .report(&format!("branch {branch_id}: {route}"), None);
         let started = Instant::now();
         let end = self
             .model_branch(&quantum, &branch_id, &slot, &mut report)

@@ -11,9 +11,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use trellis_engine::actor::{ModelCall, model_calls};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
-use trellis_engine::actor::{ModelCall, model_calls};
 use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
 
 use super::{EXIT_ERROR, fail};
@@ -146,7 +146,10 @@ fn session_calls(
     let usage = |e: String| PromptsError::Usage(e);
     let dir = root.join(".trellis");
     if !dir.join("ledger.db").exists() {
-        let which = session.map_or_else(|| "no session".to_owned(), |id| format!("no session `{id}`"));
+        let which = session.map_or_else(
+            || "no session".to_owned(),
+            |id| format!("no session `{id}`"),
+        );
         return Err(usage(format!(
             "{which} in {}: there is no ledger here (run `trellis repair` first)",
             dir.join("ledger.db").display()
@@ -174,7 +177,8 @@ fn session_calls(
     })?;
     let (start, id) = starts[position];
     let end = starts.get(position + 1).map_or(rows.len(), |(i, _)| *i);
-    let calls = model_calls(&rows[start..end]).map_err(|e| usage(format!("{}: {e}", ledger.path().display())))?;
+    let calls = model_calls(&rows[start..end])
+        .map_err(|e| usage(format!("{}: {e}", ledger.path().display())))?;
     Ok((id.to_owned(), calls))
 }
 
@@ -206,7 +210,11 @@ fn explain(
             })
             .collect();
         let doc = serde_json::json!({ "session": session, "calls": calls });
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc).expect("serializable"))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializable")
+        )?;
         return Ok(0);
     }
     writeln!(out, "session {session}: {} model call(s)", calls.len())?;
