@@ -67,6 +67,12 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                 request,
                 ..
             } => {
+                if invocation_digest.is_empty() {
+                    return Err(format!(
+                        "ledger row {}: model programs without a program digest (Gate Z)",
+                        row.seq
+                    ));
+                }
                 let prepared: PreparedRequest =
                     serde_json::from_value(request.clone()).map_err(|e| {
                         format!("ledger row {}: unreadable model programs: {e}", row.seq)
