@@ -324,6 +324,7 @@ impl Engine {
                 steps: Vec::new(),
                 changes: Vec::new(),
                 summary: "nothing to repair: every required stage passes".into(),
+                model_would_help: false,
             });
         }
         let sensors = self.sensors().await?;
@@ -369,6 +370,7 @@ impl Engine {
             steps: result.steps,
             changes,
             summary,
+            model_would_help: result.model_would_help,
         })
     }
 

@@ -63,6 +63,7 @@ mod tests {
             steps: Vec::new(),
             changes: Vec::new(),
             summary: String::new(),
+            model_would_help: false,
         }
     }
 

@@ -138,6 +138,31 @@ pub struct RepairOutcome {
     pub changes: Vec<FileChange>,
     /// One line for a person: "imported `HashMap`, made `count` mutable".
     pub summary: String,
+    /// No `[[models]]` is configured and the search stopped on a cluster
+    /// the compiler offers nothing for: configuring a model would let one try.
+    #[serde(default)]
+    pub model_would_help: bool,
+}
+
+impl RepairOutcome {
+    /// Which routes produced the accepted steps, for a person: "a compiler
+    /// suggestion", "model `local`", or both in step order.
+    pub fn routes(&self) -> String {
+        let mut routes: Vec<String> = Vec::new();
+        for branch in self.steps.iter().flat_map(|s| &s.branches) {
+            if branch.outcome != BranchOutcome::Selected {
+                continue;
+            }
+            let route = match branch.proposer.strip_prefix("model:") {
+                Some(model) => format!("model `{model}`"),
+                None => "a compiler suggestion".to_owned(),
+            };
+            if !routes.contains(&route) {
+                routes.push(route);
+            }
+        }
+        routes.join(" and ")
+    }
 }
 
 /// What a promotion wrote.

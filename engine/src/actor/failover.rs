@@ -150,7 +150,7 @@ impl FailoverChain {
     /// attempt, right before the send.
     pub async fn call(
         &mut self,
-        build: &mut dyn FnMut(usize, &ChainEndpoint) -> Result<String, String>,
+        build: &mut (dyn FnMut(usize, &ChainEndpoint) -> Result<String, String> + Send),
         cancel: &CancellationToken,
     ) -> Call {
         let mut attempts = Vec::new();

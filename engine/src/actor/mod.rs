@@ -24,10 +24,12 @@
 //!   records) and [`BranchVerifier`] (the build and test stages in the slot).
 //! - [`replay_request`]`(prepared, conversation, pinned_bundles)` rebuilds the
 //!   exact body of a ledgered call from its [`PreparedRequest`] and the turns'
-//!   [`TurnRecord::appended`] deltas, without a model (Gate Z).
+//!   [`TurnRecord::appended`] deltas, without a model (Gate Z);
+//!   [`model_calls`] does it for every call ledgered in a set of rows.
 
 mod failover;
 mod http;
+mod replay;
 mod runner;
 mod scripted;
 pub mod tools;
@@ -41,6 +43,7 @@ pub use failover::{
     ObservedBody,
 };
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
+pub use replay::{ModelCall, model_calls};
 pub use runner::{
     ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
     TurnLimits, TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,

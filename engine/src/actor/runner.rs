@@ -98,7 +98,8 @@ pub enum TurnReply {
 /// Everything a request is built from besides the conversation, as the
 /// ledger records it: with the turns' conversation deltas,
 /// [`replay_request`] rebuilds the exact bytes sent without a model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PreparedRequest {
     pub turn: u32,
     pub endpoint: String,

@@ -619,3 +619,6 @@ mod tests {
         assert!(Config::load(dir.path(), None, None).is_ok());
     }
 }
+
+#[cfg(test)]
+mod model_tables;

@@ -514,6 +514,44 @@ pub enum SearchEvent {
         branch_id: String,
         reason: String,
     },
+    /// System 27 step 2: the platform and domain programs of one model call,
+    /// compiled with their digests, and everything else its request is
+    /// built from (Gate Z: replay rebuilds the exact body from this row and
+    /// the earlier turns' conversation deltas, without a model).
+    ModelProgramsCompiled {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        /// The invocation digest pairing the two programs; never empty.
+        invocation_digest: String,
+        /// The actor's `PreparedRequest`, as recorded.
+        request: serde_json::Value,
+    },
+    /// System 27 step 4: one raw attempt at one endpoint, recorded before
+    /// its response is parsed: the exact request bytes (headers, and so the
+    /// API key, excluded), the status and the body as received.
+    ModelTurnObserved {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        invocation_digest: String,
+        attempt: serde_json::Value,
+    },
+    /// System 27 step 7: what one turn did (reply, tool calls and results,
+    /// usage) and the messages it added to the conversation.
+    ModelTurnRecorded {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        record: serde_json::Value,
+    },
+    /// Every endpoint of the chain is retired for this repair: an
+    /// environmental outcome, never a no-good.
+    ModelRouteUnavailable {
+        forest_id: String,
+        branch_id: String,
+        reason: String,
+    },
 }
 
 impl SearchEvent {
@@ -622,6 +660,26 @@ impl SearchEvent {
                 forest_id,
                 branch_id,
                 ..
+            }
+            | ModelProgramsCompiled {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ModelTurnObserved {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ModelTurnRecorded {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ModelRouteUnavailable {
+                forest_id,
+                branch_id,
+                ..
             } => (forest_id, branch_id),
         }
     }
@@ -646,6 +704,10 @@ impl SearchEvent {
             NoGoodRecorded { .. } => "no_good_recorded",
             SearchUsageSnapshot { .. } => "search_usage_snapshot",
             SearchClosed { .. } => "search_closed",
+            ModelProgramsCompiled { .. } => "model_programs_compiled",
+            ModelTurnObserved { .. } => "model_turn_observed",
+            ModelTurnRecorded { .. } => "model_turn_recorded",
+            ModelRouteUnavailable { .. } => "model_route_unavailable",
         }
     }
 }
@@ -707,7 +769,20 @@ impl fmt::Display for SearchEvent {
             BranchIneligible { reason, .. }
             | BranchNotSelected { reason, .. }
             | BranchAbandoned { reason, .. }
-            | SearchClosed { reason, .. } => write!(f, ": {reason}"),
+            | SearchClosed { reason, .. }
+            | ModelRouteUnavailable { reason, .. } => write!(f, ": {reason}"),
+            ModelProgramsCompiled {
+                turn,
+                invocation_digest,
+                ..
+            } => write!(f, ": turn {turn} invocation {invocation_digest}"),
+            ModelTurnObserved { turn, attempt, .. } => write!(
+                f,
+                ": turn {turn} at {} (status {})",
+                attempt["endpoint_name"].as_str().unwrap_or("?"),
+                attempt["status"]
+            ),
+            ModelTurnRecorded { turn, .. } => write!(f, ": turn {turn}"),
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }

@@ -19,6 +19,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::actor::{
+    ActorContext, ActorOutcome, Attempt, BoxFuture, BranchVerifier, FailoverChain, PreparedRequest,
+    PromptInputs, StopReason, TurnLedger, TurnLimits, TurnRecord, TurnUsage, VerifierReport,
+    run_actor,
+};
 use crate::digest::Digest;
 use crate::edit;
 use crate::error::EngineError;
@@ -493,6 +498,411 @@ impl ForestRun<'_> {
             }
             Err(refusal) => self.observe(branch_id, &format!("no no-good recorded: {refusal}")),
         }
+    }
+}
+
+/// The model actor's view of one forest while it works in one branch: its
+/// turns and its verifier runs are reserved and settled here, and each
+/// model call is ledgered (programs, raw attempts, turn records) as the
+/// actor makes it. The runner calls the ledger and the verifier one at a
+/// time, so the lock is never contended; it only lets both hold the forest.
+struct ModelMeter<'r, 'a> {
+    run: &'r mut ForestRun<'a>,
+    branch_id: String,
+    limits: TurnLimits,
+    /// The running turn's reservation, settled when the turn completes.
+    turn: Option<Reservation>,
+    /// The first ledger failure: the repair fails with it after the actor
+    /// stops (a ledger that cannot be written must not be written past).
+    error: Option<EngineError>,
+}
+
+impl ModelMeter<'_, '_> {
+    fn append(&mut self, event: SearchEvent) {
+        if self.error.is_none()
+            && let Err(e) = self.run.append(&event)
+        {
+            self.error = Some(e);
+        }
+    }
+
+    fn turn_kind(&self, tokens: u64, usage: Option<&TurnUsage>) -> ActionKind {
+        match usage {
+            None => ActionKind::ModelTurn {
+                tokens,
+                tool_calls: u64::from(self.limits.tool_calls_per_turn),
+                mutations: u64::from(self.limits.mutations_per_turn),
+                result_bytes: self.limits.result_bytes as u64,
+            },
+            Some(u) => ActionKind::ModelTurn {
+                tokens: u.tokens.total(),
+                tool_calls: u.tool_calls,
+                mutations: u.mutations,
+                result_bytes: u.result_bytes,
+            },
+        }
+    }
+}
+
+struct MeterLedger<'m, 'r, 'a>(&'m tokio::sync::Mutex<ModelMeter<'r, 'a>>);
+struct MeterVerifier<'m, 'r, 'a>(&'m tokio::sync::Mutex<ModelMeter<'r, 'a>>);
+
+/// The turn's token reservation: what its endpoint may answer with.
+const TURN_TOKENS: u64 = 8192;
+
+impl TurnLedger for MeterLedger<'_, '_, '_> {
+    fn reserve_turn(&mut self, turn: u32) -> Result<(), String> {
+        let Ok(mut meter) = self.0.try_lock() else {
+            return Err("the model meter is busy".into());
+        };
+        let kind = meter.turn_kind(TURN_TOKENS, None);
+        match meter.run.reserve(kind) {
+            Ok(Some(reservation)) => {
+                meter.turn = Some(reservation);
+                Ok(())
+            }
+            Ok(None) => Err(format!("the search budget refused model turn {turn}")),
+            Err(e) => {
+                let reason = e.to_string();
+                meter.error.get_or_insert(e);
+                Err(reason)
+            }
+        }
+    }
+
+    fn request_prepared(&mut self, request: &PreparedRequest) {
+        let Ok(mut meter) = self.0.try_lock() else {
+            return;
+        };
+        let event = SearchEvent::ModelProgramsCompiled {
+            forest_id: meter.run.id().to_owned(),
+            branch_id: meter.branch_id.clone(),
+            turn: request.turn,
+            invocation_digest: request.invocation_digest.clone(),
+            request: serde_json::to_value(request).unwrap_or_default(),
+        };
+        meter.append(event);
+    }
+
+    fn observed(&mut self, turn: u32, invocation_digest: &str, attempt: &Attempt) {
+        let Ok(mut meter) = self.0.try_lock() else {
+            return;
+        };
+        let event = SearchEvent::ModelTurnObserved {
+            forest_id: meter.run.id().to_owned(),
+            branch_id: meter.branch_id.clone(),
+            turn,
+            invocation_digest: invocation_digest.to_owned(),
+            attempt: serde_json::to_value(attempt).unwrap_or_default(),
+        };
+        meter.append(event);
+    }
+
+    fn turn_completed(&mut self, record: &TurnRecord) {
+        let Ok(mut meter) = self.0.try_lock() else {
+            return;
+        };
+        if let Some(reservation) = meter.turn.take() {
+            let actual = meter.turn_kind(0, Some(&record.usage));
+            if let Err(e) = meter.run.settle(reservation, actual) {
+                meter.error.get_or_insert(e);
+            }
+        }
+        meter.run.ctx.progress.report(&turn_progress(record), None);
+        let event = SearchEvent::ModelTurnRecorded {
+            forest_id: meter.run.id().to_owned(),
+            branch_id: meter.branch_id.clone(),
+            turn: record.turn,
+            record: serde_json::to_value(record).unwrap_or_default(),
+        };
+        meter.append(event);
+    }
+}
+
+/// A model turn as work-done progress: "turn 2: replace src/lib.rs".
+fn turn_progress(record: &TurnRecord) -> String {
+    let calls: Vec<String> = record
+        .tools
+        .iter()
+        .map(|t| {
+            let path = serde_json::from_str::<serde_json::Value>(&t.call.arguments)
+                .ok()
+                .and_then(|args| args["path"].as_str().map(str::to_owned));
+            match path {
+                Some(path) => format!("{} {path}", t.call.name),
+                None => t.call.name.clone(),
+            }
+        })
+        .collect();
+    let what = if calls.is_empty() {
+        match &record.reply {
+            crate::actor::TurnReply::Parsed { .. } => "no tool call".to_owned(),
+            crate::actor::TurnReply::Malformed { .. } => "an unreadable reply".to_owned(),
+            crate::actor::TurnReply::Refused => "the endpoint refused".to_owned(),
+            crate::actor::TurnReply::None => "no endpoint answered".to_owned(),
+        }
+    } else {
+        calls.join(", ")
+    };
+    format!("turn {}: {what}", record.turn)
+}
+
+impl BranchVerifier for MeterVerifier<'_, '_, '_> {
+    fn run_build<'f>(
+        &'f mut self,
+        branch: &'f Path,
+    ) -> BoxFuture<'f, Result<VerifierReport, String>> {
+        Box::pin(async move { self.stage("build", branch, None).await })
+    }
+
+    fn run_tests<'f>(
+        &'f mut self,
+        branch: &'f Path,
+        filter: Option<&'f str>,
+    ) -> BoxFuture<'f, Result<VerifierReport, String>> {
+        Box::pin(async move { self.stage("test", branch, filter).await })
+    }
+}
+
+impl MeterVerifier<'_, '_, '_> {
+    /// One verifier run of `stage` in the branch, reserved and settled.
+    async fn stage(
+        &mut self,
+        stage: &str,
+        branch: &Path,
+        filter: Option<&str>,
+    ) -> Result<VerifierReport, String> {
+        let mut meter = self.0.lock().await;
+        let ctx = meter.run.ctx;
+        let sensor = ctx
+            .sensors
+            .iter()
+            .find(|s| s.stage() == stage)
+            .ok_or_else(|| format!("no `{stage}` stage is configured"))?;
+        let reservation = match meter.run.reserve(ActionKind::VerifierRun) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Err("the search budget has no verifier run left".into()),
+            Err(e) => {
+                let reason = e.to_string();
+                meter.error.get_or_insert(e);
+                return Err(reason);
+            }
+        };
+        let timeout = if stage == "build" {
+            ctx.config.stages.build_timeout_secs
+        } else {
+            ctx.config.stages.test_timeout_secs
+        };
+        let report = sensor
+            .run(SensorRun {
+                dir: branch,
+                target_dir: &ctx.slots.branch_target(),
+                deadline: Duration::from_secs(timeout),
+                cancel: ctx.cancel.clone(),
+            })
+            .await;
+        if let Err(e) = meter.run.settle(reservation, ActionKind::VerifierRun) {
+            meter.error.get_or_insert(e);
+        }
+        Ok(verifier_report(&report, filter))
+    }
+}
+
+/// What a build or test run tells the model: whether it passed, each
+/// diagnostic with its site, each failing test with its output. The test
+/// stage always runs whole (a filtered run would measure less than the
+/// gate does); a filter only narrows which failures are shown.
+fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport {
+    use std::fmt::Write as _;
+    let mut output = String::new();
+    if let crate::sensor::StageStatus::Unavailable { reason } = &report.status {
+        let _ = writeln!(output, "the stage could not run: {reason}");
+    }
+    for d in &report.diagnostics {
+        let site = d
+            .primary
+            .as_ref()
+            .map(|s| format!("{}:{}:{}: ", s.path, s.line_start, s.col_start))
+            .unwrap_or_default();
+        let code = d
+            .code
+            .as_deref()
+            .map(|c| format!("[{c}]"))
+            .unwrap_or_default();
+        let _ = writeln!(output, "{site}{:?}{code}: {}", d.level, d.message);
+    }
+    let shown = report
+        .failures
+        .iter()
+        .filter(|f| filter.is_none_or(|filter| f.name.contains(filter)));
+    for f in shown {
+        let _ = writeln!(output, "test {} FAILED:\n{}", f.name, f.output);
+    }
+    let passed = report
+        .diagnostics
+        .iter()
+        .all(|d| d.level != crate::diagnostic::Level::Error)
+        && report.failures.is_empty()
+        && !matches!(
+            report.status,
+            crate::sensor::StageStatus::Unavailable { .. }
+        );
+    let _ = write!(
+        output,
+        "{}: {} ({} tests passed, {} failed)",
+        report.stage,
+        if passed { "passed" } else { "failed" },
+        report.tests_passed,
+        report.failures.len()
+    );
+    VerifierReport { passed, output }
+}
+
+impl ForestRun<'_> {
+    /// `test_policy = "backward-compatible"`: the test files under `tests/`
+    /// as they were at `seed` run against the candidate in `slot`. The
+    /// candidate's changed test files are set aside, the originals put in
+    /// their place for one reserved run of the test stage, then the
+    /// candidate's versions restored, so the measured candidate is exactly
+    /// what the model left. `Ok(None)` when no test file changed (its own
+    /// measurement runs them as they were); `Some(failures)` otherwise,
+    /// empty when the original tests hold.
+    pub(super) async fn original_tests(
+        &mut self,
+        seed: &Snapshot,
+        source: &DirSource,
+        slot: &Path,
+    ) -> Result<Option<Vec<String>>, EngineError> {
+        let changed: Vec<(&str, &snapshot::Entry, Option<Vec<u8>>)> = seed
+            .entries
+            .iter()
+            .filter(|(path, _)| path.starts_with("tests/"))
+            .filter_map(|(path, entry)| {
+                let now = snapshot::fsutil::confine(slot, path)
+                    .ok()
+                    .and_then(|full| std::fs::read(full).ok());
+                let same = now
+                    .as_ref()
+                    .is_some_and(|bytes| crate::digest::blob_digest(bytes) == entry.blob);
+                (!same).then_some((path.as_str(), entry, now))
+            })
+            .collect();
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let Some(test) = self.ctx.sensors.iter().find(|s| s.stage() == "test") else {
+            return Ok(Some(vec!["no `test` stage is configured".into()]));
+        };
+        let put = |path: &str, bytes: Option<&[u8]>| -> Result<(), EngineError> {
+            match bytes {
+                Some(bytes) => snapshot::fsutil::write_atomic(slot, path, bytes)
+                    .map_err(|e| EngineError::Invariant(format!("{path}: {e}"))),
+                None => {
+                    let full = snapshot::fsutil::confine(slot, path)
+                        .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
+                    let _ = std::fs::remove_file(full);
+                    Ok(())
+                }
+            }
+        };
+        for (path, entry, _) in &changed {
+            let original = snapshot::ContentSource::read(source, path, entry)
+                .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
+            put(path, Some(&original))?;
+        }
+        let ran = match self.reserve(ActionKind::VerifierRun)? {
+            None => None,
+            Some(reservation) => {
+                let ctx = self.ctx;
+                let report = test
+                    .run(SensorRun {
+                        dir: slot,
+                        target_dir: &ctx.slots.branch_target(),
+                        deadline: Duration::from_secs(ctx.config.stages.test_timeout_secs),
+                        cancel: ctx.cancel.clone(),
+                    })
+                    .await;
+                self.settle(reservation, ActionKind::VerifierRun)?;
+                Some(report)
+            }
+        };
+        for (path, _, candidate) in &changed {
+            put(path, candidate.as_deref())?;
+        }
+        Ok(Some(match ran {
+            None => {
+                vec!["the search budget has no verifier run left for the original tests".into()]
+            }
+            Some(report) => {
+                let mut failures: Vec<String> =
+                    report.failures.iter().map(|f| f.name.clone()).collect();
+                if let crate::sensor::StageStatus::Unavailable { reason } = &report.status {
+                    failures.push(format!("the test stage could not run: {reason}"));
+                } else if failures.is_empty()
+                    && report
+                        .diagnostics
+                        .iter()
+                        .any(|d| d.level == crate::diagnostic::Level::Error)
+                {
+                    failures.push("the original tests do not build against the candidate".into());
+                }
+                failures
+            }
+        }))
+    }
+
+    /// Runs the model actor in `slot` (branch `branch_id`): every turn is
+    /// reserved and settled against this forest, every verifier run the
+    /// model asks for too, and every call is ledgered before its reply is
+    /// parsed. A route with no endpoint left is ledgered as
+    /// `model_route_unavailable` (environmental, never a no-good).
+    pub(super) async fn run_model(
+        &mut self,
+        branch_id: &str,
+        slot: &Path,
+        chain: &mut FailoverChain,
+        inputs: &PromptInputs,
+        limits: &TurnLimits,
+    ) -> Result<ActorOutcome, EngineError> {
+        let cancel = self.ctx.cancel;
+        let meter = tokio::sync::Mutex::new(ModelMeter {
+            run: self,
+            branch_id: branch_id.to_owned(),
+            limits: *limits,
+            turn: None,
+            error: None,
+        });
+        let mut ledger = MeterLedger(&meter);
+        let mut verifier = MeterVerifier(&meter);
+        let outcome = run_actor(
+            chain,
+            inputs,
+            limits,
+            ActorContext {
+                branch: slot,
+                verifier: &mut verifier,
+                ledger: &mut ledger,
+                cancel,
+            },
+        )
+        .await;
+        let mut meter = meter.into_inner();
+        if let Some(e) = meter.error.take() {
+            return Err(e);
+        }
+        if let Some(reservation) = meter.turn.take() {
+            // A turn whose call never completed settles as reserved.
+            let kind = meter.turn_kind(TURN_TOKENS, None);
+            meter.run.settle(reservation, kind)?;
+        }
+        if outcome.stop == StopReason::RouteUnavailable {
+            self.append(&SearchEvent::ModelRouteUnavailable {
+                forest_id: self.id().to_owned(),
+                branch_id: branch_id.to_owned(),
+                reason: "every endpoint of the chain failed or timed out".into(),
+            })?;
+        }
+        Ok(outcome)
     }
 }
 

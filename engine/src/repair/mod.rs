@@ -22,6 +22,8 @@
 //! - [`search`](mod@search): the loop over steps, and the continuation of a generation;
 //! - [`plan`]: pure: plans, quanta and the identities of attempts;
 //! - [`step`]: one forest: quanta, expansion, selection, the one commit;
+//! - [`model`]: the model route's chain and the turn state its programs
+//!   present, from the step's correction packet;
 //! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;
 //! - [`effects`]: the only code that copies, measures or moves the budget;
 //! - [`accepted`]: the accepted-state store and its rebuild;
@@ -29,6 +31,7 @@
 
 mod accepted;
 mod effects;
+mod model;
 mod plan;
 mod quantum;
 mod search;
@@ -70,4 +73,7 @@ pub(crate) struct SearchResult {
     pub steps: Vec<StepReport>,
     pub last: Accepted,
     pub labels: Vec<String>,
+    /// No model is configured, and one could have worked a cluster the
+    /// compiler offers nothing for.
+    pub model_would_help: bool,
 }

@@ -150,6 +150,30 @@ impl Plan {
             })
     }
 
+    /// The plan for the first cluster of `m` (`target` first, warnings
+    /// never) that `worth` admits, with no deterministic candidate: what a
+    /// model route works on when the compiler offers nothing.
+    pub(super) fn for_model(
+        m: &Measurement,
+        target: Option<&str>,
+        worth: impl Fn(&crate::cluster::Cluster) -> bool,
+        config: &Config,
+    ) -> Option<Plan> {
+        let unavailable = m.unavailable();
+        repair_order(m, target)
+            .into_iter()
+            .find(|cluster| worth(cluster))
+            .map(|cluster| {
+                let packet = CorrectionPacket::for_cluster(
+                    &m.assessment,
+                    cluster,
+                    &config.stages.required,
+                    &unavailable,
+                );
+                Plan::new(packet, Vec::new())
+            })
+    }
+
     /// The candidate that carries out `attempt`, if the deterministic
     /// proposer can: the single-fix suggestions, or one named alternative.
     /// A probe or a hand edit has no deterministic realization.

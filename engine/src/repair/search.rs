@@ -43,6 +43,9 @@ pub(super) struct Search<'a> {
     /// is a duplicate, never re-measured.
     pub(super) measured_roots: BTreeSet<Digest>,
     pub(super) max_branches: usize,
+    /// The model route's failover chain, built at its first use: one per
+    /// repair, so an endpoint retired in one step stays retired.
+    pub(super) model_chain: Option<crate::actor::FailoverChain>,
 }
 
 /// Runs the search from `start` (already measured).
@@ -98,6 +101,7 @@ impl<'a> Search<'a> {
             accepted,
             measured_roots,
             max_branches,
+            model_chain: None,
         }
     }
 
@@ -229,6 +233,7 @@ impl<'a> Search<'a> {
         // Clusters whose forest found nothing eligible at the current accepted
         // state; cleared when a step is accepted.
         let mut exhausted: BTreeSet<String> = BTreeSet::new();
+        let mut model_would_help = false;
 
         let status = loop {
             if ctx.cancel.is_cancelled() {
@@ -242,13 +247,25 @@ impl<'a> Search<'a> {
             } else {
                 None
             };
-            let Some(plan) = Plan::first_actionable(
+            let worth = |cluster: &crate::cluster::Cluster| !exhausted.contains(&cluster.id);
+            // The deterministic route first (system 20); a configured model
+            // works a cluster the compiler offers nothing for.
+            let plan = Plan::first_actionable(
                 &self.accepted.measurement,
                 target,
-                |cluster| !exhausted.contains(&cluster.id),
+                worth,
                 ctx.config,
                 &proposer,
-            ) else {
+            )
+            .or_else(|| {
+                (!ctx.config.models.is_empty())
+                    .then(|| Plan::for_model(&self.accepted.measurement, target, worth, ctx.config))
+                    .flatten()
+            });
+            let Some(plan) = plan else {
+                model_would_help = ctx.config.models.is_empty()
+                    && Plan::for_model(&self.accepted.measurement, target, worth, ctx.config)
+                        .is_some();
                 let detail = if exhausted.is_empty() {
                     "no cluster has a tool suggestion to try".to_owned()
                 } else {
@@ -332,6 +349,7 @@ impl<'a> Search<'a> {
             steps,
             last: self.accepted,
             labels,
+            model_would_help,
         })
     }
 

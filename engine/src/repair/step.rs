@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use crate::actor::{StopReason, TestPolicy};
 use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::gate::GateDecision;
@@ -28,7 +29,8 @@ use crate::search::{
 };
 use crate::snapshot::{DirSource, Overlay, Snapshot};
 
-use super::effects::{ForestRun, branch_slot};
+use super::effects::{ForestRun, branch_slot, realize};
+use super::model;
 use super::plan::{
     KeptPartial, Plan, Quantum, Realization, Track, attempt_components, obligations, packet_energy,
     proposal_digest,
@@ -65,6 +67,8 @@ pub(super) struct Step<'s, 'a> {
     plan: &'s Plan,
     run: ForestRun<'a>,
     report: StepReport,
+    /// How many of the forest's branches the deterministic route may open.
+    deterministic_branches: usize,
     /// The targeted cluster's energy at the accepted state.
     targeted_before: f64,
     frontier: Frontier,
@@ -90,11 +94,17 @@ impl<'s, 'a> Step<'s, 'a> {
             branches: Vec::new(),
             decision: None,
         };
+        // The model route's branch comes on top of the deterministic ones,
+        // within the forest's three; a forest of three leaves the
+        // deterministic route two.
+        let model_room = usize::from(!search.ctx.config.models.is_empty());
+        let forest_branches = (search.max_branches + model_room).min(3);
+        let deterministic_branches = (forest_branches - model_room).max(1);
         let run = ForestRun::open(
             search.ctx,
             search.session,
             search.accepted.snapshot.root,
-            search.max_branches,
+            forest_branches,
         )?;
         let targeted_before = packet_energy(&search.accepted.measurement, &packet.cluster_id);
         Ok(Step {
@@ -105,6 +115,7 @@ impl<'s, 'a> Step<'s, 'a> {
             search,
             plan,
             run,
+            deterministic_branches,
             targeted_before,
             frontier: Frontier::new(),
             rank: 0,
@@ -117,8 +128,15 @@ impl<'s, 'a> Step<'s, 'a> {
 
     /// Runs quanta until expansion stops, then selects and commits.
     pub(super) async fn run(mut self) -> Result<(StepEnd, StepReport), EngineError> {
-        let max_branches = self.search.max_branches;
+        let max_branches = self.deterministic_branches;
         let plan = self.plan;
+        if plan.candidates.is_empty() {
+            // Nothing deterministic to try: only the model route works it.
+            if self.wants_model() {
+                self.model_quantum().await?;
+            }
+            return self.finish();
+        }
         let (attempt, candidate) = plan.opening(max_branches);
         let mut next = Some(Quantum {
             why: match candidate {
@@ -139,14 +157,239 @@ impl<'s, 'a> Step<'s, 'a> {
             }
             next = self.quantum(quantum).await?;
         }
+        if self.wants_model() && !self.plan.candidates.is_empty() {
+            self.model_quantum().await?;
+        }
         self.finish()
+    }
+
+    /// System 20's preference order: the model route follows the
+    /// deterministic one, so it opens a branch only when a model is
+    /// configured and no branch of this forest reached a hard pass (the
+    /// compiler offered nothing, a failing test is the residual, or the
+    /// deterministic branches are exhausted).
+    fn wants_model(&self) -> bool {
+        let ctx = self.search.ctx;
+        !ctx.config.models.is_empty()
+            && !ctx.cancel.is_cancelled()
+            && !self.run.forest().is_closed()
+            && !self.eligible.iter().any(|e| e.m.hard_pass())
+            // A route retired earlier in this repair stays unavailable.
+            && !self
+                .search
+                .model_chain
+                .as_ref()
+                .is_some_and(|chain| chain.exhausted())
+    }
+
+    /// One model branch: forked from the accepted state, worked by the model
+    /// actor through the governed tools, then measured by every required
+    /// stage and judged exactly like a compiler suggestion's branch.
+    async fn model_quantum(&mut self) -> Result<(), EngineError> {
+        let ctx = self.search.ctx;
+        let models = &ctx.config.models;
+        let route = model::route_name(models);
+        let packet = &self.plan.packet;
+        let quantum = Quantum {
+            attempt: Attempt::new(model::operator(packet), Strategy::ModelActor, &route),
+            continues: None,
+            seed: Seed::Accepted,
+            candidate: None,
+            why: if self.plan.candidates.is_empty() {
+                format!(
+                    "the compiler offers nothing for `{}`: the model route opens a branch",
+                    packet.cluster_title
+                )
+            } else {
+                format!(
+                    "the deterministic branches for `{}` reached no hard pass: the model route \
+                     opens a branch",
+                    packet.cluster_title
+                )
+            },
+        };
+        let accepted = &self.search.accepted;
+        let seed = SeedView {
+            snapshot: &accepted.snapshot,
+            source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
+            measurement: &accepted.measurement,
+            plan: self.plan,
+        };
+        let mut report = BranchReport {
+            branch_id: String::new(),
+            label: format!("{route} on `{}`", packet.cluster_title),
+            proposer: route.clone(),
+            strategy: Strategy::ModelActor.name().to_owned(),
+            proposal: accepted.snapshot.root,
+            root: None,
+            energy: None,
+            hard_pass: false,
+            preview: None,
+            stages: Vec::new(),
+            clusters: Vec::new(),
+            outcome: BranchOutcome::NotSelected,
+        };
+        let Some((branch_id, slot)) = fork_branch(&mut self.run, &quantum, &seed, &mut report)?
+        else {
+            self.report.branches.push(report);
+            return Ok(());
+        };
+        report.branch_id = branch_id.clone();
+        self.run.start(&branch_id)?;
+        ctx.progress
+            .report(&format!("branch {branch_id}: {route}"), None);
+        let started = Instant::now();
+        let end = self
+            .model_branch(&quantum, &branch_id, &slot, &mut report)
+            .await?;
+        self.run.charge_elapsed(started)?;
+        self.report.branches.push(report);
+        if let QuantumEnd::Eligible(e) = end {
+            self.eligible.push(*e);
+        }
+        Ok(())
+    }
+
+    /// Runs the actor in the forked branch and measures what it left.
+    async fn model_branch(
+        &mut self,
+        quantum: &Quantum,
+        branch_id: &str,
+        slot: &std::path::Path,
+        report: &mut BranchReport,
+    ) -> Result<QuantumEnd, EngineError> {
+        let ctx = self.search.ctx;
+        let route = &quantum.attempt.route;
+        if self.search.model_chain.is_none() {
+            match model::chain(&ctx.config.models) {
+                Ok(chain) => self.search.model_chain = Some(chain),
+                Err(reason) => {
+                    self.run.abandon(branch_id, &reason)?;
+                    report.outcome = BranchOutcome::Ineligible { reason };
+                    return Ok(QuantumEnd::Ineligible);
+                }
+            }
+        }
+        let chain = self
+            .search
+            .model_chain
+            .as_mut()
+            .expect("the chain was just built");
+        let workspace = ctx
+            .root
+            .file_name()
+            .map_or_else(|| "workspace".into(), |n| n.to_string_lossy().into_owned());
+        let inputs = model::inputs(self.run.id(), &workspace, &self.plan.packet, None);
+        let outcome = self
+            .run
+            .run_model(branch_id, slot, chain, &inputs, &model::LIMITS)
+            .await?;
+        let summary = match outcome.stop {
+            StopReason::Finished { summary } => summary,
+            StopReason::TurnLimit => format!("stopped at the turn limit ({} turns)", outcome.turns),
+            StopReason::RouteUnavailable => {
+                // Environmental: abandoned, never a no-good.
+                let reason = format!("the model route {route} is unavailable for this repair");
+                self.run.abandon(branch_id, &reason)?;
+                report.outcome = BranchOutcome::Ineligible { reason };
+                return Ok(QuantumEnd::Ineligible);
+            }
+            StopReason::Cancelled => {
+                self.run.abandon(branch_id, "cancelled")?;
+                report.outcome = BranchOutcome::Ineligible {
+                    reason: "cancelled".into(),
+                };
+                return Ok(QuantumEnd::Stop);
+            }
+            StopReason::Unbuildable { endpoint, reason } => {
+                let reason = format!("no request could be built for `{endpoint}`: {reason}");
+                self.run.abandon(branch_id, &reason)?;
+                report.outcome = BranchOutcome::Ineligible { reason };
+                return Ok(QuantumEnd::Ineligible);
+            }
+            StopReason::BudgetRefused { reason } => {
+                self.run.abandon(branch_id, &reason)?;
+                report.outcome = BranchOutcome::Ineligible { reason };
+                return Ok(QuantumEnd::Ineligible);
+            }
+        };
+        let summary: String = summary.chars().take(120).collect();
+        let candidate = crate::propose::Candidate {
+            label: format!("{route}: {summary}"),
+            proposer: route.clone(),
+            edits: Vec::new(),
+            alternative: None,
+        };
+        report.label = candidate.label.clone();
+        let accepted = &self.search.accepted;
+        // The model's proposal is the state it left: its identity is that
+        // state's root under the route.
+        let proposal = match realize(slot, &candidate) {
+            Ok(y) => model::proposal_digest(route, &y.root),
+            Err(reason) => {
+                self.run.abandon(branch_id, &reason)?;
+                report.outcome = BranchOutcome::Ineligible { reason };
+                return Ok(QuantumEnd::Ineligible);
+            }
+        };
+        report.proposal = proposal;
+        let components = attempt_components(
+            (ctx.config, ctx.sensors),
+            (accepted.snapshot.root, accepted.measurement.profile),
+            Strategy::ModelActor,
+            proposal,
+        );
+        if ctx.config.verification.test_policy == TestPolicy::BackwardCompatible {
+            let source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
+            if let Some(failures) = self
+                .run
+                .original_tests(&accepted.snapshot, &source, slot)
+                .await?
+                && !failures.is_empty()
+            {
+                let reason = format!(
+                    "backward-compatible: the tests as they were fail against the candidate \
+                     ({}); a changed test does not make a fix",
+                    failures.join(", ")
+                );
+                self.run.reject(report, reason)?;
+                return Ok(QuantumEnd::Ineligible);
+            }
+        }
+        let mut track = Track {
+            attempt: quantum.attempt.clone(),
+            energies: Vec::new(),
+            signatures: Vec::new(),
+            local_retries_left: 0,
+        };
+        let mut branch_run = QuantumRun {
+            run: &mut self.run,
+            session: &mut *self.search.session,
+            trajectory: &self.search.trajectory,
+            accepted,
+            plan: self.plan,
+            measured_roots: &mut self.search.measured_roots,
+            targeted_before: self.targeted_before,
+            branch_id: branch_id.to_owned(),
+            slot: slot.to_path_buf(),
+            report,
+        };
+        let end = branch_run
+            .measure(quantum, &candidate, &components, &mut track)
+            .await?;
+        Ok(match end {
+            // A partial checkpoint of the model's branch is not continued by
+            // the deterministic proposer; it stays a measured, unselected state.
+            QuantumEnd::Partial(_) => QuantumEnd::Ineligible,
+            end => end,
+        })
     }
 
     /// Runs one quantum; the next one, or `None` when the forest should
     /// select (or stop).
     async fn quantum(&mut self, quantum: Quantum) -> Result<Option<Quantum>, EngineError> {
         let ctx = self.search.ctx;
-        let max_branches = self.search.max_branches;
+        let max_branches = self.deterministic_branches;
         let accepted = &self.search.accepted;
         // The seed the quantum starts from: its content, its measurement and
         // the plan its evidence offers.
@@ -416,7 +659,7 @@ impl<'s, 'a> Step<'s, 'a> {
         loop {
             let state = ExpansionState {
                 branches_opened: forest.branches.len(),
-                max_branches: self.search.max_branches,
+                max_branches: self.deterministic_branches,
                 budget_remains,
                 rho: self.search.ctx.config.gate.rho,
                 current: BranchProgress {

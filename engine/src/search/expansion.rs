@@ -35,6 +35,10 @@ pub enum Strategy {
     /// Continue a witnessed partial checkpoint with its correction packet.
     /// Assumes such a partial exists.
     LocalRepair,
+    /// A configured model works the cluster in its branch through the
+    /// governed tools (system 20's last route). Never chosen by expansion:
+    /// the step opens it after the deterministic route.
+    ModelActor,
 }
 
 impl Strategy {
@@ -52,6 +56,7 @@ impl Strategy {
             Strategy::NextAlternative => "next_alternative",
             Strategy::DiagnosticProbe => "diagnostic_probe",
             Strategy::LocalRepair => "local_repair",
+            Strategy::ModelActor => "model_actor",
         }
     }
 
@@ -69,6 +74,7 @@ impl Strategy {
             Strategy::NextAlternative => context.untried_alternatives > 0,
             Strategy::DiagnosticProbe => context.localized_sites > 0,
             Strategy::LocalRepair => context.witnessed_partial,
+            Strategy::ModelActor => true,
         }
     }
 
@@ -84,6 +90,10 @@ impl Strategy {
                     | OperatorKind::SatisfyCounterexample
             ),
             Strategy::LocalRepair => true,
+            Strategy::ModelActor => matches!(
+                operator,
+                OperatorKind::Edit | OperatorKind::SatisfyCounterexample
+            ),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
+use trellis_engine::actor::model_calls;
 use trellis_engine::ledger::{Head, Ledger, LedgerEvent, fold_accepted};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
@@ -73,9 +74,35 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
         Err(e) => return fail(e),
     };
     let decisions: Vec<_> = fold.decisions().collect();
+    // Gate Z: every model call's exact request, rebuilt without a model; a
+    // call that cannot be rebuilt fails the replay.
+    let calls = match ledger
+        .rows()
+        .map_err(|e| e.to_string())
+        .and_then(|rows| model_calls(&rows))
+    {
+        Ok(calls) => calls,
+        Err(e) => return fail(format!("{}: {e}", ledger.path().display())),
+    };
     match format {
         Format::Json => {
+            let model_calls: Vec<_> = calls
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "seq": c.seq,
+                        "forest_id": c.forest_id,
+                        "branch_id": c.branch_id,
+                        "turn": c.turn,
+                        "endpoint": c.endpoint,
+                        "program_digest": c.program_digest,
+                        "request": c.request(),
+                        "reproduced": true,
+                    })
+                })
+                .collect();
             let doc = serde_json::json!({
+                "model_calls": model_calls,
                 "decisions": decisions,
                 "promotions": fold.promotions,
                 "refusals": fold.refusals,
@@ -111,6 +138,18 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
             }
             for r in &fold.recoveries {
                 println!("{}", LedgerEvent::PromotionRecovered(r.clone()));
+            }
+            for c in &calls {
+                println!(
+                    "model call #{} {}/{} turn {} at {}: request reproduced ({} bytes, programs {})",
+                    c.seq,
+                    c.forest_id,
+                    c.branch_id,
+                    c.turn,
+                    c.endpoint,
+                    c.request_body.len(),
+                    c.program_digest
+                );
             }
         }
     }

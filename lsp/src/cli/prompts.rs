@@ -11,9 +11,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use trellis_engine::actor::{ModelCall, model_calls};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
-use trellis_prompts::{ProgramRecord, PromptsError, ResolutionPolicy, explain_session};
+use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
 
 use super::{EXIT_ERROR, fail};
 
@@ -52,8 +53,17 @@ pub enum PromptsCommand {
     Evaluate { results: PathBuf },
     /// Activate the override bound by a stored change record.
     Activate { digest: String },
-    /// Show which programs a session compiled, from the ledger.
-    ExplainSession { id: String },
+    /// Explain each model call of a session (the latest when none is
+    /// named): route, dialect, program digest, sections, and the request as
+    /// sent, from the ledger of the workspace it is run in (or of `--path`).
+    ExplainSession {
+        session: Option<String>,
+        #[arg(long, value_enum, default_value = "human")]
+        format: crate::Format,
+        /// A directory inside the workspace whose ledger to read.
+        #[arg(long)]
+        path: Option<PathBuf>,
+    },
 }
 
 /// Runs `command` in the current directory; returns the exit status (0
@@ -110,30 +120,120 @@ fn execute(
         PromptsCommand::Activate { digest } => {
             commands::activate(&source_library(workspace, "activate")?, &digest, out)
         }
-        PromptsCommand::ExplainSession { id } => {
-            let records = session_records(workspace, &id)?;
-            Ok(explain_session(&records, out)?)
+        PromptsCommand::ExplainSession {
+            session,
+            format,
+            path,
+        } => {
+            let root = match path {
+                Some(path) => trellis_engine::workspace::discover(&path)
+                    .map_err(|e| PromptsError::Usage(e.to_string()))?,
+                None => workspace.to_path_buf(),
+            };
+            let (session, calls) = session_calls(&root, session.as_deref())?;
+            explain(&session, &calls, format, out)
         }
     }
 }
 
-/// The programs a session compiled. Sessions record their prompt programs
-/// only when a model actor runs; a known session without one compiled none.
-fn session_records(workspace: &Path, session_id: &str) -> Result<Vec<ProgramRecord>, PromptsError> {
-    let dir = workspace.join(".trellis");
-    let ledger = Ledger::open(&dir).map_err(|e| PromptsError::Usage(e.to_string()))?;
-    let rows = ledger
-        .rows()
-        .map_err(|e| PromptsError::Usage(e.to_string()))?;
-    let known = rows.iter().any(|row| {
-        matches!(&row.event, DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) if s.session_id == session_id)
-    });
-    if known {
-        Ok(Vec::new())
-    } else {
-        Err(PromptsError::Usage(format!(
-            "no session `{session_id}` in {}",
-            ledger.path().display()
-        )))
+/// The model calls of one session (the latest when `session` is `None`):
+/// the rows after its `session_started` up to the next session's, each
+/// request rebuilt and checked against the one sent (Gate Z).
+fn session_calls(
+    root: &Path,
+    session: Option<&str>,
+) -> Result<(String, Vec<ModelCall>), PromptsError> {
+    let usage = |e: String| PromptsError::Usage(e);
+    let dir = root.join(".trellis");
+    if !dir.join("ledger.db").exists() {
+        let which = session.map_or_else(
+            || "no session".to_owned(),
+            |id| format!("no session `{id}`"),
+        );
+        return Err(usage(format!(
+            "{which} in {}: there is no ledger here (run `trellis repair` first)",
+            dir.join("ledger.db").display()
+        )));
     }
+    let ledger = Ledger::open(&dir).map_err(|e| usage(e.to_string()))?;
+    let rows = ledger.rows().map_err(|e| usage(e.to_string()))?;
+    let starts: Vec<(usize, &str)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, row)| match &row.event {
+            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some((i, s.session_id.as_str())),
+            _ => None,
+        })
+        .collect();
+    let position = match session {
+        Some(id) => starts.iter().position(|(_, s)| *s == id),
+        None => starts.len().checked_sub(1),
+    }
+    .ok_or_else(|| {
+        usage(match session {
+            Some(id) => format!("no session `{id}` in {}", ledger.path().display()),
+            None => format!("no session in {}", ledger.path().display()),
+        })
+    })?;
+    let (start, id) = starts[position];
+    let end = starts.get(position + 1).map_or(rows.len(), |(i, _)| *i);
+    let calls = model_calls(&rows[start..end])
+        .map_err(|e| usage(format!("{}: {e}", ledger.path().display())))?;
+    Ok((id.to_owned(), calls))
+}
+
+fn explain(
+    session: &str,
+    calls: &[ModelCall],
+    format: crate::Format,
+    out: &mut dyn Write,
+) -> Result<i32, PromptsError> {
+    if format == crate::Format::Json {
+        let calls: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "seq": c.seq,
+                    "forest_id": c.forest_id,
+                    "branch_id": c.branch_id,
+                    "turn": c.turn,
+                    "route": {
+                        "endpoint": c.endpoint,
+                        "route": c.programs[0].route,
+                        "dialect": c.programs[0].dialect_id,
+                        "dialect_version": c.programs[0].dialect_version,
+                    },
+                    "program_digest": c.program_digest,
+                    "programs": c.programs,
+                    "request": c.request(),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({ "session": session, "calls": calls });
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializable")
+        )?;
+        return Ok(0);
+    }
+    writeln!(out, "session {session}: {} model call(s)", calls.len())?;
+    for c in calls {
+        writeln!(
+            out,
+            "\ncall #{} ({}/{} turn {}) at `{}` via {} ({} v{})",
+            c.seq,
+            c.forest_id,
+            c.branch_id,
+            c.turn,
+            c.endpoint,
+            c.programs[0].route,
+            c.programs[0].dialect_id,
+            c.programs[0].dialect_version
+        )?;
+        writeln!(out, "  program digest: {}", c.program_digest)?;
+        explain_session(&c.programs, out)?;
+        writeln!(out, "  request as sent:\n{}", c.request_body)?;
+    }
+    Ok(0)
 }

@@ -69,6 +69,7 @@ pub async fn run(
                 "steps": outcome.steps,
                 "changes": outcome.changes,
                 "summary": outcome.summary,
+                "model_would_help": outcome.model_would_help,
                 "promotion": match &promotion {
                     Some(Ok(p)) => serde_json::to_value(p).expect("serializable"),
                     Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
@@ -120,6 +121,12 @@ pub async fn run(
                 RepairStatus::Cancelled => "cancelled; nothing written".to_owned(),
             };
             println!("{verdict}");
+            if outcome.model_would_help {
+                println!(
+                    "the compiler offers nothing here; configuring a model (a `[[models]]` table \
+                     in trellis.toml) would let one try"
+                );
+            }
             match &promotion {
                 Some(Ok(p)) => println!("written: {}", p.files.join(", ")),
                 Some(Err(_)) => {}

@@ -450,7 +450,8 @@ pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_vie
             let mut old_text = |rel: &str| view_text(&paths, &start_view, rel);
             let diff = unified_diff(
                 &outcome.repair_id,
-                &outcome.summary,
+                // The Preview names the route that produced the fix.
+                &format!("{} (by {})", outcome.summary, outcome.routes()),
                 &outcome.changes,
                 &mut old_text,
             );

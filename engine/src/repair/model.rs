@@ -1,0 +1,175 @@
+//! The model route's inputs: the failover chain of a repair and the turn
+//! state its programs present, built from the step's correction packet.
+//!
+//! Pure apart from building HTTP clients: it never runs the actor, copies,
+//! measures or moves the budget (that is [`super::effects::ForestRun`]'s),
+//! and never decides whether the model's branch is good (the step measures
+//! and selects it like any other).
+
+use trellis_prompts::bundles::PinnedReplacement;
+use trellis_prompts::composers::{BootstrapState, CorrectTurnState};
+use trellis_prompts::plan::{PlanInput, RemainingBudget, WitnessKind, plan};
+use trellis_prompts::{BoundedList, BoundedText, ObservationText, PromptStage, ResolutionPolicy};
+
+use crate::actor::{
+    ChainEndpoint, FailoverChain, HttpTransport, ModelEndpoint, PromptInputs, TurnLimits,
+};
+use crate::correction::CorrectionPacket;
+use crate::digest::{CanonicalHasher, Digest};
+use crate::search::OperatorKind;
+
+/// The allowances of one model branch.
+pub(super) const LIMITS: TurnLimits = TurnLimits {
+    max_turns: 8,
+    tool_calls_per_turn: 8,
+    mutations_per_turn: 4,
+    result_bytes: 16 * 1024,
+};
+
+/// The route a model branch is ledgered under: the first endpoint of the
+/// chain names it (failover may answer from a later one; each turn's
+/// ledger rows name the endpoint that answered).
+pub(super) fn route_name(models: &[ModelEndpoint]) -> String {
+    format!("model:{}", models.first().map_or("", |m| m.name.as_str()))
+}
+
+/// The proposal identity of a model branch: the state it left, under its
+/// route (a model is not deterministic, so nothing else identifies it).
+pub(super) fn proposal_digest(route: &str, root: &Digest) -> Digest {
+    CanonicalHasher::new("trellis.model-proposal.v1")
+        .str(route)
+        .digest(root)
+        .finish()
+}
+
+/// One chain per repair: its failure counts are what retire an endpoint.
+pub(super) fn chain(models: &[ModelEndpoint]) -> Result<FailoverChain, String> {
+    let endpoints = models
+        .iter()
+        .map(|config| {
+            Ok(ChainEndpoint {
+                transport: Box::new(HttpTransport::new(config)?),
+                config: config.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(FailoverChain::new(endpoints))
+}
+
+/// The operator a model attempt carries out on `packet`: satisfy a
+/// counterexample when a test fails, an edit otherwise.
+pub(super) fn operator(packet: &CorrectionPacket) -> OperatorKind {
+    if packet.counterexamples.is_empty() {
+        OperatorKind::Edit
+    } else {
+        OperatorKind::SatisfyCounterexample
+    }
+}
+
+/// The prompt plane's turn state for `packet`: its diagnostics, its failing
+/// tests with their output as counterexamples, its affected spans, and the
+/// previous hypothesis when one was refuted.
+pub(super) fn inputs(
+    session_id: &str,
+    workspace: &str,
+    packet: &CorrectionPacket,
+    previous_hypothesis: Option<&str>,
+) -> PromptInputs {
+    let witness = if !packet.counterexamples.is_empty() {
+        Some(WitnessKind::FailingTest)
+    } else if !packet.diagnostics.is_empty() {
+        Some(WitnessKind::CompilerDiagnostic)
+    } else {
+        None
+    };
+    let plan = plan(PlanInput {
+        stage: PromptStage::BranchCorrect,
+        residual: packet.class,
+        witness,
+        operator: operator(packet),
+        revise_hypothesis: previous_hypothesis.is_some(),
+        remaining: RemainingBudget {
+            turns: LIMITS.max_turns,
+            tokens: 0,
+        },
+    });
+    let diagnostic = packet.diagnostics.first().map(|d| {
+        (
+            BoundedText::new(clip(d.code.as_deref().unwrap_or("error"), 16))
+                .expect("clipped to the bound"),
+            ObservationText::new(clip(&d.message, 4096)).expect("clipped to the bound"),
+        )
+    });
+    let failing_test = packet.counterexamples.first().map(|t| {
+        (
+            BoundedText::new(clip(&t.name, 256)).expect("clipped to the bound"),
+            ObservationText::new(clip(&t.output, 4096)).expect("clipped to the bound"),
+        )
+    });
+    PromptInputs {
+        session_id: session_id.to_owned(),
+        bootstrap: BootstrapState {
+            workspace_name: BoundedText::new(clip(workspace, 128)).expect("clipped to the bound"),
+            session_id: BoundedText::new(clip(session_id, 64)).expect("clipped to the bound"),
+            granted_capabilities: BoundedList::new([
+                "read, search and edit files in the branch",
+                "run the build and the tests in the branch",
+            ])
+            .expect("two short capabilities fit"),
+            write_ahead_note: None,
+        },
+        correction: CorrectTurnState {
+            plan,
+            tool_names: BoundedList::empty(),
+            budget_note: None,
+            packet: ObservationText::new(clip(&render_packet(packet), 8192))
+                .expect("clipped to the bound"),
+            diagnostic,
+            failing_test,
+            previous_hypothesis: previous_hypothesis.map(|h| {
+                (
+                    ObservationText::new(clip(h, 1024)).expect("clipped to the bound"),
+                    1,
+                )
+            }),
+            hints: BoundedList::empty(),
+        },
+        policy: ResolutionPolicy::default(),
+        replacements: Vec::<PinnedReplacement>::new(),
+    }
+}
+
+/// The packet as the model reads it: the cluster, each diagnostic with its
+/// site, each failing test with its output, and the affected spans.
+fn render_packet(packet: &CorrectionPacket) -> String {
+    let mut out = format!("cluster: {}\n", packet.cluster_title);
+    for d in &packet.diagnostics {
+        let site = d
+            .primary
+            .as_ref()
+            .map(|s| format!("{}:{}: ", s.path, s.line_start))
+            .unwrap_or_default();
+        let code = d
+            .code
+            .as_deref()
+            .map(|c| format!("[{c}] "))
+            .unwrap_or_default();
+        out.push_str(&format!("diagnostic: {site}{code}{}\n", d.message));
+    }
+    for t in &packet.counterexamples {
+        out.push_str(&format!("failing test `{}`:\n{}\n", t.name, t.output));
+    }
+    for s in &packet.affected.spans {
+        out.push_str(&format!("affected: {}:{}\n", s.path, s.line_start));
+    }
+    out
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary.
+fn clip(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].replace(['\0'], "")
+}
