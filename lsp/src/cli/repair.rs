@@ -123,8 +123,8 @@ pub async fn run(
             println!("{verdict}");
             if outcome.model_would_help {
                 println!(
-                    "the compiler offers nothing here; configuring a model (a `[[models]]` table \
-                     in trellis.toml) would let one try"
+                    "no compiler suggestion is left to try; configuring a model (a `[[models]]` \
+                     table in trellis.toml) would let one try"
                 );
             }
             match &promotion {
