@@ -671,6 +671,10 @@ fn walk_dir(path: &Path, prefix: &str, out: &mut Vec<String>) -> std::io::Result
 }
 
 #[cfg(test)]
+#[path = "tools_fuzz.rs"]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
