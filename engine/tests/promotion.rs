@@ -34,6 +34,19 @@ fn fixture_copy(name: &str) -> tempfile::TempDir {
     dir
 }
 
+/// A repair with the default options, from the files on disk.
+async fn repair_from_disk(engine: &Engine) -> trellis_engine::RepairOutcome {
+    engine
+        .repair(
+            &View::default(),
+            &RepairOptions::default(),
+            &NoProgress,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+}
+
 fn refusals(engine: &Engine) -> Vec<RefusalReason> {
     engine
         .ledger()
@@ -52,15 +65,7 @@ async fn a_stale_root_is_refused_ledgered_and_leaves_the_users_edit() {
     private_cache();
     let ws = fixture_copy("missing-mut");
     let engine = Engine::open(ws.path(), None).unwrap();
-    let outcome = engine
-        .repair(
-            &View::default(),
-            &RepairOptions::default(),
-            &NoProgress,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcome = repair_from_disk(&engine).await;
     assert_eq!(outcome.status, RepairStatus::HardPass);
 
     let lib = ws.path().join("src/lib.rs");
@@ -89,15 +94,7 @@ async fn only_a_hard_pass_is_promotable() {
     let ws = fixture_copy("trap");
     let before = std::fs::read(ws.path().join("src/lib.rs")).unwrap();
     let engine = Engine::open(ws.path(), None).unwrap();
-    let outcome = engine
-        .repair(
-            &View::default(),
-            &RepairOptions::default(),
-            &NoProgress,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcome = repair_from_disk(&engine).await;
     assert_ne!(outcome.status, RepairStatus::HardPass);
     assert!(matches!(
         engine.promote_to_disk(&outcome),
@@ -143,15 +140,7 @@ async fn the_engine_decides_an_editor_apply_and_ledgers_a_stale_view_once() {
     private_cache();
     let ws = fixture_copy("missing-mut");
     let engine = Engine::open(ws.path(), None).unwrap();
-    let outcome = engine
-        .repair(
-            &View::default(),
-            &RepairOptions::default(),
-            &NoProgress,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcome = repair_from_disk(&engine).await;
     assert_eq!(outcome.status, RepairStatus::HardPass);
     let stale = |engine: &Engine| {
         refusals(engine)

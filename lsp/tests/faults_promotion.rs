@@ -256,11 +256,13 @@ fn an_edit_to_a_later_file_during_promotion_survives() {
     );
 }
 
-#[test]
-fn deleting_trellis_before_the_promotion_refuses_it() {
+/// Deletes `.trellis` while the promotion is paused at `failpoint`: the
+/// ledger that would record it is gone, so the run refuses and the tree
+/// ends as it began, with no temp file left.
+fn assert_refused_when_trellis_is_deleted_at(failpoint: &str, why: &str) {
     let ws = FixtureCopy::of(FIXTURE);
     let before = ws.tree();
-    let out = edit_during_promotion(&ws, "promote-start:1:pause", || {
+    let out = edit_during_promotion(&ws, failpoint, || {
         std::fs::remove_dir_all(ws.path().join(".trellis")).unwrap();
     });
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -269,25 +271,24 @@ fn deleting_trellis_before_the_promotion_refuses_it() {
         "{}",
         text(&out)
     );
-    assert_eq!(ws.tree(), before, "nothing was written without a record");
+    assert_eq!(ws.tree(), before, "{why}");
     assert_eq!(temp_files(&ws), Vec::<PathBuf>::new());
 }
 
 #[test]
-fn deleting_trellis_after_the_renames_puts_every_file_back() {
-    let ws = FixtureCopy::of(FIXTURE);
-    let before = ws.tree();
-    let out = edit_during_promotion(&ws, "promote-after-rename:3:pause", || {
-        std::fs::remove_dir_all(ws.path().join(".trellis")).unwrap();
-    });
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("no longer the file this run opened"),
-        "{}",
-        text(&out)
+fn deleting_trellis_before_the_promotion_refuses_it() {
+    assert_refused_when_trellis_is_deleted_at(
+        "promote-start:1:pause",
+        "nothing was written without a record",
     );
-    assert_eq!(ws.tree(), before, "what could not be recorded is undone");
-    assert_eq!(temp_files(&ws), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn deleting_trellis_after_the_renames_puts_every_file_back() {
+    assert_refused_when_trellis_is_deleted_at(
+        "promote-after-rename:3:pause",
+        "what could not be recorded is undone",
+    );
 }
 
 #[test]
