@@ -404,7 +404,7 @@ impl Engine {
             .iter()
             .map(|c| promote::Target {
                 path: c.path(),
-                old: current.entries.get(c.path()).map(|e| e.blob),
+                old: current.entries.get(c.path().as_str()).map(|e| e.blob),
                 new: c.new_text().map(str::as_bytes),
             })
             .collect();

@@ -7,8 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A workspace-relative path with `/` separators, never absolute, never `..`.
-pub type RelPath = String;
+use crate::workspace_path::WorkspacePath;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -23,7 +22,9 @@ pub enum Level {
 /// reports them (columns count chars); byte offsets are 0-based into the file.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Span {
-    pub path: RelPath,
+    /// Checked when a sensor builds the span ([`WorkspacePath::under`] takes
+    /// what a tool reports) and again when a ledgered one is read.
+    pub path: WorkspacePath,
     pub byte_start: u32,
     pub byte_end: u32,
     pub line_start: u32,

@@ -43,6 +43,7 @@ mod slots;
 pub mod snapshot;
 mod statedir;
 pub mod workspace;
+mod workspace_path;
 
 pub use api::Engine;
 pub use apply::ApplyOffer;
@@ -55,7 +56,8 @@ pub use report::{
     RepairStatus, StepReport,
 };
 pub use runtime::{NoProgress, Progress};
-pub use snapshot::{View, WorkspacePath};
+pub use snapshot::View;
+pub use workspace_path::WorkspacePath;
 
 /// Unit tests count what each thread allocates, so the parsers' property
 /// tests can bound it (`trellis_core::fuzz::bounded`).

@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use crate::config::Config;
-use crate::diagnostic::RelPath;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{GateDecision, Verdict};
 use crate::ledger::{
@@ -18,6 +17,7 @@ use crate::report::{Promotion, RepairStatus};
 use crate::search::{PartialCheckpointRef, SearchBranch, SearchForest};
 use crate::sensor::{Sensor, StageStatus};
 use crate::snapshot::{Overlay, Snapshot};
+use crate::workspace_path::WorkspacePath;
 
 /// A repair's id: `r` and 12 hex digits of its start root and start time.
 pub fn repair_id(start_root: &Digest) -> String {
@@ -166,7 +166,7 @@ pub fn accepted_state_stored(
     generation: u32,
     candidate_id: &str,
     root: Digest,
-    files: Vec<(RelPath, Digest)>,
+    files: Vec<(WorkspacePath, Digest)>,
 ) -> LedgerEvent {
     LedgerEvent::AcceptedStateStored(AcceptedStateStored {
         node: node.to_owned(),

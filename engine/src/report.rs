@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use crate::change::FileChange;
 use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
+use crate::diagnostic::{Diagnostic, TestFailure};
 use crate::digest::Digest;
 use crate::gate::{GateDecision, Verdict};
 use crate::measure::{Measurement, StageSummary};
+use crate::workspace_path::WorkspacePath;
 
 /// What sensing the view found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -170,5 +171,5 @@ impl RepairOutcome {
 pub struct Promotion {
     pub root_before: Digest,
     pub root_after: Digest,
-    pub files: Vec<RelPath>,
+    pub files: Vec<WorkspacePath>,
 }

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::Digest;
 use crate::search::{NoGood, NoGoodComponents, Support};
 use crate::sensor::SensorFingerprint;
+use crate::workspace_path::WorkspacePath;
 
 /// The `kind` column of every search row.
 pub const SEARCH_KIND: &str = "search";
@@ -128,8 +129,7 @@ pub struct AcceptedStateStored {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoredFile {
-    /// Workspace-relative, `/`-separated.
-    pub path: String,
+    pub path: WorkspacePath,
     /// [`crate::digest::blob_digest`] of the content.
     pub blob: Digest,
 }
@@ -141,7 +141,7 @@ pub struct Promoted {
     pub repair_id: String,
     pub root_before: Digest,
     pub root_after: Digest,
-    pub files: Vec<String>,
+    pub files: Vec<WorkspacePath>,
     pub via: PromotionRoute,
 }
 

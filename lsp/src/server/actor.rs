@@ -703,7 +703,12 @@ impl Actor {
                 repair.outcome.repair_id
             ));
         }
-        let changed: BTreeSet<&str> = repair.outcome.changes.iter().map(|c| c.path()).collect();
+        let changed: BTreeSet<&str> = repair
+            .outcome
+            .changes
+            .iter()
+            .map(|c| c.path().as_str())
+            .collect();
         Ok(ApplyRequest {
             outcome: repair.outcome.clone(),
             view: self.view(),
