@@ -325,6 +325,7 @@ impl Engine {
                 changes: Vec::new(),
                 summary: "nothing to repair: every required stage passes".into(),
                 model_would_help: false,
+                unfixed: Vec::new(),
             });
         }
         let sensors = self.sensors().await?;
@@ -371,6 +372,7 @@ impl Engine {
             changes,
             summary,
             model_would_help: result.model_would_help,
+            unfixed: result.unfixed,
         })
     }
 

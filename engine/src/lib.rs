@@ -52,8 +52,8 @@ pub use measure::StageSummary;
 pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
 pub use repair::{BranchState, BranchStatus, ForestStatus, SearchStatus};
 pub use report::{
-    BranchOutcome, BranchReport, CheckReport, Promotion, RepairOptions, RepairOutcome,
-    RepairStatus, StepReport,
+    BranchOutcome, BranchReport, CheckReport, Help, NotUsed, Promotion, RepairOptions,
+    RepairOutcome, RepairStatus, StepReport, Unfixed, UnfixedReason,
 };
 pub use runtime::{NoProgress, Progress};
 pub use snapshot::View;

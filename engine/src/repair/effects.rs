@@ -45,7 +45,7 @@ use crate::snapshot::{
 
 use super::Ctx;
 use super::session::Session;
-use crate::report::{BranchOutcome, BranchReport};
+use crate::report::{BranchOutcome, BranchReport, NotUsed};
 
 /// One forest and the ledger it writes to: every budget move is followed by
 /// a usage snapshot, and a closed forest writes nothing more.
@@ -402,6 +402,7 @@ impl ForestRun<'_> {
     pub(super) fn reject(
         &mut self,
         report: &mut BranchReport,
+        cause: NotUsed,
         reason: String,
     ) -> Result<(), EngineError> {
         self.forest.reject(&report.branch_id, &reason)?;
@@ -411,7 +412,7 @@ impl ForestRun<'_> {
             &report.branch_id,
             &reason,
         ))?;
-        report.outcome = BranchOutcome::Ineligible { reason };
+        report.outcome = BranchOutcome::ineligible(cause, reason);
         Ok(())
     }
 

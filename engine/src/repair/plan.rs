@@ -304,6 +304,9 @@ pub(super) struct KeptPartial {
     pub(super) snapshot: Snapshot,
     pub(super) measurement: Measurement,
     pub(super) plan: Plan,
+    /// The labels of every fix its state holds, oldest first, so the fix
+    /// that continues it names them all.
+    pub(super) labels: Vec<String>,
 }
 
 /// What one branch has shown so far: system 20's inputs.

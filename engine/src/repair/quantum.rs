@@ -34,7 +34,7 @@ use super::plan::{
 };
 use super::session::Session;
 use super::step::Eligible;
-use crate::report::{BranchOutcome, BranchReport};
+use crate::report::{BranchOutcome, BranchReport, NotUsed};
 
 /// How one quantum ended.
 pub(super) enum QuantumEnd {
@@ -55,6 +55,8 @@ pub(super) struct SeedView<'p> {
     pub(super) source: DirSource,
     pub(super) measurement: &'p Measurement,
     pub(super) plan: &'p Plan,
+    /// The fixes the seed already holds (a partial checkpoint's labels).
+    pub(super) labels: &'p [String],
 }
 
 /// One quantum of the running branch `branch_id`, borrowing what it needs
@@ -72,6 +74,9 @@ pub(super) struct QuantumRun<'q, 'a> {
     pub(super) branch_id: String,
     pub(super) slot: PathBuf,
     pub(super) report: &'q mut BranchReport,
+    /// The fixes the seed already holds, named with this quantum's own in
+    /// what it leads to: the summary lists every change of the diff.
+    pub(super) seed_labels: &'q [String],
 }
 
 impl QuantumRun<'_, '_> {
@@ -226,13 +231,16 @@ impl QuantumRun<'_, '_> {
         let y = match realize(&self.slot, candidate) {
             Ok(y) => y,
             Err(reason) => {
-                self.reject(format!("candidate could not be realized: {reason}"))?;
+                self.reject(
+                    NotUsed::NotMade,
+                    format!("candidate could not be realized: {reason}"),
+                )?;
                 return Ok(QuantumEnd::Ineligible);
             }
         };
         self.report.root = Some(y.root);
         if y.root == seed_root {
-            self.reject("the candidate changed nothing".into())?;
+            self.reject(NotUsed::NothingNew, "the candidate changed nothing".into())?;
             let support = Support::from_evidence(Evidence::UnchangedState { root: y.root });
             self.run
                 .record_no_good(self.session, &branch_id, components, support)?;
@@ -240,7 +248,10 @@ impl QuantumRun<'_, '_> {
         }
         if self.run.forest().is_measured_root(&y.root) || self.measured_roots.contains(&y.root) {
             // Not re-measured (system 20): no verifier reservation.
-            self.reject("duplicate of an already measured state".into())?;
+            self.reject(
+                NotUsed::NothingNew,
+                "duplicate of an already measured state".into(),
+            )?;
             return Ok(QuantumEnd::Ineligible);
         }
 
@@ -248,9 +259,12 @@ impl QuantumRun<'_, '_> {
         let Some((m, receipt)) = self.run.measure(y.root, &self.slot, &label).await? else {
             self.run
                 .abandon(&branch_id, "no verifier run left in the budget")?;
-            self.report.outcome = BranchOutcome::Ineligible {
-                reason: "the search budget has no verifier run left".into(),
-            };
+            self.report.outcome = BranchOutcome::ineligible(
+                NotUsed::BudgetExhausted {
+                    limit: Some("verifier_runs".into()),
+                },
+                "the search budget has no verifier run left",
+            );
             return Ok(QuantumEnd::Stop);
         };
         if !ctx.cancel.is_cancelled() {
@@ -277,16 +291,15 @@ impl QuantumRun<'_, '_> {
             track.signatures.push(cluster_signature(&dominant.id));
         }
         if self.run.forest().is_closed() {
-            self.report.outcome = BranchOutcome::Ineligible {
-                reason: "the search budget closed the forest".into(),
-            };
+            self.report.outcome = BranchOutcome::ineligible(
+                NotUsed::BudgetExhausted { limit: None },
+                "the search budget closed the forest",
+            );
             return Ok(QuantumEnd::Stop);
         }
         if ctx.cancel.is_cancelled() {
             self.run.abandon(&branch_id, "cancelled")?;
-            self.report.outcome = BranchOutcome::Ineligible {
-                reason: "cancelled".into(),
-            };
+            self.report.outcome = BranchOutcome::ineligible(NotUsed::Stopped, "cancelled");
             return Ok(QuantumEnd::Stop);
         }
         let observation = CandidateObservation {
@@ -307,26 +320,27 @@ impl QuantumRun<'_, '_> {
             Eligibility::Eligible => {
                 return Ok(QuantumEnd::Eligible(Box::new(Eligible {
                     branch_id,
-                    label: candidate.label.clone(),
+                    label: self.labels_with(candidate).join("; "),
                     y,
                     m,
                 })));
             }
             Eligibility::Ineligible(reasons) => reasons,
         };
-        let reason = if reasons.contains(&Ineligibility::RequiredSensorMissing) {
-            format!(
-                "a required stage could not run: {}",
-                m.unavailable().join(", ")
-            )
+        let (cause, reason) = if reasons.contains(&Ineligibility::RequiredSensorMissing) {
+            let stages = m.unavailable();
+            let reason = format!("a required stage could not run: {}", stages.join(", "));
+            (NotUsed::StageUnavailable { stages }, reason)
         } else if reasons.contains(&Ineligibility::NotDescending) {
-            format!(
+            let reason = format!(
                 "no descent: energy {:.2} is not below {:.2} − ρ",
                 m.energy(),
                 self.trajectory.v_best()
-            )
+            );
+            (NotUsed::NoDescent, reason)
         } else {
-            "an operational barrier does not hold".to_owned()
+            let reason = "an operational barrier does not hold".to_owned();
+            (NotUsed::Barrier, reason)
         };
         // A state measured by every required stage and failing only on descent
         // is worth keeping when the proposer can act on a cluster whose
@@ -365,9 +379,10 @@ impl QuantumRun<'_, '_> {
                 snapshot: y,
                 measurement: m,
                 plan: next_plan,
+                labels: self.labels_with(candidate),
             })));
         }
-        self.reject(reason)?;
+        self.reject(cause, reason)?;
         // Only deterministic evidence supports a no-good: a stage that could not
         // run is environmental, and a retry may succeed.
         let support = if observation.required_sensors_ran {
@@ -387,8 +402,15 @@ impl QuantumRun<'_, '_> {
         Ok(QuantumEnd::Ineligible)
     }
 
+    /// The seed's fixes and then `candidate`'s.
+    fn labels_with(&self, candidate: &Candidate) -> Vec<String> {
+        let mut labels = self.seed_labels.to_vec();
+        labels.push(candidate.label.clone());
+        labels
+    }
+
     /// Rejects the running branch (see [`ForestRun::reject`]).
-    pub(super) fn reject(&mut self, reason: String) -> Result<(), EngineError> {
-        self.run.reject(self.report, reason)
+    pub(super) fn reject(&mut self, cause: NotUsed, reason: String) -> Result<(), EngineError> {
+        self.run.reject(self.report, cause, reason)
     }
 }

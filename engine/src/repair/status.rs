@@ -105,6 +105,11 @@ pub struct SearchStatus {
     pub no_goods: usize,
     /// Search rows of a newer envelope version: shown, never interpreted.
     pub unreadable_rows: usize,
+    /// A promotion was recorded after the last search opened: what the
+    /// forests committed reached the user's files. `false` after a dry run
+    /// (`trellis repair` without `--commit`, an editor Preview not applied).
+    #[serde(default)]
+    pub written: bool,
 }
 
 /// The fold's accumulator: every forest so far, and the distinct no-good
@@ -114,6 +119,7 @@ struct Fold {
     forests: Vec<ForestStatus>,
     keys: BTreeSet<Digest>,
     unreadable_rows: usize,
+    written: bool,
 }
 
 impl Fold {
@@ -121,6 +127,7 @@ impl Fold {
         match &row.event {
             ledger::DecodedRow::Search { event, .. } => self.search(event),
             ledger::DecodedRow::UnknownVersion { .. } => self.unreadable_rows += 1,
+            ledger::DecodedRow::Ledger(ledger::LedgerEvent::Promoted(_)) => self.written = true,
             ledger::DecodedRow::Ledger(_) => {}
         }
         self
@@ -137,6 +144,7 @@ impl Fold {
             ..
         } = event
         {
+            self.written = false;
             self.forests.push(ForestStatus {
                 forest_id: forest_id.clone(),
                 node: node.clone(),
@@ -179,6 +187,7 @@ impl Fold {
             forests,
             no_goods: self.keys.len(),
             unreadable_rows: self.unreadable_rows,
+            written: self.written,
         }
     }
 }

@@ -37,7 +37,7 @@ use super::plan::{
 };
 use super::quantum::{QuantumEnd, QuantumRun, SeedView};
 use super::search::Search;
-use crate::report::{BranchOutcome, BranchReport, StepReport};
+use crate::report::{BranchOutcome, BranchReport, NotUsed, StepReport};
 
 /// How a step's forest ended.
 pub(super) enum StepEnd {
@@ -214,6 +214,7 @@ impl<'s, 'a> Step<'s, 'a> {
             source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
             measurement: &accepted.measurement,
             plan: self.plan,
+            labels: &[],
         };
         let mut report = BranchReport {
             branch_id: String::new(),
@@ -265,7 +266,7 @@ impl<'s, 'a> Step<'s, 'a> {
                 Ok(chain) => self.search.model_chain = Some(chain),
                 Err(reason) => {
                     self.run.abandon(branch_id, &reason)?;
-                    report.outcome = BranchOutcome::Ineligible { reason };
+                    report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
                     return Ok(QuantumEnd::Ineligible);
                 }
             }
@@ -291,25 +292,24 @@ impl<'s, 'a> Step<'s, 'a> {
                 // Environmental: abandoned, never a no-good.
                 let reason = format!("the model route {route} is unavailable for this repair");
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
             StopReason::Cancelled => {
                 self.run.abandon(branch_id, "cancelled")?;
-                report.outcome = BranchOutcome::Ineligible {
-                    reason: "cancelled".into(),
-                };
+                report.outcome = BranchOutcome::ineligible(NotUsed::Stopped, "cancelled");
                 return Ok(QuantumEnd::Stop);
             }
             StopReason::Unbuildable { endpoint, reason } => {
                 let reason = format!("no request could be built for `{endpoint}`: {reason}");
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
             StopReason::BudgetRefused { reason } => {
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                let cause = NotUsed::BudgetExhausted { limit: None };
+                report.outcome = BranchOutcome::ineligible(cause, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
         };
@@ -328,7 +328,7 @@ impl<'s, 'a> Step<'s, 'a> {
             Ok(y) => model::proposal_digest(route, &y.root),
             Err(reason) => {
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                report.outcome = BranchOutcome::ineligible(NotUsed::NotMade, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
         };
@@ -352,7 +352,8 @@ impl<'s, 'a> Step<'s, 'a> {
                      ({}); a changed test does not make a fix",
                     failures.join(", ")
                 );
-                self.run.reject(report, reason)?;
+                self.run
+                    .reject(report, NotUsed::OriginalTestsFail, reason)?;
                 return Ok(QuantumEnd::Ineligible);
             }
         }
@@ -373,6 +374,7 @@ impl<'s, 'a> Step<'s, 'a> {
             branch_id: branch_id.to_owned(),
             slot: slot.to_path_buf(),
             report,
+            seed_labels: &[],
         };
         let end = branch_run
             .measure(quantum, &candidate, &components, &mut track)
@@ -399,6 +401,7 @@ impl<'s, 'a> Step<'s, 'a> {
                 source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
                 measurement: &accepted.measurement,
                 plan: self.plan,
+                labels: &[],
             },
             Seed::Partial(p) => {
                 let kept = self
@@ -410,6 +413,7 @@ impl<'s, 'a> Step<'s, 'a> {
                     source: DirSource::new(branch_slot(ctx, &kept.branch_id), Overlay::default()),
                     measurement: &kept.measurement,
                     plan: &kept.plan,
+                    labels: &kept.labels,
                 }
             }
         };
@@ -440,7 +444,7 @@ impl<'s, 'a> Step<'s, 'a> {
             let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
             self.run
                 .observe(&report.branch_id, &format!("`{}`: {reason}", report.label))?;
-            report.outcome = BranchOutcome::Ineligible { reason };
+            report.outcome = BranchOutcome::ineligible(NotUsed::TriedBefore, reason);
             self.report.branches.push(report);
             let refused = Track {
                 attempt: quantum.attempt,
@@ -549,6 +553,7 @@ impl<'s, 'a> Step<'s, 'a> {
             branch_id: branch_id.clone(),
             slot,
             report: &mut report,
+            seed_labels: seed.labels,
         };
         let candidate = match &quantum.candidate {
             Some(candidate) => Some(candidate.clone()),
@@ -574,9 +579,10 @@ impl<'s, 'a> Step<'s, 'a> {
         let end = match &candidate {
             _ if ctx.cancel.is_cancelled() || branch_run.run.forest().is_closed() => {
                 if branch_run.report.outcome == BranchOutcome::NotSelected {
-                    branch_run.report.outcome = BranchOutcome::Ineligible {
-                        reason: "the search stopped before the branch was measured".into(),
-                    };
+                    branch_run.report.outcome = BranchOutcome::ineligible(
+                        NotUsed::Stopped,
+                        "the search stopped before the branch was measured",
+                    );
                 }
                 QuantumEnd::Stop
             }
@@ -587,6 +593,7 @@ impl<'s, 'a> Step<'s, 'a> {
             }
             None => {
                 branch_run.reject(
+                    NotUsed::NoBetterAlternative,
                     "the diagnostic probe implicated no alternative: none built better than \
                      the seed"
                         .into(),
@@ -826,9 +833,10 @@ fn fork_branch(
 ) -> Result<Option<(String, std::path::PathBuf)>, EngineError> {
     let slot = run.ctx.slots.branch(run.forest().branches.len());
     let Some(copied) = run.copy_state(seed.snapshot, &seed.source, &slot)? else {
-        report.outcome = BranchOutcome::Ineligible {
-            reason: "the search budget has no fork left".into(),
-        };
+        report.outcome = BranchOutcome::ineligible(
+            NotUsed::BudgetExhausted { limit: None },
+            "the search budget has no fork left",
+        );
         return Ok(None);
     };
     let made = match copied.copy {
@@ -842,16 +850,18 @@ fn fork_branch(
     if let Err(reason) = made {
         let _ = std::fs::remove_dir_all(&slot);
         run.observe("", &format!("`{}`: no branch: {reason}", report.label))?;
-        report.outcome = BranchOutcome::Ineligible {
-            reason: format!("the branch workspace could not be made: {reason}"),
-        };
+        report.outcome = BranchOutcome::ineligible(
+            NotUsed::NotMade,
+            format!("the branch workspace could not be made: {reason}"),
+        );
         return Ok(None);
     }
     if run.forest().is_closed() {
         let _ = std::fs::remove_dir_all(&slot);
-        report.outcome = BranchOutcome::Ineligible {
-            reason: "the search budget closed the forest".into(),
-        };
+        report.outcome = BranchOutcome::ineligible(
+            NotUsed::BudgetExhausted { limit: None },
+            "the search budget closed the forest",
+        );
         return Ok(None);
     }
     let spec = BranchSpec {

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use trellis_engine::config::Config;
 use trellis_engine::ledger::Ledger;
-use trellis_engine::{BranchState, SearchStatus};
+use trellis_engine::{BranchState, ForestStatus, SearchStatus};
 
 use super::render::Detail;
 use super::{EXIT_OK, fail, print_json, workspace};
@@ -20,7 +21,7 @@ pub fn run(path: Option<std::path::PathBuf>, format: Format, detail: Detail) -> 
     };
     match format {
         Format::Json => print_json(serde_json::to_value(&status).expect("serializable")),
-        Format::Human => print_human(&status, detail),
+        Format::Human => print_human(&status, &models(&root), detail),
     }
     EXIT_OK
 }
@@ -41,6 +42,51 @@ fn read(root: &Path) -> Result<SearchStatus, String> {
     Ok(SearchStatus::from_rows(&rows))
 }
 
+/// The counters only a model's turns spend (`[exploration.limits]`).
+const MODEL_LIMITS: [&str; 5] = [
+    "model_turns",
+    "tokens",
+    "tool_calls",
+    "mutations",
+    "result_bytes",
+];
+
+/// Whether and which models the workspace's configuration has, for the
+/// model limits' line: `no model configured`, or each endpoint's name and
+/// model.
+fn models(root: &Path) -> String {
+    match Config::load(root, Config::user_file().as_deref(), None) {
+        Ok(config) if config.models.is_empty() => "no model configured".to_owned(),
+        Ok(config) => {
+            let names: Vec<String> = config
+                .models
+                .iter()
+                .map(|m| format!("`{}` ({})", m.name, m.model))
+                .collect();
+            format!("model {}", names.join(", then "))
+        }
+        Err(e) => format!("models unknown: {e}"),
+    }
+}
+
+/// The model limits left, with whether a model used them: the search's
+/// own usage, and the configuration's models.
+fn model_limits(forest: &ForestStatus, models: &str) -> String {
+    let left: Vec<String> = forest
+        .remaining
+        .iter()
+        .filter(|(k, _)| MODEL_LIMITS.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let turns = forest.usage.get("model_turns").copied().unwrap_or(0);
+    let used = match turns {
+        0 => "no model turn used".to_owned(),
+        1 => "1 model turn used".to_owned(),
+        n => format!("{n} model turns used"),
+    };
+    format!("{} ({models}; {used} here)", left.join(", "))
+}
+
 /// A branch state as a user names it: a candidate fix and what became of it.
 fn plain_state(state: BranchState) -> &'static str {
     match state {
@@ -55,15 +101,26 @@ fn plain_state(state: BranchState) -> &'static str {
     }
 }
 
-fn print_human(status: &SearchStatus, detail: Detail) {
+fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
     let verbose = detail == Detail::Verbose;
     if status.forests.is_empty() {
         println!("no search recorded yet");
     }
     for forest in &status.forests {
-        let state = match &forest.closed {
-            Some(reason) => format!("closed: {reason}"),
-            None => "open (interrupted?)".to_owned(),
+        // A forest commits into the repair's private staging; only a
+        // promotion writes the user's files.
+        let state = match (&forest.closed, status.written, verbose) {
+            (Some(reason), false, true) if reason == "committed" => {
+                "closed: committed (not written)".to_owned()
+            }
+            (Some(reason), false, false) if reason == "committed" => {
+                "closed: verified, not written".to_owned()
+            }
+            (Some(reason), true, false) if reason == "committed" => {
+                "closed: verified and written".to_owned()
+            }
+            (Some(reason), _, _) => format!("closed: {reason}"),
+            (None, _, _) => "open (interrupted?)".to_owned(),
         };
         if verbose {
             println!(
@@ -117,13 +174,17 @@ fn print_human(status: &SearchStatus, detail: Detail) {
         let remaining: Vec<String> = forest
             .remaining
             .iter()
+            .filter(|(k, _)| !MODEL_LIMITS.contains(&k.as_str()))
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
+        let model = model_limits(forest, models);
         if verbose {
             println!("  remaining: {}", remaining.join(", "));
+            println!("  remaining for a model: {model}");
             println!("  no-goods recorded here: {}", forest.no_goods);
         } else {
             println!("  limits left: {}", remaining.join(", "));
+            println!("  limits left for a model: {model}");
         }
     }
     if verbose {
