@@ -25,8 +25,8 @@ pub(crate) mod test_support;
 pub use event::{
     AcceptedStateStored, CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded,
     GateVerdict, LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters,
-    SearchEncoding, SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
-    StoredFile,
+    SearchEncoding, SearchEnvelopeV1, SearchEvent, SelectionKeys, SessionStarted, SnapshotTaken,
+    StageOutcome, StoredFile,
 };
 pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,

@@ -421,6 +421,7 @@ impl ForestRun<'_> {
         &mut self,
         branch_id: &str,
         observation: &CandidateObservation,
+        flaky: Vec<String>,
         trajectory: &AcceptedTrajectory,
         receipt: Receipt,
     ) -> Result<Eligibility, EngineError> {
@@ -428,11 +429,11 @@ impl ForestRun<'_> {
             .forest
             .measure(branch_id, observation, trajectory, receipt)?;
         self.append(&records::search_candidate_measured(
-            self.id(),
+            &self.forest,
             branch_id,
-            observation.root,
-            observation.energy,
-            observation.hard_pass,
+            observation,
+            eligibility == Eligibility::Eligible,
+            flaky,
         ))?;
         Ok(eligibility)
     }
@@ -459,7 +460,7 @@ impl ForestRun<'_> {
     /// Selects among the measured branches; the losers lose their slots.
     pub(super) fn select(&mut self, profile: Digest) -> Result<Selection, EngineError> {
         let selection = self.forest.select(profile)?;
-        self.append(&records::search_selected(self.id(), &selection.selected))?;
+        self.append(&records::search_selected(self.id(), &selection, profile))?;
         for loser in &selection.not_selected {
             remove_slot(self.ctx, loser);
             self.append(&records::search_not_selected(

@@ -29,8 +29,8 @@ use crate::snapshot::{DirSource, Snapshot};
 use super::accepted::Accepted;
 use super::effects::{ForestRun, Probed, realize};
 use super::plan::{
-    KeptPartial, Plan, Quantum, Track, cluster_signature, dominant_cluster, evidence_digest,
-    obligations, packet_energy,
+    KeptPartial, Plan, Quantum, Track, cluster_signature, correction_is_empty, dominant_cluster,
+    evidence_digest, obligations, packet_energy,
 };
 use super::session::Session;
 use super::step::Eligible;
@@ -273,6 +273,7 @@ impl QuantumRun<'_, '_> {
             .map(|c| c.title.clone())
             .collect();
         track.energies.push(m.energy());
+        track.correction_empty = false;
         if let Some(dominant) = dominant_cluster(&m, &self.plan.packet.cluster_id) {
             track.signatures.push(cluster_signature(&dominant.id));
         }
@@ -295,15 +296,17 @@ impl QuantumRun<'_, '_> {
             hard_pass: m.hard_pass(),
             targeted_improvement: self.targeted_before
                 - packet_energy(&m, &self.plan.packet.cluster_id),
-            cost: m.cost_ms,
             profile: m.profile,
             barriers_hold: true,
             required_sensors_ran: m.required_ran(ctx.config),
         };
-        let reasons = match self
-            .run
-            .judge(&branch_id, &observation, self.trajectory, receipt)?
-        {
+        let reasons = match self.run.judge(
+            &branch_id,
+            &observation,
+            m.flaky(),
+            self.trajectory,
+            receipt,
+        )? {
             Eligibility::Eligible => {
                 return Ok(QuantumEnd::Eligible(Box::new(Eligible {
                     branch_id,
@@ -327,6 +330,15 @@ impl QuantumRun<'_, '_> {
             )
         } else {
             "an operational barrier does not hold".to_owned()
+        };
+        let flaky = m.flaky();
+        let reason = if flaky.is_empty() {
+            reason
+        } else {
+            format!(
+                "{reason}; flaky: {} failed, then passed when re-run",
+                flaky.join(", ")
+            )
         };
         // A state measured by every required stage and failing only on descent
         // is worth keeping when the proposer can act on a cluster whose
@@ -359,14 +371,16 @@ impl QuantumRun<'_, '_> {
                     next_plan.packet.cluster_title
                 ),
             };
+            let overlay = self.accepted.overlay_toward(ctx, self.slot.clone(), &y)?;
             return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
                 checkpoint,
-                branch_id,
+                overlay,
                 snapshot: y,
                 measurement: m,
                 plan: next_plan,
             })));
         }
+        track.correction_empty = correction_is_empty(&m, &self.plan.packet.cluster_id);
         self.reject(reason)?;
         // Only deterministic evidence supports a no-good: a stage that could not
         // run is environmental, and a retry may succeed.

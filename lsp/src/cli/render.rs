@@ -29,8 +29,14 @@ fn stage_line(stages: &[StageSummary]) -> String {
                 StageStatus::Unavailable { reason } => format!("could not run ({reason})"),
             };
             let advisory = if s.required { "" } else { ", advisory" };
+            // Still failing the stage, but not evidence against the fix.
+            let flaky = if s.flaky.is_empty() {
+                String::new()
+            } else {
+                format!("; flaky, passed when re-run: {}", s.flaky.join(", "))
+            };
             format!(
-                "{} {status} ({:.1}s{advisory})",
+                "{} {status} ({:.1}s{advisory}{flaky})",
                 s.stage,
                 s.duration_ms as f64 / 1000.0
             )
