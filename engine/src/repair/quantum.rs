@@ -331,15 +331,6 @@ impl QuantumRun<'_, '_> {
         } else {
             "an operational barrier does not hold".to_owned()
         };
-        let flaky = m.flaky();
-        let reason = if flaky.is_empty() {
-            reason
-        } else {
-            format!(
-                "{reason}; flaky: {} failed, then passed when re-run",
-                flaky.join(", ")
-            )
-        };
         // A state measured by every required stage and failing only on descent
         // is worth keeping when the proposer can act on a cluster whose
         // resolution alone would make the state eligible: evidence the branch

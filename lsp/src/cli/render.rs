@@ -228,6 +228,19 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                     );
                 }
             }
+            let flaky: Vec<&str> = b
+                .stages
+                .iter()
+                .flat_map(|s| &s.flaky)
+                .map(String::as_str)
+                .collect();
+            if !flaky.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "       flaky: {} failed, then passed when re-run (not held against this fix)",
+                    flaky.join(", ")
+                );
+            }
         }
     }
     out
