@@ -55,7 +55,6 @@ pub use report::{
     RepairStatus, StepReport,
 };
 pub use runtime::{NoProgress, Progress};
-pub use select::{Rederived, SelectionDiverges, rederive as rederive_selections};
 pub use snapshot::{View, WorkspacePath};
 
 /// Unit tests count what each thread allocates, so the parsers' property

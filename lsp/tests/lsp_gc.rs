@@ -125,7 +125,7 @@ fn the_server_collects_after_a_repair_without_blocking_requests_or_repairs() {
     let position = |pred: &dyn Fn(&Value) -> bool| {
         client.notifications[held..]
             .iter()
-            .position(|n| pred(n))
+            .position(pred)
             .map(|i| i + held)
     };
     let log_at = position(&|n: &Value| n == &logged).unwrap();

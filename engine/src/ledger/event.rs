@@ -576,6 +576,14 @@ pub enum SearchEvent {
         branch_id: String,
         reason: String,
     },
+    /// A running branch stopped by a containment certificate: a copy into
+    /// its slot went over its reservation. Its workspace is removed.
+    BranchContained {
+        forest_id: String,
+        branch_id: String,
+        certificate_id: String,
+        reason: String,
+    },
 }
 
 impl SearchEvent {
@@ -704,6 +712,11 @@ impl SearchEvent {
                 forest_id,
                 branch_id,
                 ..
+            }
+            | BranchContained {
+                forest_id,
+                branch_id,
+                ..
             } => (forest_id, branch_id),
         }
     }
@@ -732,6 +745,7 @@ impl SearchEvent {
             ModelTurnObserved { .. } => "model_turn_observed",
             ModelTurnRecorded { .. } => "model_turn_recorded",
             ModelRouteUnavailable { .. } => "model_route_unavailable",
+            BranchContained { .. } => "branch_contained",
         }
     }
 }
@@ -802,6 +816,11 @@ impl fmt::Display for SearchEvent {
             | BranchAbandoned { reason, .. }
             | SearchClosed { reason, .. }
             | ModelRouteUnavailable { reason, .. } => write!(f, ": {reason}"),
+            BranchContained {
+                certificate_id,
+                reason,
+                ..
+            } => write!(f, ": {certificate_id}: {reason}"),
             ModelProgramsCompiled {
                 turn,
                 invocation_digest,

@@ -13,6 +13,7 @@
 
 pub mod event;
 pub mod fold;
+mod selections;
 pub mod store;
 pub mod verify;
 pub mod witness;
@@ -32,6 +33,7 @@ pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,
     NoGoodRecord, ResumeFold, fold_accepted, fold_resume,
 };
+pub use selections::{Rederived, SelectionDiverges, rederive_selections};
 pub use store::{EventRef, Ledger, LedgerError, Row};
 pub use verify::{ChainError, VerifyReport};
 pub use witness::{Head, HeadSource};

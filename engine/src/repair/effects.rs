@@ -392,6 +392,26 @@ impl ForestRun<'_> {
         self.forest.start(branch_id).map_err(EngineError::from)
     }
 
+    /// Stops a running branch by a containment certificate (a copy into its
+    /// slot went over its reservation), removes its workspace and ledgers
+    /// the certificate, named by the digest of what it certifies.
+    pub(super) fn contain(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
+        let certificate_id = crate::digest::CanonicalHasher::new("trellis.containment.v1")
+            .str(self.id())
+            .str(branch_id)
+            .str(reason)
+            .finish()
+            .short(12);
+        self.forest.contain(branch_id, &certificate_id)?;
+        remove_slot(self.ctx, branch_id);
+        self.append(&SearchEvent::BranchContained {
+            forest_id: self.id().to_owned(),
+            branch_id: branch_id.to_owned(),
+            certificate_id,
+            reason: reason.to_owned(),
+        })
+    }
+
     /// Abandons a running branch and removes its workspace.
     pub(super) fn abandon(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
         self.forest.abandon(branch_id, reason)?;

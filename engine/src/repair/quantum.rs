@@ -48,6 +48,15 @@ pub(super) enum QuantumEnd {
     Stop,
 }
 
+/// How syncing a probed slot back to its seed went.
+enum Restored {
+    Synced,
+    /// The budget refused the copy.
+    Refused,
+    /// The copy went over its reservation: the branch must be contained.
+    Exceeded,
+}
+
 /// The seed a quantum starts from: its content, its measurement and the
 /// plan its evidence offers.
 pub(super) struct SeedView<'p> {
@@ -126,13 +135,27 @@ impl QuantumRun<'_, '_> {
             }
             // Syncing the slot back to its seed is a copy of what the probe
             // touched: reserved and settled like any other.
-            if !self.restore_seed(candidate, seed)? {
-                // A slot that cannot be restored must not be edited further.
-                self.run.observe(
-                    branch_id,
-                    "probe stopped: its slot could not be synced back to the seed",
-                )?;
-                return Ok(None);
+            match self.restore_seed(candidate, seed)? {
+                Restored::Synced => {}
+                Restored::Refused => {
+                    // A slot that cannot be restored must not be edited further.
+                    self.run.observe(
+                        branch_id,
+                        "probe stopped: the budget refused syncing its slot back to the seed",
+                    )?;
+                    return Ok(None);
+                }
+                Restored::Exceeded => {
+                    // Something in the slot changed beyond what the probe
+                    // touched (a build writing sources): contained.
+                    let reason = "contained: syncing the probed slot back to its seed copied \
+                                  more than the probe touched";
+                    self.run.contain(branch_id, reason)?;
+                    self.report.outcome = BranchOutcome::Ineligible {
+                        reason: reason.to_owned(),
+                    };
+                    return Ok(None);
+                }
             }
             let alternative = candidate.alternative.map_or(0, |i| i + 1);
             let energy = match probed {
@@ -178,13 +201,12 @@ impl QuantumRun<'_, '_> {
             .map(|(_, candidate)| candidate.clone()))
     }
 
-    /// Syncs the probed slot back to its seed. `false` when the budget
-    /// refuses the copy or it exceeded its reservation.
+    /// Syncs the probed slot back to its seed.
     fn restore_seed(
         &mut self,
         candidate: &Candidate,
         seed: &SeedView<'_>,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<Restored, EngineError> {
         let touched: BTreeSet<&str> = candidate
             .edits
             .iter()
@@ -194,7 +216,7 @@ impl QuantumRun<'_, '_> {
             .run
             .sync_back(seed.snapshot, &seed.source, &self.slot, &touched)?
         else {
-            return Ok(false);
+            return Ok(Restored::Refused);
         };
         let synced = copied.copy?;
         if synced.root != seed.snapshot.root {
@@ -203,7 +225,11 @@ impl QuantumRun<'_, '_> {
                 self.slot.display()
             )));
         }
-        Ok(!copied.exceeded)
+        Ok(if copied.exceeded {
+            Restored::Exceeded
+        } else {
+            Restored::Synced
+        })
     }
 
     /// Realizes `candidate` in the slot, measures it under a verifier

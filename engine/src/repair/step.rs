@@ -604,6 +604,15 @@ impl<'s, 'a> Step<'s, 'a> {
                     .measure(&quantum, candidate, &components, track)
                     .await?
             }
+            // Contained by the probe: terminal, and its outcome said why.
+            None if branch_run
+                .run
+                .forest()
+                .branch(&branch_id)
+                .is_some_and(|b| b.state.is_terminal()) =>
+            {
+                QuantumEnd::Ineligible
+            }
             None => {
                 branch_run.reject(
                     "the diagnostic probe implicated no alternative: none built better than \

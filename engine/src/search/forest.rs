@@ -979,6 +979,35 @@ mod tests {
         f.start("b2").unwrap();
     }
 
+    /// Item 15: `contained` is reached from a running branch (the runtime
+    /// contains one whose slot sync went over its reservation), is
+    /// terminal, and frees the one running place; it cannot be selected.
+    #[test]
+    fn a_contained_branch_is_terminal_and_frees_its_running_place() {
+        let t = trajectory(4.0);
+        let mut f = forest_at(&t, "f1");
+        fork(&mut f, Seed::Accepted).unwrap();
+        fork(&mut f, Seed::Accepted).unwrap();
+        f.start("b1").unwrap();
+        f.contain("b1", "cert-1").unwrap();
+        let state = &f.branch("b1").unwrap().state;
+        assert_eq!(state.name(), "contained");
+        assert!(state.is_terminal());
+        assert!(matches!(
+            f.reject("b1", "too late"),
+            Err(ForestError::IllegalTransition { .. })
+        ));
+        assert!(
+            f.start("b1").is_err(),
+            "a contained branch takes no quantum"
+        );
+        f.start("b2").unwrap();
+        assert_eq!(
+            f.select(Digest::ZERO),
+            Err(ForestError::NoEligibleCandidate)
+        );
+    }
+
     #[test]
     fn illegal_transitions_are_errors_and_change_nothing() {
         let t = trajectory(4.0);

@@ -1,8 +1,9 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
 use trellis_engine::actor::model_calls;
-use trellis_engine::ledger::{DecodedRow, Head, Ledger, LedgerEvent, fold_accepted};
-use trellis_engine::rederive_selections;
+use trellis_engine::ledger::{
+    DecodedRow, Head, Ledger, LedgerEvent, fold_accepted, rederive_selections,
+};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
 use crate::{Format, LedgerCommand};
