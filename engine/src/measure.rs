@@ -35,8 +35,6 @@ pub struct Measurement {
     /// The sensor profile (fingerprints, required stages, energy model):
     /// energies are comparable only under one profile.
     pub profile: Digest,
-    /// Recorded cost: total sensor time in milliseconds.
-    pub cost_ms: u64,
 }
 
 impl Measurement {
@@ -174,13 +172,11 @@ pub async fn measure(
         reports.push(report);
     }
     let assessment = assess(&reports, &config.stages.required, &model);
-    let cost_ms = reports.iter().map(|r| r.duration_ms).sum();
     Measurement {
         root,
         reports,
         assessment,
         profile: profile(sensors, config, &model),
-        cost_ms,
     }
 }
 
@@ -239,7 +235,6 @@ mod cache_tests {
                 hard_pass: true,
             },
             profile: Digest::ZERO,
-            cost_ms: 0,
         }
     }
 

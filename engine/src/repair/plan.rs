@@ -429,3 +429,56 @@ pub(super) fn packet_energy(m: &Measurement, cluster_id: &str) -> f64 {
         .find(|c| c.id == cluster_id)
         .map_or(0.0, |c| c.energy)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{EnergyModel, assess};
+    use crate::sensor::{StageStatus, test_report};
+
+    fn measured(reports: Vec<crate::sensor::StageReport>) -> Measurement {
+        let assessment = assess(&reports, &["build".into(), "test".into()], &EnergyModel::V1);
+        Measurement {
+            root: Digest::ZERO,
+            reports,
+            assessment,
+            profile: Digest::ZERO,
+        }
+    }
+
+    /// Item 15: `EmptyCorrection` is reachable. A state whose dominant
+    /// residual is a required stage that could not run offers a packet
+    /// with no diagnostic and no counterexample; a failing test does not.
+    #[test]
+    fn a_stage_that_could_not_run_leaves_an_empty_correction() {
+        let unavailable = measured(vec![
+            test_report("build", StageStatus::Passed, vec![], vec![]),
+            test_report(
+                "test",
+                StageStatus::Unavailable {
+                    reason: "timed out after 2s".into(),
+                },
+                vec![],
+                vec![],
+            ),
+        ]);
+        assert!(correction_is_empty(&unavailable, "no-such-cluster"));
+        let failing = measured(vec![
+            test_report("build", StageStatus::Passed, vec![], vec![]),
+            test_report(
+                "test",
+                StageStatus::Failed,
+                vec![],
+                vec![crate::diagnostic::TestFailure {
+                    binary: "--lib".into(),
+                    name: "tests::adds".into(),
+                    output: "assertion failed".into(),
+                    location: None,
+                    calls: vec![],
+                    rerun: None,
+                }],
+            ),
+        ]);
+        assert!(!correction_is_empty(&failing, "no-such-cluster"));
+    }
+}
