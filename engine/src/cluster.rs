@@ -720,6 +720,7 @@ mod tests {
             output: "assertion failed".into(),
             location: Some(span("src/lib.rs", 12)),
             calls: vec![],
+            rerun: None,
         };
         let a = assess(
             &[
@@ -774,6 +775,7 @@ mod tests {
                     defined_at: (*c == "price").then(|| span("src/lib.rs", 3)),
                 })
                 .collect(),
+            rerun: None,
         }
     }
 

@@ -20,6 +20,10 @@ pub struct StageSummary {
     #[serde(flatten)]
     pub status: StageStatus,
     pub duration_ms: u64,
+    /// Failing tests that passed when re-run (`binary::name`): reported,
+    /// still failing the stage, never a no-good.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flaky: Vec<String>,
 }
 
 /// Everything the sensors said about one state root.
@@ -31,8 +35,6 @@ pub struct Measurement {
     /// The sensor profile (fingerprints, required stages, energy model):
     /// energies are comparable only under one profile.
     pub profile: Digest,
-    /// Recorded cost: total sensor time in milliseconds.
-    pub cost_ms: u64,
 }
 
 impl Measurement {
@@ -71,9 +73,24 @@ impl Measurement {
                 required: config.stages.required.contains(&r.stage),
                 status: r.status.clone(),
                 duration_ms: r.duration_ms,
+                flaky: flaky_in(r).collect(),
             })
             .collect()
     }
+
+    /// Failing tests that passed when re-run, as `binary::name`.
+    pub fn flaky(&self) -> Vec<String> {
+        self.reports.iter().flat_map(flaky_in).collect()
+    }
+}
+
+/// The failing tests of `report` that passed when re-run, as `binary::name`.
+fn flaky_in(report: &StageReport) -> impl Iterator<Item = String> + '_ {
+    report
+        .failures
+        .iter()
+        .filter(|f| f.is_flaky())
+        .map(|f| format!("{}::{}", f.binary, f.name))
 }
 
 /// The profile digest of a sensor set under a configuration.
@@ -113,24 +130,53 @@ pub async fn measure(
             "test" => config.stages.test_timeout_secs,
             _ => config.stages.build_timeout_secs,
         };
-        let report = sensor
-            .run(SensorRun {
-                dir,
-                target_dir,
-                deadline: Duration::from_secs(deadline),
-                cancel: cancel.clone(),
-            })
-            .await;
+        let run = || SensorRun {
+            dir,
+            target_dir,
+            deadline: Duration::from_secs(deadline),
+            cancel: cancel.clone(),
+        };
+        let mut report = sensor.run(run()).await;
+        if config
+            .stages
+            .nondeterministic
+            .iter()
+            .any(|s| s == sensor.stage())
+            && !report.failures.is_empty()
+            && !cancel.is_cancelled()
+        {
+            // Declared nondeterministic (PSP-10 Assumption 2): each failing
+            // test once more, so only a reproduced failure is evidence.
+            progress.report(
+                &format!(
+                    "{label}: {}: re-running {} failing test(s)",
+                    sensor.stage(),
+                    report.failures.len()
+                ),
+                None,
+            );
+            report.failures = sensor.rerun(run(), &report.failures).await;
+            let flaky: Vec<String> = report
+                .failures
+                .iter()
+                .filter(|f| f.is_flaky())
+                .map(|f| f.name.clone())
+                .collect();
+            if !flaky.is_empty() {
+                report.notes.push(format!(
+                    "flaky: {} failed, then passed when re-run",
+                    flaky.join(", ")
+                ));
+            }
+        }
         reports.push(report);
     }
     let assessment = assess(&reports, &config.stages.required, &model);
-    let cost_ms = reports.iter().map(|r| r.duration_ms).sum();
     Measurement {
         root,
         reports,
         assessment,
         profile: profile(sensors, config, &model),
-        cost_ms,
     }
 }
 
@@ -189,7 +235,6 @@ mod cache_tests {
                 hard_pass: true,
             },
             profile: Digest::ZERO,
-            cost_ms: 0,
         }
     }
 

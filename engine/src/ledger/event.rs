@@ -395,6 +395,18 @@ impl fmt::Display for RefusalReason {
 /// to round-trip exactly and deterministically.
 pub type SearchCounters = BTreeMap<String, u64>;
 
+/// What a measurement contributes to selection besides its energy and
+/// hard pass: whether it was eligible at all, the targeted improvement, the
+/// recorded cost (action units, never wall time) and its sensor profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectionKeys {
+    pub eligible: bool,
+    pub targeted_improvement: f64,
+    pub cost: u64,
+    pub profile: Digest,
+}
+
 /// A runtime search fact (the PSP-10 system 21 list).
 ///
 /// Every event names its `forest_id` and `branch_id`; forest-level events
@@ -443,6 +455,14 @@ pub enum SearchEvent {
         root: Digest,
         energy: f64,
         hard_pass: bool,
+        /// The rest of what selection compares (Proposition 5), so replay
+        /// re-derives it; absent in ledgers written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        keys: Option<SelectionKeys>,
+        /// Failing tests that passed when re-run (`binary::name`): flaky,
+        /// so this measurement supports no no-good.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        flaky: Vec<String>,
     },
     PartialCheckpointed {
         forest_id: String,
@@ -480,6 +500,10 @@ pub enum SearchEvent {
         forest_id: String,
         branch_id: String,
         candidate_id: String,
+        /// The sensor profile selection compared under; absent in ledgers
+        /// written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<Digest>,
     },
     BranchCommitted {
         forest_id: String,
@@ -550,6 +574,14 @@ pub enum SearchEvent {
     ModelRouteUnavailable {
         forest_id: String,
         branch_id: String,
+        reason: String,
+    },
+    /// A running branch stopped by a containment certificate: a copy into
+    /// its slot went over its reservation. Its workspace is removed.
+    BranchContained {
+        forest_id: String,
+        branch_id: String,
+        certificate_id: String,
         reason: String,
     },
 }
@@ -680,6 +712,11 @@ impl SearchEvent {
                 forest_id,
                 branch_id,
                 ..
+            }
+            | BranchContained {
+                forest_id,
+                branch_id,
+                ..
             } => (forest_id, branch_id),
         }
     }
@@ -708,6 +745,7 @@ impl SearchEvent {
             ModelTurnObserved { .. } => "model_turn_observed",
             ModelTurnRecorded { .. } => "model_turn_recorded",
             ModelRouteUnavailable { .. } => "model_route_unavailable",
+            BranchContained { .. } => "branch_contained",
         }
     }
 }
@@ -753,12 +791,19 @@ impl fmt::Display for SearchEvent {
                 candidate_id,
                 energy,
                 hard_pass,
+                flaky,
                 ..
-            } => write!(
-                f,
-                ": {candidate_id} energy {energy}{}",
-                if *hard_pass { ", hard pass" } else { "" }
-            ),
+            } => {
+                write!(
+                    f,
+                    ": {candidate_id} energy {energy}{}",
+                    if *hard_pass { ", hard pass" } else { "" }
+                )?;
+                if !flaky.is_empty() {
+                    write!(f, ", flaky: {}", flaky.join(", "))?;
+                }
+                Ok(())
+            }
             PartialCheckpointed {
                 candidate_id, root, ..
             } => {
@@ -771,6 +816,11 @@ impl fmt::Display for SearchEvent {
             | BranchAbandoned { reason, .. }
             | SearchClosed { reason, .. }
             | ModelRouteUnavailable { reason, .. } => write!(f, ": {reason}"),
+            BranchContained {
+                certificate_id,
+                reason,
+                ..
+            } => write!(f, ": {certificate_id}: {reason}"),
             ModelProgramsCompiled {
                 turn,
                 invocation_digest,

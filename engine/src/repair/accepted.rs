@@ -46,12 +46,27 @@ impl Accepted {
         y: Snapshot,
         m: Measurement,
     ) -> Result<Accepted, EngineError> {
+        Ok(Accepted {
+            overlay: self.overlay_toward(ctx, slot, &y)?,
+            snapshot: y,
+            measurement: m,
+        })
+    }
+
+    /// The overlay over the user's disk that holds state `y` of `slot`:
+    /// this state's overlay and the content `y` changed, read from `slot`.
+    pub(super) fn overlay_toward(
+        &self,
+        ctx: &Ctx<'_>,
+        slot: PathBuf,
+        y: &Snapshot,
+    ) -> Result<Overlay, EngineError> {
         let accepted_source = DirSource::new(ctx.root.to_path_buf(), self.overlay.clone());
         let mut overlay = self.overlay.clone();
         let changes = snapshot::diff(
             &self.snapshot,
             &accepted_source,
-            &y,
+            y,
             &DirSource::new(slot, Overlay::default()),
         )?;
         for change in &changes {
@@ -66,11 +81,7 @@ impl Accepted {
                 .buffers
                 .insert(change.path().to_string(), text.as_bytes().to_vec());
         }
-        Ok(Accepted {
-            snapshot: y,
-            overlay,
-            measurement: m,
-        })
+        Ok(overlay)
     }
 }
 

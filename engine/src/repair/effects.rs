@@ -392,6 +392,26 @@ impl ForestRun<'_> {
         self.forest.start(branch_id).map_err(EngineError::from)
     }
 
+    /// Stops a running branch by a containment certificate (a copy into its
+    /// slot went over its reservation), removes its workspace and ledgers
+    /// the certificate, named by the digest of what it certifies.
+    pub(super) fn contain(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
+        let certificate_id = crate::digest::CanonicalHasher::new("trellis.containment.v1")
+            .str(self.id())
+            .str(branch_id)
+            .str(reason)
+            .finish()
+            .short(12);
+        self.forest.contain(branch_id, &certificate_id)?;
+        remove_slot(self.ctx, branch_id);
+        self.append(&SearchEvent::BranchContained {
+            forest_id: self.id().to_owned(),
+            branch_id: branch_id.to_owned(),
+            certificate_id,
+            reason: reason.to_owned(),
+        })
+    }
+
     /// Abandons a running branch and removes its workspace.
     pub(super) fn abandon(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
         self.forest.abandon(branch_id, reason)?;
@@ -422,6 +442,7 @@ impl ForestRun<'_> {
         &mut self,
         branch_id: &str,
         observation: &CandidateObservation,
+        flaky: Vec<String>,
         trajectory: &AcceptedTrajectory,
         receipt: Receipt,
     ) -> Result<Eligibility, EngineError> {
@@ -429,11 +450,11 @@ impl ForestRun<'_> {
             .forest
             .measure(branch_id, observation, trajectory, receipt)?;
         self.append(&records::search_candidate_measured(
-            self.id(),
+            &self.forest,
             branch_id,
-            observation.root,
-            observation.energy,
-            observation.hard_pass,
+            observation,
+            eligibility == Eligibility::Eligible,
+            flaky,
         ))?;
         Ok(eligibility)
     }
@@ -460,7 +481,7 @@ impl ForestRun<'_> {
     /// Selects among the measured branches; the losers lose their slots.
     pub(super) fn select(&mut self, profile: Digest) -> Result<Selection, EngineError> {
         let selection = self.forest.select(profile)?;
-        self.append(&records::search_selected(self.id(), &selection.selected))?;
+        self.append(&records::search_selected(self.id(), &selection, profile))?;
         for loser in &selection.not_selected {
             remove_slot(self.ctx, loser);
             self.append(&records::search_not_selected(

@@ -29,8 +29,8 @@ use crate::snapshot::{DirSource, Snapshot};
 use super::accepted::Accepted;
 use super::effects::{ForestRun, Probed, realize};
 use super::plan::{
-    KeptPartial, Plan, Quantum, Track, cluster_signature, dominant_cluster, evidence_digest,
-    obligations, packet_energy,
+    KeptPartial, Plan, Quantum, Track, cluster_signature, correction_is_empty, dominant_cluster,
+    evidence_digest, obligations, packet_energy,
 };
 use super::session::Session;
 use super::step::Eligible;
@@ -46,6 +46,15 @@ pub(super) enum QuantumEnd {
     Ineligible,
     /// Cancelled, or the budget closed the forest: nothing more runs.
     Stop,
+}
+
+/// How syncing a probed slot back to its seed went.
+enum Restored {
+    Synced,
+    /// The budget refused the copy.
+    Refused,
+    /// The copy went over its reservation: the branch must be contained.
+    Exceeded,
 }
 
 /// The seed a quantum starts from: its content, its measurement and the
@@ -131,13 +140,27 @@ impl QuantumRun<'_, '_> {
             }
             // Syncing the slot back to its seed is a copy of what the probe
             // touched: reserved and settled like any other.
-            if !self.restore_seed(candidate, seed)? {
-                // A slot that cannot be restored must not be edited further.
-                self.run.observe(
-                    branch_id,
-                    "probe stopped: its slot could not be synced back to the seed",
-                )?;
-                return Ok(None);
+            match self.restore_seed(candidate, seed)? {
+                Restored::Synced => {}
+                Restored::Refused => {
+                    // A slot that cannot be restored must not be edited further.
+                    self.run.observe(
+                        branch_id,
+                        "probe stopped: the budget refused syncing its slot back to the seed",
+                    )?;
+                    return Ok(None);
+                }
+                Restored::Exceeded => {
+                    // Something in the slot changed beyond what the probe
+                    // touched (a build writing sources): contained.
+                    let reason = "contained: syncing the probed slot back to its seed copied \
+                                  more than the probe touched";
+                    self.run.contain(branch_id, reason)?;
+                    self.report.outcome = BranchOutcome::Ineligible {
+                        reason: reason.to_owned(),
+                    };
+                    return Ok(None);
+                }
             }
             let alternative = candidate.alternative.map_or(0, |i| i + 1);
             let energy = match probed {
@@ -183,13 +206,12 @@ impl QuantumRun<'_, '_> {
             .map(|(_, candidate)| candidate.clone()))
     }
 
-    /// Syncs the probed slot back to its seed. `false` when the budget
-    /// refuses the copy or it exceeded its reservation.
+    /// Syncs the probed slot back to its seed.
     fn restore_seed(
         &mut self,
         candidate: &Candidate,
         seed: &SeedView<'_>,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<Restored, EngineError> {
         let touched: BTreeSet<&str> = candidate
             .edits
             .iter()
@@ -199,7 +221,7 @@ impl QuantumRun<'_, '_> {
             .run
             .sync_back(seed.snapshot, &seed.source, &self.slot, &touched)?
         else {
-            return Ok(false);
+            return Ok(Restored::Refused);
         };
         let synced = copied.copy?;
         if synced.root != seed.snapshot.root {
@@ -208,7 +230,11 @@ impl QuantumRun<'_, '_> {
                 self.slot.display()
             )));
         }
-        Ok(!copied.exceeded)
+        Ok(if copied.exceeded {
+            Restored::Exceeded
+        } else {
+            Restored::Synced
+        })
     }
 
     /// Realizes `candidate` in the slot, measures it under a verifier
@@ -287,6 +313,7 @@ impl QuantumRun<'_, '_> {
             .map(|c| c.title.clone())
             .collect();
         track.energies.push(m.energy());
+        track.correction_empty = false;
         if let Some(dominant) = dominant_cluster(&m, &self.plan.packet.cluster_id) {
             track.signatures.push(cluster_signature(&dominant.id));
         }
@@ -308,15 +335,17 @@ impl QuantumRun<'_, '_> {
             hard_pass: m.hard_pass(),
             targeted_improvement: self.targeted_before
                 - packet_energy(&m, &self.plan.packet.cluster_id),
-            cost: m.cost_ms,
             profile: m.profile,
             barriers_hold: true,
             required_sensors_ran: m.required_ran(ctx.config),
         };
-        let reasons = match self
-            .run
-            .judge(&branch_id, &observation, self.trajectory, receipt)?
-        {
+        let reasons = match self.run.judge(
+            &branch_id,
+            &observation,
+            m.flaky(),
+            self.trajectory,
+            receipt,
+        )? {
             Eligibility::Eligible => {
                 return Ok(QuantumEnd::Eligible(Box::new(Eligible {
                     branch_id,
@@ -373,15 +402,17 @@ impl QuantumRun<'_, '_> {
                     next_plan.packet.cluster_title
                 ),
             };
+            let overlay = self.accepted.overlay_toward(ctx, self.slot.clone(), &y)?;
             return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
                 checkpoint,
-                branch_id,
+                overlay,
                 snapshot: y,
                 measurement: m,
                 plan: next_plan,
                 labels: self.labels_with(candidate),
             })));
         }
+        track.correction_empty = correction_is_empty(&m, &self.plan.packet.cluster_id);
         self.reject(cause, reason)?;
         // Only deterministic evidence supports a no-good: a stage that could not
         // run is environmental, and a retry may succeed.

@@ -232,6 +232,11 @@ impl ForestStatus {
             } => self.set_branch(branch_id, S::NotSelected, Some(reason)),
             SearchEvent::BranchAbandoned {
                 branch_id, reason, ..
+            }
+            // Status shows the seed's dashboard states: a contained branch
+            // was given up, with its certificate's reason.
+            | SearchEvent::BranchContained {
+                branch_id, reason, ..
             } => self.set_branch(branch_id, S::Abandoned, Some(reason)),
             SearchEvent::BranchSelected { branch_id, .. } => {
                 self.set_branch(branch_id, S::Selected, None)
@@ -299,6 +304,28 @@ mod tests {
             Counters::DEFAULT_LIMITS.actions - 5
         );
         assert_eq!((forest.no_goods, status.no_goods), (1, 1));
+    }
+
+    /// A contained branch is ledgered with its certificate, decodes from a
+    /// real ledger, and shows as given up with the certificate's reason.
+    #[test]
+    fn a_contained_branch_shows_as_abandoned_with_its_reason() {
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", "n", 0, blob_digest(b"x0")),
+            SearchEvent::BranchContained {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                certificate_id: "c0ffee".into(),
+                reason: "contained: the sync copied more than reserved".into(),
+            },
+        ]);
+        let rows = ledger.rows().unwrap();
+        assert!(matches!(
+            &rows.last().unwrap().event,
+            crate::ledger::DecodedRow::Search { event, .. } if event.name() == "branch_contained"
+        ));
+        let forest = &SearchStatus::from_rows(&rows).forests[0];
+        assert_eq!(forest.count(BranchState::Abandoned), 1);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::libtest::{self, ParsedFailure};
 use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
 use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed};
-use crate::diagnostic::{Call, Diagnostic, Level, TestFailure};
+use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::digest::CanonicalHasher;
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
@@ -39,6 +39,16 @@ const CHECK_ARGS: &[&str] = &[
 const TEST_ARGS: &[&str] = &[
     "test",
     "--workspace",
+    "--no-fail-fast",
+    "--message-format=json",
+    "--color",
+    "never",
+];
+
+/// `cargo test` re-running one binary's failing tests: [`TEST_ARGS`] with
+/// the binary's own selector in place of `--workspace`.
+const RERUN_ARGS: &[&str] = &[
+    "test",
     "--no-fail-fast",
     "--message-format=json",
     "--color",
@@ -292,6 +302,63 @@ impl CargoStage {
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
+        self.observe_with(run, self.args.iter().copied()).await
+    }
+
+    /// Re-runs each failing test binary once with only its failing tests,
+    /// by exact name (`cargo test -p demo --lib -- --exact tests::a`), in
+    /// the same slot and target directory. A failure is `FailedAgain` when
+    /// the re-run reports it again, `Passed` when it does not, `NotRerun`
+    /// when its binary has no re-run selector (cargo names one for every
+    /// binary that failed), it is no single test, or the re-run itself
+    /// could not run.
+    async fn rerun(&self, run: SensorRun<'_>, failures: &[TestFailure]) -> Vec<TestFailure> {
+        let mut outcomes: Vec<(String, String, Rerun)> = Vec::new();
+        let mut binaries: Vec<&str> = failures.iter().map(|f| f.binary.as_str()).collect();
+        binaries.sort_unstable();
+        binaries.dedup();
+        for binary in binaries {
+            let names: Vec<&str> = failures
+                .iter()
+                .filter(|f| f.binary == binary && f.name != ABNORMAL_EXIT)
+                .map(|f| f.name.as_str())
+                .collect();
+            // Only a selector cargo printed (`-p demo --lib`) names a binary.
+            if !binary.starts_with('-') || names.is_empty() || run.cancel.is_cancelled() {
+                continue;
+            }
+            let args = RERUN_ARGS
+                .iter()
+                .copied()
+                .chain(binary.split_whitespace())
+                .chain(["--", "--exact"])
+                .chain(names.iter().copied());
+            let again = self.observe_with(&run, args).await;
+            let ran = !matches!(again.status, StageStatus::Unavailable { .. });
+            for name in names {
+                let outcome = if !ran {
+                    Rerun::NotRerun
+                } else if again.failures.iter().any(|f| f.name == name) {
+                    Rerun::FailedAgain
+                } else {
+                    Rerun::Passed
+                };
+                outcomes.push((binary.to_owned(), name.to_owned(), outcome));
+            }
+        }
+        super::rerun_outcome(failures, |f| {
+            outcomes
+                .iter()
+                .find(|(binary, name, _)| *binary == f.binary && *name == f.name)
+                .map_or(Rerun::NotRerun, |(_, _, outcome)| *outcome)
+        })
+    }
+
+    async fn observe_with<'x>(
+        &self,
+        run: &SensorRun<'_>,
+        args: impl IntoIterator<Item = &'x str>,
+    ) -> Observation {
         let target = tree_target(run.target_dir, run.dir);
         let (base, dir, user) = (
             run.target_dir.to_path_buf(),
@@ -306,7 +373,7 @@ impl CargoStage {
             tracing::warn!(%error, "seeding the slot's target directory failed");
         }
         let mut cmd = Command::new(&self.program);
-        cmd.args(self.args)
+        cmd.args(args)
             .current_dir(run.dir)
             .env("CARGO_TARGET_DIR", &target)
             .envs(ENVIRONMENT.iter().copied());
@@ -518,6 +585,7 @@ fn locate(failure: ParsedFailure, paths: &mut WorkspacePaths) -> TestFailure {
         output: failure.output,
         location,
         calls,
+        rerun: None,
     }
 }
 
@@ -646,6 +714,14 @@ macro_rules! cargo_sensor {
 
             fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
                 Box::pin(self.0.measure(run))
+            }
+
+            fn rerun<'a>(
+                &'a self,
+                run: SensorRun<'a>,
+                failures: &'a [TestFailure],
+            ) -> BoxFuture<'a, Vec<TestFailure>> {
+                Box::pin(self.0.rerun(run, failures))
             }
         }
     )*};

@@ -32,8 +32,14 @@ fn stage_line(stages: &[StageSummary]) -> String {
                 StageStatus::Unavailable { reason } => format!("could not run ({reason})"),
             };
             let advisory = if s.required { "" } else { ", advisory" };
+            // Still failing the stage, but not evidence against the fix.
+            let flaky = if s.flaky.is_empty() {
+                String::new()
+            } else {
+                format!("; flaky, passed when re-run: {}", s.flaky.join(", "))
+            };
             format!(
-                "{} {status} ({:.1}s{advisory})",
+                "{} {status} ({:.1}s{advisory}{flaky})",
                 s.stage,
                 s.duration_ms as f64 / 1000.0
             )
@@ -354,6 +360,19 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                         let _ = writeln!(out, "{:OUTCOME_COLUMN$}{more}", "");
                     }
                 }
+            }
+            let flaky: Vec<&str> = b
+                .stages
+                .iter()
+                .flat_map(|s| &s.flaky)
+                .map(String::as_str)
+                .collect();
+            if !flaky.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "       flaky: {} failed, then passed when re-run (not held against this fix)",
+                    flaky.join(", ")
+                );
             }
         }
     }

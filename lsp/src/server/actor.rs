@@ -33,6 +33,7 @@ use super::protocol::{
     forest, repair_arguments,
 };
 use super::sensing::{Debouncer, SENSING_DEBOUNCE};
+use super::storage::{self, Collector};
 use super::tasks::{
     self, ApplyEnd, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status,
 };
@@ -84,6 +85,8 @@ pub enum Msg {
         outcome: Result<Box<RepairOutcome>, String>,
     },
     RootComputed(KnownRoot),
+    /// A storage collection started by the actor ended.
+    Collected(Result<trellis_engine::gc::GcReport, String>),
     /// The client answered a `workspace/applyEdit`; look at the view again
     /// even if no document notification follows (files it wrote directly).
     ViewMayHaveChanged,
@@ -171,6 +174,8 @@ pub struct Actor {
     /// Open documents reached through a symlink inside the root: the
     /// snapshot never follows one, so their text is kept out of the view.
     ignored: BTreeSet<WorkspacePath>,
+    /// Storage collection after repairs, at quiet moments.
+    collector: Collector,
 }
 
 impl Actor {
@@ -191,6 +196,7 @@ impl Actor {
             repair_epoch: 0,
             root: RootTracker::default(),
             ignored: BTreeSet::new(),
+            collector: Collector::default(),
         }
     }
 
@@ -283,7 +289,18 @@ impl Actor {
                     self.sensed(outcome);
                 }
             }
-            Msg::RepairDone { job, outcome } => self.repair_done(&job, outcome),
+            Msg::RepairDone { job, outcome } => {
+                self.repair_done(&job, outcome);
+                self.collect_if_quiet();
+            }
+            Msg::Collected(result) => {
+                if let Some((typ, message)) = storage::message(&result) {
+                    self.log(typ, message);
+                }
+                for cluster in self.collector.finished() {
+                    self.start_repair(cluster);
+                }
+            }
             Msg::RootComputed(known) => {
                 self.root.in_flight = false;
                 let current = match &known.root {
@@ -777,7 +794,24 @@ impl Actor {
         }
     }
 
+    /// After a repair, with none left running: collect unused storage on
+    /// a blocking thread (the actor goes on serving requests).
+    fn collect_if_quiet(&mut self) {
+        let tx = self.tx.clone();
+        self.collector.start_if_quiet(
+            !self.jobs.is_empty(),
+            self.shared.engine.clone(),
+            move |result| {
+                let _ = tx.send(Msg::Collected(result));
+            },
+        );
+    }
+
     fn start_repair(&mut self, cluster: String) {
+        // Never during a collection: it starts when the collection ends.
+        if self.collector.hold(&cluster) {
+            return;
+        }
         let title = self
             .clusters
             .get(&cluster)

@@ -206,6 +206,7 @@ mod tests {
                 required: true,
                 status,
                 duration_ms: 12,
+                flaky: Vec::new(),
             }],
             clusters: vec!["unused import".into()],
             outcome,
