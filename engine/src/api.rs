@@ -17,7 +17,7 @@ use crate::error::EngineError;
 use crate::failpoint;
 use crate::ledger::event::PromotionRecovered;
 use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
-use crate::measure::{Measurement, MeasurementCache, measure};
+use crate::measure::{self, Measurement, MeasurementCache};
 use crate::promote;
 use crate::prompt_policy::{PinnedBundleSection, PromptPolicy, pin_prompt_bundles};
 use crate::records;
@@ -205,6 +205,19 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancellationToken,
     ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
+        self.measure_view_staged(view, progress, cancel, &|_| {})
+            .await
+    }
+
+    /// [`Engine::measure_view`], showing `staged` the measurement of every
+    /// stage prefix before the last stage runs (none for a cached root).
+    async fn measure_view_staged(
+        &self,
+        view: &View,
+        progress: &dyn Progress,
+        cancel: &CancellationToken,
+        staged: &(dyn Fn(&Measurement) + Sync),
+    ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
         let overlay = Overlay::from(view);
         let snapshot = self.snapshot(&overlay)?;
         self.ledger
@@ -233,17 +246,16 @@ impl Engine {
             }
         })?;
         blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
-        let m = measure(
-            snapshot.root,
-            &self.slots.view(),
-            &self.slots.view_target(),
-            sensors,
-            &self.config,
-            "workspace",
+        let (dir, target_dir) = (self.slots.view(), self.slots.view_target());
+        let run = measure::Run {
+            dir: &dir,
+            target_dir: &target_dir,
+            config: &self.config,
+            label: "workspace",
             progress,
             cancel,
-        )
-        .await;
+        };
+        let m = measure::measure_staged(snapshot.root, sensors, run, staged).await;
         if !cancel.is_cancelled() && m.unavailable().is_empty() {
             self.measurements
                 .lock()
@@ -264,7 +276,24 @@ impl Engine {
         progress: &dyn Progress,
         cancel: CancellationToken,
     ) -> Result<CheckReport, EngineError> {
-        let (_, _, m) = self.measure_view(view, progress, &cancel).await?;
+        self.check_staged(view, progress, cancel, &|_| {}).await
+    }
+
+    /// [`Engine::check`], handing `staged` the report of the stages run so
+    /// far before each later stage starts (the build's diagnostics while
+    /// the tests still run); the result is the report of every stage. A
+    /// root measured before reports once, as the result.
+    pub async fn check_staged(
+        &self,
+        view: &View,
+        progress: &dyn Progress,
+        cancel: CancellationToken,
+        staged: &(dyn Fn(CheckReport) + Sync),
+    ) -> Result<CheckReport, EngineError> {
+        let partial = |m: &Measurement| staged(self.check_report(m));
+        let (_, _, m) = self
+            .measure_view_staged(view, progress, &cancel, &partial)
+            .await?;
         Ok(self.check_report(&m))
     }
 
