@@ -317,6 +317,22 @@ impl Engine {
         let _branch_slots = slot_lock(&self.slots, "branches").await?;
         let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
         let repair_id = records::repair_id(&snapshot.root);
+        if cancel.is_cancelled() {
+            // Cancelled while the view was measured (or waited for the
+            // sensing run measuring it): its measurement is incomplete,
+            // so nothing is recorded or searched from it.
+            return Ok(RepairOutcome {
+                repair_id,
+                status: RepairStatus::Cancelled,
+                start_root: snapshot.root,
+                final_root: snapshot.root,
+                initial: self.check_report(&m0),
+                steps: Vec::new(),
+                changes: Vec::new(),
+                summary: "cancelled while the workspace was measured".into(),
+                model_would_help: false,
+            });
+        }
         // Folds the ledger first: an ambiguous interrupted search refuses
         // the repair before anything is recorded for it.
         let mut session = Session::begin(&self.ledger, snapshot.root)?;
