@@ -122,40 +122,76 @@ pub async fn measure(
     progress: &dyn Progress,
     cancel: &CancellationToken,
 ) -> Measurement {
-    let model = EnergyModel::V1;
+    let run = Run {
+        dir,
+        target_dir,
+        config,
+        label,
+        progress,
+        cancel,
+    };
+    measure_staged(root, sensors, run, &|_| {}).await
+}
+
+/// Where and how [`measure_staged`] runs its sensors.
+pub struct Run<'a> {
+    pub dir: &'a Path,
+    pub target_dir: &'a Path,
+    pub config: &'a Config,
+    pub label: &'a str,
+    pub progress: &'a dyn Progress,
+    pub cancel: &'a CancellationToken,
+}
+
+/// [`measure`], showing `staged` the measurement of the stages run so far
+/// after every stage but the last (whose measurement is the result), so a
+/// caller can show the build's diagnostics while the tests still run. Not
+/// called once `cancel` fired: a cancelled run has nothing to show.
+pub async fn measure_staged(
+    root: Digest,
+    sensors: &[Box<dyn Sensor>],
+    run: Run<'_>,
+    staged: &(dyn Fn(&Measurement) + Sync),
+) -> Measurement {
     let mut reports = Vec::with_capacity(sensors.len());
-    for sensor in sensors {
-        progress.report(&format!("{label}: {}", sensor.stage()), None);
+    for (index, sensor) in sensors.iter().enumerate() {
+        if index > 0 && !run.cancel.is_cancelled() {
+            staged(&measured(root, reports.clone(), sensors, run.config));
+        }
+        run.progress
+            .report(&format!("{}: {}", run.label, sensor.stage()), None);
         let deadline = match sensor.stage() {
-            "test" => config.stages.test_timeout_secs,
-            _ => config.stages.build_timeout_secs,
+            "test" => run.config.stages.test_timeout_secs,
+            _ => run.config.stages.build_timeout_secs,
         };
-        let run = || SensorRun {
-            dir,
-            target_dir,
+        let sensor_run = || SensorRun {
+            dir: run.dir,
+            target_dir: run.target_dir,
             deadline: Duration::from_secs(deadline),
-            cancel: cancel.clone(),
+            cancel: run.cancel.clone(),
         };
-        let mut report = sensor.run(run()).await;
-        if config
+        let mut report = sensor.run(sensor_run()).await;
+        if run
+            .config
             .stages
             .nondeterministic
             .iter()
             .any(|s| s == sensor.stage())
             && !report.failures.is_empty()
-            && !cancel.is_cancelled()
+            && !run.cancel.is_cancelled()
         {
             // Declared nondeterministic (PSP-10 Assumption 2): each failing
             // test once more, so only a reproduced failure is evidence.
-            progress.report(
+            run.progress.report(
                 &format!(
-                    "{label}: {}: re-running {} failing test(s)",
+                    "{}: {}: re-running {} failing test(s)",
+                    run.label,
                     sensor.stage(),
                     report.failures.len()
                 ),
                 None,
             );
-            report.failures = sensor.rerun(run(), &report.failures).await;
+            report.failures = sensor.rerun(sensor_run(), &report.failures).await;
             let flaky: Vec<String> = report
                 .failures
                 .iter()
@@ -171,6 +207,18 @@ pub async fn measure(
         }
         reports.push(report);
     }
+    measured(root, reports, sensors, run.config)
+}
+
+/// The measurement of `root` by `reports` (of `sensors`, or of the first of
+/// them), assessed.
+fn measured(
+    root: Digest,
+    reports: Vec<StageReport>,
+    sensors: &[Box<dyn Sensor>],
+    config: &Config,
+) -> Measurement {
+    let model = EnergyModel::V1;
     let assessment = assess(&reports, &config.stages.required, &model);
     Measurement {
         root,

@@ -156,9 +156,7 @@ impl QuantumRun<'_, '_> {
                     let reason = "contained: syncing the probed slot back to its seed copied \
                                   more than the probe touched";
                     self.run.contain(branch_id, reason)?;
-                    self.report.outcome = BranchOutcome::Ineligible {
-                        reason: reason.to_owned(),
-                    };
+                    self.report.outcome = BranchOutcome::ineligible(NotUsed::Barrier, reason);
                     return Ok(None);
                 }
             }

@@ -8,6 +8,7 @@
 //! timeout, cancellation, a failure cargo did not explain) is
 //! [`StageStatus::Unavailable`] with a reason a person can act on.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -54,6 +55,9 @@ const RERUN_ARGS: &[&str] = &[
     "--color",
     "never",
 ];
+/// How [`without_debuginfo`] shows in a stage's fingerprint: what the
+/// stage runs, with the member names left out (they are the workspace's).
+const MEMBERS_WITHOUT_DEBUGINFO: &str = "--config profile.dev.package.<member>.debug=0 --config profile.dev.package.<member>.strip=\"debuginfo\"";
 
 /// Bounds for the version probes: they print a few lines and return at once
 /// unless rustup has to install a toolchain first.
@@ -179,18 +183,50 @@ pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
     base.join(format!("tree-{id}"))
 }
 
+/// The slot's `Cargo.lock`, or the user's when the snapshot has none (a
+/// library that ignores its lock file); `None` before cargo wrote one.
+fn slot_lock(dir: &Path, user: Option<&UserBuild>) -> Option<String> {
+    std::fs::read_to_string(dir.join("Cargo.lock"))
+        .or_else(|err| user.map_or(Err(err), |user| std::fs::read_to_string(&user.lock)))
+        .ok()
+}
+
+/// Cargo arguments that build the path packages `members` (the only crates
+/// a slot compiles once seeded) without debug information, in every
+/// profile that inherits `dev` (`cargo test`'s): rustc skips generating it
+/// and the linker skips copying the dependencies' into the test binaries,
+/// about a third of a member's build. Nothing a stage reports reads it: a
+/// panic's location is compiled in, symbol names stay, and tests run with
+/// `RUST_BACKTRACE=0`. Registry dependencies keep the user's profile, so
+/// their seeded artifacts still match. A name that is not a plain package
+/// name is left alone.
+fn without_debuginfo(members: &BTreeSet<String>) -> Vec<String> {
+    members
+        .iter()
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .flat_map(|name| {
+            ["debug=0", "strip=\"debuginfo\""].map(|setting| {
+                [
+                    "--config".to_owned(),
+                    format!("profile.dev.package.\"{name}\".{setting}"),
+                ]
+            })
+        })
+        .flatten()
+        .collect()
+}
+
 /// Seeds the slot's target directory `target` (below `base`) once, from the
 /// user's target directory and the other slots' under `base`, with the
-/// registry dependencies of the slot's `Cargo.lock` (or the user's, when the
-/// snapshot has none: a library that ignores its lock file). Best effort: a
-/// failure only costs the build time it would have saved.
-fn warm(target: &Path, base: &Path, dir: &Path, user: Option<&UserBuild>) {
-    let lock = std::fs::read_to_string(dir.join("Cargo.lock"))
-        .or_else(|err| user.map_or(Err(err), |user| std::fs::read_to_string(&user.lock)));
-    let Ok(lock) = lock else {
-        return; // cargo writes one on the first run; seed the next tree
-    };
-    let packages = seed::registry_packages(&lock);
+/// registry dependencies of `lock`, the slot's. Best effort: a failure only
+/// costs the build time it would have saved.
+fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>) {
+    let packages = seed::registry_packages(lock);
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
         let mut siblings: Vec<PathBuf> = entries
@@ -269,7 +305,11 @@ impl CargoStage {
             version: toolchain
                 .version()
                 .map_or_else(|_| "unavailable".to_owned(), str::to_owned),
-            config: format!("{} cargo {}", environment.join(" "), args.join(" ")),
+            config: format!(
+                "{} cargo {} {MEMBERS_WITHOUT_DEBUGINFO}",
+                environment.join(" "),
+                args.join(" ")
+            ),
         };
         Self {
             stage,
@@ -367,13 +407,23 @@ impl CargoStage {
         );
         let seeding = tokio::task::spawn_blocking({
             let target = target.clone();
-            move || warm(&target, &base, &dir, user.as_ref())
+            move || {
+                // Without one cargo writes it on the first run; the next seeds.
+                let lock = slot_lock(&dir, user.as_ref())?;
+                warm(&target, &base, &lock, user.as_ref());
+                Some(seed::path_packages(&lock))
+            }
         });
-        if let Err(error) = seeding.await {
-            tracing::warn!(%error, "seeding the slot's target directory failed");
-        }
+        let members = match seeding.await {
+            Ok(members) => members.unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(%error, "seeding the slot's target directory failed");
+                BTreeSet::new()
+            }
+        };
         let mut cmd = Command::new(&self.program);
         cmd.args(args)
+            .args(without_debuginfo(&members))
             .current_dir(run.dir)
             .env("CARGO_TARGET_DIR", &target)
             .envs(ENVIRONMENT.iter().copied());
@@ -856,8 +906,24 @@ mod tests {
             target: user.join("target"),
         };
         let target = tree_target(&base, &slot);
-        warm(&target, &base, &slot, Some(&build));
+        let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
+        warm(&target, &base, &lock, Some(&build));
         assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
+    }
+
+    #[test]
+    fn only_plain_package_names_are_built_without_debuginfo() {
+        let members = BTreeSet::from(["my-app".to_owned(), "a\"b".to_owned(), String::new()]);
+        assert_eq!(
+            without_debuginfo(&members),
+            [
+                "--config",
+                "profile.dev.package.\"my-app\".debug=0",
+                "--config",
+                "profile.dev.package.\"my-app\".strip=\"debuginfo\"",
+            ]
+        );
+        assert!(without_debuginfo(&BTreeSet::new()).is_empty());
     }
 
     #[test]

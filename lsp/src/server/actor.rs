@@ -80,6 +80,11 @@ pub enum Msg {
         generation: u64,
         outcome: Result<Sensed, String>,
     },
+    /// What a sensing run's first stages found; the run goes on.
+    SensedStages {
+        generation: u64,
+        sensed: Sensed,
+    },
     RepairDone {
         job: String,
         outcome: Result<Box<RepairOutcome>, String>,
@@ -289,6 +294,11 @@ impl Actor {
                     self.sensed(outcome);
                 }
             }
+            Msg::SensedStages { generation, sensed } => {
+                if self.sensing.partial(generation) {
+                    self.sensed(Ok(sensed));
+                }
+            }
             Msg::RepairDone { job, outcome } => {
                 self.repair_done(&job, outcome);
                 self.collect_if_quiet();
@@ -491,8 +501,14 @@ impl Actor {
         let Some(run) = self.sensing.start_if_due(Instant::now()) else {
             return;
         };
-        let sensing = tasks::sense(self.shared.clone(), self.view(), run.cancel);
         let (tx, generation) = (self.tx.clone(), run.generation);
+        let staged = {
+            let tx = tx.clone();
+            move |sensed| {
+                let _ = tx.send(Msg::SensedStages { generation, sensed });
+            }
+        };
+        let sensing = tasks::sense(self.shared.clone(), self.view(), run.cancel, staged);
         tokio::spawn(async move {
             let outcome = sensing.await;
             let _ = tx.send(Msg::Sensed {
