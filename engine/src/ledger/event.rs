@@ -552,6 +552,16 @@ pub enum SearchEvent {
         branch_id: String,
         reason: String,
     },
+    /// What a model branch working on `cluster_id` tried (its `finish`
+    /// summary, or why it stopped) and how its state measured: the previous
+    /// hypothesis a later model attempt on the cluster is shown.
+    ModelHypothesisMeasured {
+        forest_id: String,
+        branch_id: String,
+        cluster_id: String,
+        hypothesis: String,
+        measured: String,
+    },
 }
 
 impl SearchEvent {
@@ -680,6 +690,11 @@ impl SearchEvent {
                 forest_id,
                 branch_id,
                 ..
+            }
+            | ModelHypothesisMeasured {
+                forest_id,
+                branch_id,
+                ..
             } => (forest_id, branch_id),
         }
     }
@@ -708,6 +723,7 @@ impl SearchEvent {
             ModelTurnObserved { .. } => "model_turn_observed",
             ModelTurnRecorded { .. } => "model_turn_recorded",
             ModelRouteUnavailable { .. } => "model_route_unavailable",
+            ModelHypothesisMeasured { .. } => "model_hypothesis_measured",
         }
     }
 }
@@ -783,6 +799,12 @@ impl fmt::Display for SearchEvent {
                 attempt["status"]
             ),
             ModelTurnRecorded { turn, .. } => write!(f, ": turn {turn}"),
+            ModelHypothesisMeasured {
+                cluster_id,
+                hypothesis,
+                measured,
+                ..
+            } => write!(f, ": on {cluster_id}: {hypothesis} ({measured})"),
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }

@@ -46,6 +46,9 @@ pub(super) struct Search<'a> {
     /// The model route's failover chain, built at its first use: one per
     /// repair, so an endpoint retired in one step stays retired.
     pub(super) model_chain: Option<crate::actor::FailoverChain>,
+    /// The repair's start and the content realizing it over the user's
+    /// disk: the tests `backward-compatible` holds every candidate to.
+    pub(super) start: (Snapshot, Overlay),
 }
 
 /// Runs the search from `start` (already measured).
@@ -78,7 +81,8 @@ pub(crate) async fn search(
                 observed,
                 ctx.config.gate,
             );
-            Search::new(ctx, session, trajectory, start, max_branches)
+            let origin = (start.snapshot.clone(), start.overlay.clone());
+            Search::new(ctx, session, trajectory, start, max_branches, origin)
         }
     };
     search.run(repair_id, &x0, options).await
@@ -91,6 +95,7 @@ impl<'a> Search<'a> {
         trajectory: AcceptedTrajectory,
         accepted: Accepted,
         max_branches: usize,
+        start: (Snapshot, Overlay),
     ) -> Search<'a> {
         // Every state the generation accepted has been measured already.
         let measured_roots = trajectory.states.iter().map(|state| state.root).collect();
@@ -102,6 +107,7 @@ impl<'a> Search<'a> {
             measured_roots,
             max_branches,
             model_chain: None,
+            start,
         }
     }
 
@@ -201,12 +207,14 @@ impl<'a> Search<'a> {
             overlay,
             measurement,
         };
+        let origin = (start.snapshot.clone(), start.overlay.clone());
         Ok(Search::new(
             ctx,
             session,
             trajectory,
             accepted,
             max_branches,
+            origin,
         ))
     }
 

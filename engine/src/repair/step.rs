@@ -279,10 +279,19 @@ impl<'s, 'a> Step<'s, 'a> {
             .root
             .file_name()
             .map_or_else(|| "workspace".into(), |n| n.to_string_lossy().into_owned());
-        let inputs = model::inputs(self.run.id(), &workspace, &self.plan.packet, None);
+        let packet = &self.plan.packet;
+        let previous = model::previous_hypothesis(&ctx.ledger.rows()?, &packet.cluster_id);
+        let limits = &ctx.config.model_turns;
+        let inputs = model::inputs(
+            (self.run.id(), &workspace),
+            packet,
+            previous.as_ref(),
+            limits,
+            ctx.prompts,
+        );
         let outcome = self
             .run
-            .run_model(branch_id, slot, chain, &inputs, &model::LIMITS)
+            .run_model(branch_id, slot, chain, &inputs, limits)
             .await?;
         let summary = match outcome.stop {
             StopReason::Finished { summary } => summary,
@@ -340,11 +349,9 @@ impl<'s, 'a> Step<'s, 'a> {
             proposal,
         );
         if ctx.config.verification.test_policy == TestPolicy::BackwardCompatible {
-            let source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
-            if let Some(failures) = self
-                .run
-                .original_tests(&accepted.snapshot, &source, slot)
-                .await?
+            let (start, overlay) = &self.search.start;
+            let source = DirSource::new(ctx.root.to_path_buf(), overlay.clone());
+            if let Some(failures) = self.run.original_tests(start, &source, slot).await?
                 && !failures.is_empty()
             {
                 let reason = format!(
@@ -353,6 +360,7 @@ impl<'s, 'a> Step<'s, 'a> {
                     failures.join(", ")
                 );
                 self.run.reject(report, reason)?;
+                self.record_hypothesis(report)?;
                 return Ok(QuantumEnd::Ineligible);
             }
         }
@@ -377,12 +385,25 @@ impl<'s, 'a> Step<'s, 'a> {
         let end = branch_run
             .measure(quantum, &candidate, &components, &mut track)
             .await?;
+        self.record_hypothesis(report)?;
         Ok(match end {
             // A partial checkpoint of the model's branch is not continued by
             // the deterministic proposer; it stays a measured, unselected state.
             QuantumEnd::Partial(_) => QuantumEnd::Ineligible,
             end => end,
         })
+    }
+
+    /// Ledgers what a model branch tried and how it measured: the previous
+    /// hypothesis a later model attempt on the cluster is shown.
+    fn record_hypothesis(&self, report: &BranchReport) -> Result<(), EngineError> {
+        let packet = &self.plan.packet;
+        self.run.append(&model::hypothesis_measured(
+            self.run.id(),
+            &packet.cluster_id,
+            &report.label,
+            report,
+        ))
     }
 
     /// Runs one quantum; the next one, or `None` when the forest should
