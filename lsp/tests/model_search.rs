@@ -270,7 +270,11 @@ fn gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_close
         .unwrap();
     let tampered = original.replacen("\"budget_tokens\":", "\"budget_tokens\":1", 1);
     assert_ne!(tampered, original);
+    // A tamperer with the file drops the append-only trigger (trellis
+    // recreates it at every open).
     let set = |payload: &str| {
+        db.execute_batch("DROP TRIGGER IF EXISTS events_are_never_updated")
+            .unwrap();
         db.execute(
             "UPDATE events SET payload = ?1 WHERE seq = ?2",
             rusqlite::params![payload, seq],
