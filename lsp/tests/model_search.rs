@@ -350,3 +350,71 @@ fn backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakene
     assert_eq!(code, 0, "{doc:#}");
     assert!(ws.read("src/lib.rs").contains("-1"));
 }
+
+#[test]
+fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is_promoted() {
+    let server = OpenAiServer::start(vec![
+        // The first branch fixes the logic but leaves an unresolved name:
+        // no descent, kept as a partial checkpoint (the compiler knows the
+        // import).
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b",
+                    "new": "VecDeque::from([a, b]).iter().sum()" }),
+        ),
+        finish("sum them in a deque"),
+        // Its continuation, forked from that checkpoint, adds the import.
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "pub fn add",
+                    "new": "use std::collections::VecDeque;\n\npub fn add" }),
+        ),
+        finish("import VecDeque"),
+    ]);
+    let ws = Workspace::of("wrong-operator");
+    configure(&ws, &server, "");
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let lib = ws.read("src/lib.rs");
+    assert!(lib.contains("use std::collections::VecDeque;") && lib.contains("VecDeque::from"));
+    assert!(ws.cargo_test_passes());
+
+    let branches: Vec<Value> = doc["steps"][0]["branches"].as_array().cloned().unwrap();
+    let first = branches
+        .iter()
+        .find(|b| b["strategy"] == "model_actor")
+        .unwrap();
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("partial checkpoint"),
+        "{first:#}"
+    );
+    let continued = branches
+        .iter()
+        .find(|b| b["strategy"] == "local_repair")
+        .unwrap();
+    assert_eq!(continued["proposer"], "model:m0");
+    assert_eq!(continued["hard_pass"], true, "{continued:#}");
+    assert_ne!(continued["branch_id"], first["branch_id"], "its own branch");
+    // The continuation was told what the branch it continues tried.
+    let received = bodies(&server);
+    assert_eq!(received.len(), 4);
+    assert!(!received[0].contains("sum them in a deque"));
+    assert!(
+        received[2].contains("sum them in a deque"),
+        "{}",
+        received[2]
+    );
+    let forked = ledger_events(&ws, "branch_forked");
+    let SearchEvent::BranchForked { parent, .. } = forked
+        .iter()
+        .find(|e| e.branch_id() == continued["branch_id"].as_str().unwrap())
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(parent.as_deref(), first["branch_id"].as_str());
+    assert_replay_reproduces(&ws, &received);
+}

@@ -69,22 +69,32 @@ pub(super) struct Hypothesis {
 }
 
 /// The previous hypothesis for `cluster_id` in the ledger's `rows`: the
-/// latest `model_hypothesis_measured` row on it, from this repair or an
-/// earlier one.
-pub(super) fn previous_hypothesis(rows: &[Row], cluster_id: &str) -> Option<Hypothesis> {
+/// latest `model_hypothesis_measured` row on it (from this repair or an
+/// earlier one) or on the branch `continued` (forest, branch) whose
+/// checkpoint the attempt continues.
+pub(super) fn previous_hypothesis(
+    rows: &[Row],
+    cluster_id: &str,
+    continued: Option<(&str, &str)>,
+) -> Option<Hypothesis> {
     let tried: Vec<(&str, &str)> = rows
         .iter()
         .filter_map(|row| match &row.event {
             DecodedRow::Search {
                 event:
                     SearchEvent::ModelHypothesisMeasured {
+                        forest_id,
+                        branch_id,
                         cluster_id: on,
                         hypothesis,
                         measured,
-                        ..
                     },
                 ..
-            } if on == cluster_id => Some((hypothesis.as_str(), measured.as_str())),
+            } if on == cluster_id
+                || continued == Some((forest_id.as_str(), branch_id.as_str())) =>
+            {
+                Some((hypothesis.as_str(), measured.as_str()))
+            }
             _ => None,
         })
         .collect();
