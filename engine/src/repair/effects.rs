@@ -773,7 +773,9 @@ impl ForestRun<'_> {
         source: &DirSource,
         slot: &Path,
     ) -> Result<Option<Vec<String>>, EngineError> {
-        let mut changed: Vec<(&str, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        // Each file to swap: its path, the original tests' version, the candidate's.
+        type Swap<'p> = (&'p str, Vec<u8>, Option<Vec<u8>>);
+        let mut changed: Vec<Swap<'_>> = Vec::new();
         for (path, entry) in &start.entries {
             let now = snapshot::fsutil::confine(slot, path)
                 .ok()

@@ -104,17 +104,18 @@ impl TestCode {
 
     /// What a candidate must keep equal: each test item's text with its
     /// module, each doc test's text with its item.
-    fn texts<'s>(&self, source: &'s str) -> (Vec<(&Vec<String>, &'s str)>, Vec<(&str, &'s str)>) {
-        (
-            self.items
-                .iter()
-                .map(|(m, span)| (m, &source[span.clone()]))
-                .collect(),
-            self.docs
-                .iter()
-                .map(|(k, span)| (k.as_str(), &source[span.clone()]))
-                .collect(),
-        )
+    fn texts<'s>(&self, source: &'s str) -> Vec<(String, &'s str)> {
+        let items = self.items.iter().map(|(m, span)| {
+            (
+                format!("test item in {}", m.join("::")),
+                &source[span.clone()],
+            )
+        });
+        let docs = self
+            .docs
+            .iter()
+            .map(|(k, span)| (format!("doc test of {k}"), &source[span.clone()]));
+        items.chain(docs).collect()
     }
 
     fn walk(&mut self, items: &[Item], module: &mut Vec<String>) {
