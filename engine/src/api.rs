@@ -19,7 +19,7 @@ use crate::ledger::event::PromotionRecovered;
 use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
 use crate::measure::{self, Measurement, MeasurementCache};
 use crate::promote;
-use crate::prompt_policy::{PinnedBundleSection, PromptPolicy, pin_prompt_bundles};
+use crate::prompt_policy::{PromptPolicy, SessionPrompts, pin_prompt_bundles};
 use crate::records;
 use crate::repair::{Accepted, Ctx, Session, search};
 use crate::report::{CheckReport, Promotion, RepairOptions, RepairOutcome, RepairStatus};
@@ -51,9 +51,9 @@ pub struct Engine {
     repair_lock: tokio::sync::Mutex<()>,
     /// Recent measurements by state root (see [`MeasurementCache`]).
     measurements: Mutex<MeasurementCache>,
-    /// The prompt policy and bundles pinned at start, recorded with the session.
-    prompt_policy: PromptPolicy,
-    prompt_bundles: Vec<PinnedBundleSection>,
+    /// The prompt policy and bundles pinned at start, recorded with the
+    /// session; every model call compiles with them.
+    prompts: SessionPrompts,
     /// The interrupted promotion this start finished or undid, if any.
     recovered: Option<PromotionRecovered>,
 }
@@ -101,7 +101,7 @@ impl Engine {
             })?;
         // A linked `.trellis` is refused here, before anything is written.
         let state = statedir::open_state(&root)?;
-        let prompt_bundles = pin_prompt_bundles(&root, &state, prompt_policy)?;
+        let prompts = pin_prompt_bundles(&root, &state, prompt_policy)?;
         let mut snapshotter = Snapshotter::new(&root, Some(state.join("index")));
         let limits = &config.exploration;
         snapshotter.bound(limits.workspace_files, limits.workspace_bytes);
@@ -121,8 +121,7 @@ impl Engine {
             view_lock: tokio::sync::Mutex::new(()),
             repair_lock: tokio::sync::Mutex::new(()),
             measurements: Mutex::new(MeasurementCache::new(MEASUREMENT_CACHE_ROOTS)),
-            prompt_policy,
-            prompt_bundles,
+            prompts,
         })
     }
 
@@ -176,7 +175,7 @@ impl Engine {
                 self.ledger.append(&records::session_started(
                     &self.root,
                     &self.config,
-                    (self.prompt_policy, &self.prompt_bundles),
+                    (self.prompts.policy, &self.prompts.pinned),
                     &sensors,
                 ))?;
                 Ok::<_, EngineError>(sensors)
@@ -389,6 +388,7 @@ impl Engine {
             sensors,
             ledger: &self.ledger,
             slots: &self.slots,
+            prompts: &self.prompts,
             progress,
             cancel: &cancel,
         };

@@ -5,10 +5,18 @@
 //! that pinned copy and never rereads the source. It must never start a
 //! session over a bundle it refused: any problem refuses start-up, naming
 //! the file and the reason.
+//!
+//! Two functions are the whole interface by which a session obtains its
+//! bundles, so a versioned store can replace what sits behind them:
+//! [`pin_prompt_bundles`] at start (the [`SessionPrompts`] every model call
+//! compiles with), and [`restore_pinned`] when replay or a resume reads a
+//! ledgered session's pins back.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use trellis_prompts::ResolutionPolicy;
+use trellis_prompts::bundles::PinnedReplacement;
 
 use crate::error::EngineError;
 
@@ -18,6 +26,26 @@ use crate::error::EngineError;
 pub struct PromptPolicy {
     pub allow_experimental: bool,
     pub allow_core_override: bool,
+}
+
+impl PromptPolicy {
+    /// The resolution policy the prompt plane compiles under.
+    pub(crate) fn resolution(self) -> ResolutionPolicy {
+        ResolutionPolicy {
+            allow_experimental: self.allow_experimental,
+            allow_core_override: self.allow_core_override,
+        }
+    }
+}
+
+/// What a session's model calls compile with: the policy and the bundles
+/// pinned under it, as ledgered (`pinned`) and as substituted into the
+/// programs (`replacements`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SessionPrompts {
+    pub(crate) policy: PromptPolicy,
+    pub(crate) pinned: Vec<PinnedBundleSection>,
+    pub(crate) replacements: Vec<PinnedReplacement>,
 }
 
 /// A prompt bundle section pinned for the whole session: the store copy is
@@ -36,35 +64,73 @@ pub(crate) fn pin_prompt_bundles(
     root: &Path,
     state: &crate::statedir::Dir,
     policy: PromptPolicy,
-) -> Result<Vec<PinnedBundleSection>, EngineError> {
+) -> Result<SessionPrompts, EngineError> {
     let config = trellis_prompts::activation::PromptsConfig::load(root)
         .map_err(|(path, message)| EngineError::Config { path, message })?;
     if config.bundles.is_empty() {
-        return Ok(Vec::new());
+        return Ok(SessionPrompts {
+            policy,
+            ..SessionPrompts::default()
+        });
     }
     // The store is `.trellis/prompt-bundles/`, checked not to be a link.
     state.child("prompt-bundles", true)?;
     let store = state.path();
-    let policy = trellis_prompts::ResolutionPolicy {
-        allow_experimental: policy.allow_experimental,
-        allow_core_override: policy.allow_core_override,
-    };
+    let resolution = policy.resolution();
     // Each error names its bundle file and line; the config file is where the bundle was listed.
-    let pinned = trellis_prompts::bundles::load_bundles(&config.bundles, root, store, policy)
-        .map_err(|errors| EngineError::Config {
-            path: root.join(crate::config::WORKSPACE_FILE),
-            message: errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; "),
-        })?;
-    Ok(pinned
-        .into_iter()
+    let replacements =
+        trellis_prompts::bundles::load_bundles(&config.bundles, root, store, resolution).map_err(
+            |errors| EngineError::Config {
+                path: root.join(crate::config::WORKSPACE_FILE),
+                message: errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            },
+        )?;
+    let pinned = replacements
+        .iter()
         .map(|p| PinnedBundleSection {
             section: p.schema.id.to_owned(),
-            content_hash: p.content_hash,
-            stored: p.stored,
+            content_hash: p.content_hash.clone(),
+            stored: p.stored.clone(),
         })
-        .collect())
+        .collect();
+    Ok(SessionPrompts {
+        policy,
+        pinned,
+        replacements,
+    })
+}
+
+/// A ledgered session's pinned bundles, read back from the store under
+/// `state` (the `.trellis` directory) by content hash: each copy must still
+/// be a valid section of this build with exactly the pinned hash. An error
+/// names the copy and why it cannot stand for the pin (Gate Z: a program
+/// that substituted it could not be rebuilt).
+pub fn restore_pinned(
+    state: &Path,
+    pinned: &[PinnedBundleSection],
+) -> Result<Vec<PinnedReplacement>, String> {
+    pinned
+        .iter()
+        .map(|p| {
+            let stored = state.join("prompt-bundles").join(format!(
+                "{}.md",
+                p.content_hash.trim_start_matches("sha256:")
+            ));
+            let restored = trellis_prompts::bundles::restore_pinned(&stored, &p.content_hash)
+                .map_err(|e| format!("pinned bundle of `{}`: {e}", p.section))?;
+            if restored.schema.id != p.section {
+                return Err(format!(
+                    "pinned bundle {} replaces `{}`, not the pinned `{}`",
+                    stored.display(),
+                    restored.schema.id,
+                    p.section
+                ));
+            }
+            Ok(restored)
+        })
+        .collect()
 }

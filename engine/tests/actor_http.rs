@@ -371,6 +371,7 @@ mod run_over_http {
             tool_calls_per_turn: 4,
             mutations_per_turn: 2,
             result_bytes: 4096,
+            tokens_per_turn: 1024,
         };
         let outcome = run_actor(
             &mut chain,
@@ -429,7 +430,7 @@ mod run_over_http {
             .collect();
         for (prepared, attempt) in ledger.prepared.iter().zip(&ledger.attempts) {
             assert_eq!(
-                replay_request(prepared, &conversation, &[]).unwrap(),
+                replay_request(prepared, &conversation, &[], &limits).unwrap(),
                 attempt.request_body
             );
         }

@@ -80,58 +80,13 @@ pub fn lint_bundle(
     let mut errors = Vec::new();
     let mut accepted = Vec::new();
     for file in files {
-        let text = match crate::files::read_regular(&file, crate::files::MAX_SECTION_BYTES) {
-            Ok(Some(text)) => text,
-            unread => {
-                errors.push(BundleError {
-                    file,
-                    line: 0,
-                    reason: unread
-                        .err()
-                        .unwrap_or_else(|| "vanished while the bundle was read".to_owned()),
-                });
+        let (schema, spec) = match check_file(&file) {
+            Ok(checked) => checked,
+            Err(mut e) => {
+                errors.append(&mut e);
                 continue;
             }
         };
-        let spec = match parse_section(&file, &text) {
-            Ok(spec) => spec,
-            Err(parse_errors) => {
-                errors.extend(parse_errors.0.into_iter().map(|e| BundleError {
-                    file: e.file,
-                    line: e.line,
-                    reason: e.message,
-                }));
-                continue;
-            }
-        };
-        let Some(schema) = crate::sections::ALL_SECTIONS
-            .iter()
-            .find(|s| s.id == spec.id)
-        else {
-            errors.push(BundleError {
-                file,
-                line: spec.id_line,
-                reason: format!(
-                    "replaces unknown section `{}`; a bundle can only replace compiled sections \
-                     (a new stage or section needs a compiled domain package)",
-                    spec.id
-                ),
-            });
-            continue;
-        };
-        let expected = compiled_signature(schema);
-        if spec.schema_signature() != expected {
-            errors.push(BundleError {
-                file,
-                line: spec.id_line,
-                reason: format!(
-                    "must keep the compiled schema of `{}`: expected `{expected}`, found `{}`",
-                    spec.id,
-                    spec.schema_signature()
-                ),
-            });
-            continue;
-        }
         if accepted
             .iter()
             .any(|(_, s, _): &(PathBuf, &SectionSchema, _)| s.id == schema.id)
@@ -143,7 +98,7 @@ pub fn lint_bundle(
             });
             continue;
         }
-        accepted.push((file, *schema, spec));
+        accepted.push((file, schema, spec));
     }
     if errors.is_empty() {
         Ok(accepted)
@@ -226,6 +181,87 @@ pub fn load_bundles(
     } else {
         Err(errors)
     }
+}
+
+/// One bundle file checked against the compiled library: readable, a
+/// well-formed section, replacing a known section with its exact schema.
+fn check_file(
+    file: &Path,
+) -> Result<(&'static SectionSchema, trellis_prompt_codegen::SectionSpec), Vec<BundleError>> {
+    let refuse = |line: usize, reason: String| {
+        vec![BundleError {
+            file: file.to_path_buf(),
+            line,
+            reason,
+        }]
+    };
+    let text = match crate::files::read_regular(file, crate::files::MAX_SECTION_BYTES) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Err(refuse(0, "vanished while the bundle was read".to_owned())),
+        Err(reason) => return Err(refuse(0, reason)),
+    };
+    let spec = parse_section(file, &text).map_err(|parse_errors| {
+        parse_errors
+            .0
+            .into_iter()
+            .map(|e| BundleError {
+                file: e.file,
+                line: e.line,
+                reason: e.message,
+            })
+            .collect::<Vec<_>>()
+    })?;
+    let Some(schema) = crate::sections::ALL_SECTIONS
+        .iter()
+        .find(|s| s.id == spec.id)
+    else {
+        return Err(refuse(
+            spec.id_line,
+            format!(
+                "replaces unknown section `{}`; a bundle can only replace compiled sections \
+                 (a new stage or section needs a compiled domain package)",
+                spec.id
+            ),
+        ));
+    };
+    let expected = compiled_signature(schema);
+    if spec.schema_signature() != expected {
+        return Err(refuse(
+            spec.id_line,
+            format!(
+                "must keep the compiled schema of `{}`: expected `{expected}`, found `{}`",
+                spec.id,
+                spec.schema_signature()
+            ),
+        ));
+    }
+    Ok((*schema, spec))
+}
+
+/// Reads a pinned replacement back from its store copy (replay, resume):
+/// the copy must still be a valid section of this build with exactly the
+/// content hash the session pinned. Never a best effort: a changed,
+/// missing or unparsable copy is an error naming it.
+pub fn restore_pinned(stored: &Path, content_hash: &str) -> Result<PinnedReplacement, BundleError> {
+    let (schema, spec) = check_file(stored).map_err(|mut e| e.remove(0))?;
+    if spec.content_hash != content_hash {
+        return Err(BundleError {
+            file: stored.to_path_buf(),
+            line: 0,
+            reason: format!(
+                "the pinned copy hashes to {}, not the {content_hash} the session pinned",
+                spec.content_hash
+            ),
+        });
+    }
+    Ok(PinnedReplacement {
+        schema,
+        version: spec.version,
+        content_hash: spec.content_hash,
+        body: spec.body,
+        source: stored.to_path_buf(),
+        stored: stored.to_path_buf(),
+    })
 }
 
 /// Every `.md` file under `dir`. Links are never followed (a link to a

@@ -11,7 +11,8 @@
 //!
 //! # Public API (what the search runtime calls)
 //!
-//! - `config::models`: [`ModelEndpoint`] (`[[models]]`), [`VerificationConfig`] /
+//! - `config::models`: [`ModelEndpoint`] (`[[models]]`), [`TurnLimits`]
+//!   (`[model_turns]`), [`VerificationConfig`] /
 //!   [`TestPolicy`] (`[verification]`), [`family_of_model`]; loaded through
 //!   `Config::models` and `Config::verification`.
 //! - [`FailoverChain::new`] over [`ChainEndpoint`]s, one per configured
@@ -22,7 +23,7 @@
 //!   ledger, cancel })` → [`ActorOutcome`]; the runtime implements
 //!   [`TurnLedger`] (reserve a turn, ledger programs, raw attempts and turn
 //!   records) and [`BranchVerifier`] (the build and test stages in the slot).
-//! - [`replay_request`]`(prepared, conversation, pinned_bundles)` rebuilds the
+//! - [`replay_request`]`(prepared, conversation, pinned_bundles, limits)` rebuilds the
 //!   exact body of a ledgered call from its [`PreparedRequest`] and the turns'
 //!   [`TurnRecord::appended`] deltas, without a model (Gate Z);
 //!   [`model_calls`] does it for every call ledgered in a set of rows.
@@ -36,7 +37,7 @@ pub mod tools;
 mod transport;
 
 pub use crate::config::models::{
-    AdapterKind, ModelEndpoint, TestPolicy, VerificationConfig, family_of_model,
+    AdapterKind, ModelEndpoint, TestPolicy, TurnLimits, VerificationConfig, family_of_model,
 };
 pub use failover::{
     Attempt, Call, CallOutcome, ChainEndpoint, FAILURES_TO_RETIRE, FailoverChain, FailoverState,
@@ -46,7 +47,7 @@ pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
 pub use replay::{ModelCall, model_calls};
 pub use runner::{
     ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
-    TurnLimits, TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,
+    TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,
 };
 pub use scripted::{Scripted, ScriptedTransport};
 pub use tools::{BranchVerifier, VerifierReport};

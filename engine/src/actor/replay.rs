@@ -2,20 +2,30 @@
 //! request rebuilt from the ledgered programs and conversation deltas and
 //! compared byte for byte with the body that was sent, without a model.
 //!
-//! It reads rows and never writes. It fails closed: a raw attempt with no
+//! Each session's context comes from its `session_started` row: the
+//! prompt bundles it pinned (read back from the store by content hash) and
+//! the `[model_turns]` it ran under.
+//!
+//! It reads rows and the pinned bundle copies and never writes. It fails
+//! closed: programs that do not recompile to their recorded digests (a
+//! changed or missing pinned copy among them), a raw attempt with no
 //! ledgered programs before it, a program without a digest, or a rebuilt
 //! body that differs from the recorded one is an error naming the row,
 //! never a call reported as replayable.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 use trellis_prompts::ProgramRecord;
+use trellis_prompts::bundles::PinnedReplacement;
 
-use super::runner::{PreparedRequest, replay_request};
+use super::runner::{PreparedRequest, rebuild_programs, replay_request};
 use super::transport::ChatMessage;
-use crate::ledger::{DecodedRow, Row, SearchEvent};
+use crate::config::models::TurnLimits;
+use crate::ledger::{DecodedRow, LedgerEvent, Row, SearchEvent, SessionStarted};
+use crate::prompt_policy::{PinnedBundleSection, restore_pinned};
 
 /// One model call as the ledger shows it, its request reproduced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,9 +52,51 @@ impl ModelCall {
     }
 }
 
+/// What a session's model calls were compiled under, from its
+/// `session_started` row; its pinned bundles are read back on first use.
+#[derive(Default)]
+struct SessionContext {
+    pinned: Vec<PinnedBundleSection>,
+    replacements: Option<Vec<PinnedReplacement>>,
+    limits: TurnLimits,
+}
+
+impl SessionContext {
+    fn of(started: &SessionStarted) -> Result<SessionContext, String> {
+        let pinned = match started.config.get("prompt_bundles") {
+            None => Vec::new(),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("unreadable pinned prompt bundles: {e}"))?,
+        };
+        // A session recorded before `[model_turns]` existed ran under the
+        // defaults, which were then constants.
+        let limits = match started.config["workspace"].get("model_turns") {
+            None => TurnLimits::DEFAULT,
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("unreadable `model_turns`: {e}"))?,
+        };
+        Ok(SessionContext {
+            pinned,
+            replacements: None,
+            limits,
+        })
+    }
+
+    fn replacements(&mut self, state: &Path) -> Result<&[PinnedReplacement], String> {
+        if self.replacements.is_none() {
+            self.replacements = Some(restore_pinned(state, &self.pinned)?);
+        }
+        Ok(self.replacements.as_deref().unwrap_or_default())
+    }
+}
+
 /// Every model call in `rows`, each request rebuilt and compared with the
-/// one sent. `Err` names the first row that cannot be reproduced.
-pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
+/// one sent; `state` is the `.trellis` directory whose store holds the
+/// sessions' pinned bundles. Every ledgered pair of programs must recompile
+/// to its digests, even one whose call was never observed (a process killed
+/// mid-call), so a resume can refuse past it. `Err` names the first row
+/// that cannot be reproduced.
+pub fn model_calls(rows: &[Row], state_dir: &Path) -> Result<Vec<ModelCall>, String> {
     // Per branch: the prepared requests of the running turn, in order, and
     // the conversation so far (the deltas of completed turns).
     #[derive(Default)]
@@ -55,9 +107,16 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
     }
     let mut branches: BTreeMap<(String, String), BranchState> = BTreeMap::new();
     let mut calls = Vec::new();
+    let mut session = SessionContext::default();
     for row in rows {
-        let DecodedRow::Search { event, .. } = &row.event else {
-            continue;
+        let event = match &row.event {
+            DecodedRow::Search { event, .. } => event,
+            DecodedRow::Ledger(LedgerEvent::SessionStarted(started)) => {
+                session = SessionContext::of(started)
+                    .map_err(|e| format!("ledger row {}: {e}", row.seq))?;
+                continue;
+            }
+            _ => continue,
         };
         let key = (event.forest_id().to_owned(), event.branch_id().to_owned());
         match event {
@@ -89,6 +148,15 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                         row.seq
                     ));
                 }
+                session
+                    .replacements(state_dir)
+                    .and_then(|replacements| rebuild_programs(&prepared, replacements))
+                    .map_err(|e| {
+                        format!(
+                            "ledger row {}: program digest {} cannot be reconstructed (Gate Z): {e}",
+                            row.seq, invocation_digest
+                        )
+                    })?;
                 let state = branches.entry(key).or_default();
                 if state.prepared.first().is_some_and(|p| p.turn != *turn) {
                     state.prepared.clear();
@@ -119,9 +187,15 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                 let sent = attempt["request_body"].as_str().ok_or_else(|| {
                     format!("ledger row {}: the call's request body is missing", row.seq)
                 })?;
-                let rebuilt = replay_request(&prepared, &state.conversation, &[]).map_err(|e| {
-                    format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq)
-                })?;
+                let limits = session.limits;
+                let rebuilt = session
+                    .replacements(state_dir)
+                    .and_then(|replacements| {
+                        replay_request(&prepared, &state.conversation, replacements, &limits)
+                    })
+                    .map_err(|e| {
+                        format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq)
+                    })?;
                 if rebuilt != sent {
                     return Err(format!(
                         "ledger row {}: the rebuilt request differs from the one sent (Gate Z)",
@@ -192,7 +266,8 @@ mod tests {
 
     #[test]
     fn gate_z_a_call_without_ledgered_programs_fails_closed() {
-        let error = model_calls(&[observed(7, "sha256:ab")]).unwrap_err();
+        let error =
+            model_calls(&[observed(7, "sha256:ab")], Path::new("/nonexistent")).unwrap_err();
         assert!(
             error.contains("row 7") && error.contains("Gate Z"),
             "{error}"
@@ -211,7 +286,8 @@ mod tests {
                 request: json!({}),
             },
         );
-        let error = model_calls(&[programs, observed(4, "")]).unwrap_err();
+        let error =
+            model_calls(&[programs, observed(4, "")], Path::new("/nonexistent")).unwrap_err();
         assert!(
             error.contains("row 3") && error.contains("without a program digest"),
             "{error}"
@@ -228,6 +304,9 @@ mod tests {
                 reason: "committed".into(),
             },
         );
-        assert_eq!(model_calls(&[closed]).unwrap(), Vec::new());
+        assert_eq!(
+            model_calls(&[closed], Path::new("/nonexistent")).unwrap(),
+            Vec::new()
+        );
     }
 }

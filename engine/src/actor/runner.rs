@@ -37,19 +37,10 @@ use super::transport::{
     request_body, text_tool_call,
 };
 
+use crate::config::models::TurnLimits;
+
 #[cfg(doc)]
 use super::transport::Transport;
-
-/// The allowances of one actor run (erratum 2: per turn, tool calls,
-/// mutations and result bytes are bounded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TurnLimits {
-    pub max_turns: u32,
-    pub tool_calls_per_turn: u32,
-    pub mutations_per_turn: u32,
-    /// Bound on the data one tool call returns (`result_bytes`).
-    pub result_bytes: usize,
-}
 
 /// What the programs are compiled from: the typed session and correction
 /// state the runtime assembled from the correction packet.
@@ -480,13 +471,46 @@ fn assemble(
 /// Proposition 4): both programs are recompiled from this build's sections
 /// (and `replacements`, the session's pinned bundles) and must have their
 /// recorded digests, the tool surface must be this build's, and
-/// `conversation` is the concatenated deltas of the turns before it. Any
-/// mismatch is an error, never a best effort.
+/// `conversation` is the concatenated deltas of the turns before it, and
+/// the turn block is rebuilt from `limits`, the session's `[model_turns]`.
+/// Any mismatch is an error, never a best effort.
 pub fn replay_request(
     request: &PreparedRequest,
     conversation: &[ChatMessage],
     replacements: &[PinnedReplacement],
+    limits: &TurnLimits,
 ) -> Result<String, String> {
+    let turn_block = turn_context(request.turn, limits);
+    if turn_block != request.turn_block {
+        return Err(format!(
+            "turn {}'s recorded turn block is not the one the session's `[model_turns]` give",
+            request.turn
+        ));
+    }
+    let invocation = rebuild_programs(request, replacements)?;
+    let dialect = ModelDialect::ALL
+        .iter()
+        .find(|d| d.dialect_ref() == invocation.platform.dialect)
+        .ok_or("the request's dialect is not in this build")?;
+    let conversation = conversation
+        .get(..request.conversation_len)
+        .ok_or("the recorded conversation is shorter than the request's")?;
+    let messages = assemble(&invocation, dialect, &turn_block, conversation);
+    Ok(request_body(&ChatRequest {
+        model: &request.model,
+        messages: &messages,
+        tools: &tool_specs(),
+        max_tokens: request.max_tokens,
+    }))
+}
+
+/// Recompiles a recorded request's two programs from this build's sections
+/// and `replacements`, checked against their recorded digests, their
+/// invocation digest and this build's tool surface (Gate Z).
+pub(super) fn rebuild_programs(
+    request: &PreparedRequest,
+    replacements: &[PinnedReplacement],
+) -> Result<CompiledPromptInvocation, String> {
     let [platform, domain] = &request.programs;
     if platform.tool_spec_hash != tool_spec_hash() || domain.tool_spec_hash != tool_spec_hash() {
         return Err("the request offered a tool surface this build does not have".into());
@@ -502,20 +526,7 @@ pub fn replay_request(
             invocation.invocation_digest, request.invocation_digest
         ));
     }
-    let dialect = ModelDialect::ALL
-        .iter()
-        .find(|d| d.dialect_ref() == invocation.platform.dialect)
-        .ok_or("the request's dialect is not in this build")?;
-    let conversation = conversation
-        .get(..request.conversation_len)
-        .ok_or("the recorded conversation is shorter than the request's")?;
-    let messages = assemble(&invocation, dialect, &request.turn_block, conversation);
-    Ok(request_body(&ChatRequest {
-        model: &request.model,
-        messages: &messages,
-        tools: &tool_specs(),
-        max_tokens: request.max_tokens,
-    }))
+    Ok(invocation)
 }
 
 /// What the model is told after a reply that called no tool.
@@ -675,6 +686,7 @@ mod tests {
         tool_calls_per_turn: 4,
         mutations_per_turn: 2,
         result_bytes: 4096,
+        tokens_per_turn: 1024,
     };
 
     #[derive(Default)]
@@ -872,12 +884,12 @@ mod tests {
         assert_eq!(body["tool_choice"], "auto");
         assert_eq!(body["tools"].as_array().unwrap().len(), TOOL_NAMES.len());
         assert_eq!(body["model"], "gpt-a");
-        assert_replays(&recorder);
+        assert_replays(&recorder, &LIMITS);
     }
 
     /// Every request the run sent is rebuilt byte for byte from what the
     /// ledger got: the prepared requests and the turns' deltas.
-    fn assert_replays(recorder: &Recorder) {
+    fn assert_replays(recorder: &Recorder, limits: &TurnLimits) {
         let conversation: Vec<ChatMessage> = recorder
             .turns
             .iter()
@@ -886,7 +898,7 @@ mod tests {
         assert_eq!(recorder.prepared.len(), recorder.attempts.len());
         for (prepared, attempt) in recorder.prepared.iter().zip(&recorder.attempts) {
             assert_eq!(
-                replay_request(prepared, &conversation, &[]).unwrap(),
+                replay_request(prepared, &conversation, &[], limits).unwrap(),
                 attempt.request_body
             );
         }
@@ -901,27 +913,37 @@ mod tests {
         let mut tampered = recorder.prepared[0].clone();
         tampered.programs[1].budget_tokens -= 1;
         assert!(
-            replay_request(&tampered, &[], &[])
+            replay_request(&tampered, &[], &[], &LIMITS)
                 .unwrap_err()
                 .contains("differs from the recorded")
         );
         let mut tampered = recorder.prepared[0].clone();
         tampered.invocation_digest = "sha256:0".into();
         assert!(
-            replay_request(&tampered, &[], &[])
+            replay_request(&tampered, &[], &[], &LIMITS)
                 .unwrap_err()
                 .contains("invocation")
         );
         let mut tampered = recorder.prepared[0].clone();
         tampered.conversation_len = 3;
         assert!(
-            replay_request(&tampered, &[], &[])
+            replay_request(&tampered, &[], &[], &LIMITS)
                 .unwrap_err()
                 .contains("shorter")
         );
         assert_eq!(
-            replay_request(&recorder.prepared[0], &[], &[]).unwrap(),
+            replay_request(&recorder.prepared[0], &[], &[], &LIMITS).unwrap(),
             recorder.attempts[0].request_body
+        );
+        // Limits other than the session ran under rebuild another turn block.
+        let other = TurnLimits {
+            max_turns: LIMITS.max_turns + 1,
+            ..LIMITS
+        };
+        assert!(
+            replay_request(&recorder.prepared[0], &[], &[], &other)
+                .unwrap_err()
+                .contains("model_turns")
         );
     }
 
@@ -1140,7 +1162,7 @@ mod tests {
             messages.iter().all(|m| m["role"] != "tool"),
             "no native tool messages without call ids"
         );
-        assert_replays(&recorder);
+        assert_replays(&recorder, &LIMITS);
     }
 
     #[tokio::test]
@@ -1277,7 +1299,7 @@ mod tests {
         let sent: Value = serde_json::from_slice(&second.requests()[0]).unwrap();
         assert_eq!(sent["model"], "gpt-b");
         assert_eq!(first.requests().len(), 1);
-        assert_replays(&recorder);
+        assert_replays(&recorder, &LIMITS);
     }
 
     #[tokio::test]

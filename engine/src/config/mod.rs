@@ -22,7 +22,10 @@ pub mod models;
 
 use crate::gate::GateParams;
 use crate::search::{Counter, SearchLimits};
-use models::{ModelEndpoint, VerificationConfig, VerificationLayer, validate_models};
+use models::{
+    ModelEndpoint, TurnLimits, TurnLimitsLayer, VerificationConfig, VerificationLayer,
+    validate_models,
+};
 
 /// The file a workspace is configured by.
 pub const WORKSPACE_FILE: &str = "trellis.toml";
@@ -37,6 +40,8 @@ pub struct Config {
     pub exploration: ExplorationConfig,
     /// `[[models]]`: the model endpoints in failover order; empty = no model.
     pub models: Vec<ModelEndpoint>,
+    /// `[model_turns]`: the allowances of one model branch.
+    pub model_turns: TurnLimits,
     pub verification: VerificationConfig,
     pub build: BuildConfig,
 }
@@ -109,6 +114,7 @@ impl Default for Config {
                 limits: SearchLimits::DEFAULT_LIMITS,
             },
             models: Vec::new(),
+            model_turns: TurnLimits::DEFAULT,
             verification: VerificationConfig::default(),
             build: BuildConfig::default(),
         }
@@ -130,6 +136,7 @@ struct Layer {
     ensemble: Option<toml::Value>,
     /// A layer's `[[models]]` replace the chain of the layers below it.
     models: Option<Vec<ModelEndpoint>>,
+    model_turns: Option<TurnLimitsLayer>,
     verification: Option<VerificationLayer>,
 }
 
@@ -395,6 +402,9 @@ impl Config {
         if let Some(models) = layer.models {
             self.models = models;
         }
+        if let Some(t) = layer.model_turns {
+            t.apply(&mut self.model_turns);
+        }
         if let Some(v) = layer.verification {
             v.apply(&mut self.verification);
         }
@@ -467,6 +477,7 @@ impl Config {
             );
         }
         validate_models(&self.models)?;
+        self.model_turns.validate()?;
         self.verification.validate()
     }
 }

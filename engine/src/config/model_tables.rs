@@ -113,3 +113,42 @@ fn a_later_layer_replaces_the_whole_chain() {
     assert_eq!(c.models[0].family(), ModelFamily::Llama);
     assert_eq!(c.verification.test_policy, TestPolicy::Evolving);
 }
+
+#[test]
+fn model_turns_default_to_the_documented_allowances_and_layer_per_key() {
+    assert_eq!(Config::default().model_turns, TurnLimits::DEFAULT);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(WORKSPACE_FILE),
+        "[model_turns]\nmax_turns = 3\nedits_per_turn = 1\n",
+    )
+    .unwrap();
+    let init = serde_json::json!({ "model_turns": { "tokens_per_turn": 2048 } });
+    let c = Config::load(dir.path(), None, Some(&init)).unwrap();
+    assert_eq!(
+        c.model_turns,
+        TurnLimits {
+            max_turns: 3,
+            mutations_per_turn: 1,
+            tokens_per_turn: 2048,
+            ..TurnLimits::DEFAULT
+        }
+    );
+}
+
+#[test]
+fn a_bad_model_turns_value_names_its_key() {
+    for (table, key) in [
+        ("max_turns = 0", "model_turns.max_turns"),
+        ("max_turns = 65", "model_turns.max_turns"),
+        ("tool_calls_per_turn = 0", "model_turns.tool_calls_per_turn"),
+        ("edits_per_turn = 0", "model_turns.edits_per_turn"),
+        ("result_bytes = 0", "model_turns.result_bytes"),
+        ("tokens_per_turn = 0", "model_turns.tokens_per_turn"),
+    ] {
+        let err = load_with(&format!("[model_turns]\n{table}\n")).unwrap_err();
+        assert!(err.message.contains(key), "{key}: {err}");
+    }
+    let err = load_with("[model_turns]\nturns = 3\n").unwrap_err();
+    assert!(err.message.contains("turns"), "{err}");
+}

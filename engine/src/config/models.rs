@@ -1,5 +1,6 @@
-//! `[[models]]` and `[verification]`: which endpoints a model actor may call,
-//! in failover order, and which test evidence its candidates answer to.
+//! `[[models]]`, `[model_turns]` and `[verification]`: which endpoints a
+//! model actor may call, in failover order, how long and how much it may
+//! act in one branch, and which test evidence its candidates answer to.
 //!
 //! This module owns the shape and validation of those tables; `config`
 //! layers them like every other table. It never holds an API key: an
@@ -202,6 +203,91 @@ const FAMILIES: &[ModelFamily] = &[
     ModelFamily::Llama,
     ModelFamily::Other,
 ];
+
+/// `[model_turns]`: the allowances of one model branch (erratum 2: per
+/// turn, tool calls, edits and result bytes are bounded). Ledgered with the
+/// session's configuration, so replay rebuilds each turn's block from the
+/// limits the session ran under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnLimits {
+    /// Model calls per branch; a model that never calls `finish` stops here.
+    pub max_turns: u32,
+    pub tool_calls_per_turn: u32,
+    /// Edits (`replace`, `write_file`) per turn.
+    #[serde(rename = "edits_per_turn")]
+    pub mutations_per_turn: u32,
+    /// Bound on the data one tool call returns (`result_bytes`).
+    pub result_bytes: usize,
+    /// The tokens each turn reserves from the forest's budget before it is
+    /// sent; settled to the reply's `usage` after.
+    pub tokens_per_turn: u64,
+}
+
+impl TurnLimits {
+    pub const DEFAULT: TurnLimits = TurnLimits {
+        max_turns: 8,
+        tool_calls_per_turn: 8,
+        mutations_per_turn: 4,
+        result_bytes: 16 * 1024,
+        tokens_per_turn: 8192,
+    };
+
+    /// Each limit is at least 1 and at most its ceiling; an error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let checks: [(&str, u64, u64); 5] = [
+            ("max_turns", u64::from(self.max_turns), MAX_TURNS),
+            (
+                "tool_calls_per_turn",
+                u64::from(self.tool_calls_per_turn),
+                64,
+            ),
+            ("edits_per_turn", u64::from(self.mutations_per_turn), 64),
+            ("result_bytes", self.result_bytes as u64, 1 << 20),
+            ("tokens_per_turn", self.tokens_per_turn, 1 << 20),
+        ];
+        for (key, value, max) in checks {
+            if !(1..=max).contains(&value) {
+                return Err(format!(
+                    "`model_turns.{key}` must be between 1 and {max}, got {value}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for TurnLimits {
+    fn default() -> Self {
+        TurnLimits::DEFAULT
+    }
+}
+
+/// A model branch running longer than this is better spent elsewhere.
+const MAX_TURNS: u64 = 64;
+
+/// `[model_turns]` as one layer wrote it: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TurnLimitsLayer {
+    max_turns: Option<u32>,
+    tool_calls_per_turn: Option<u32>,
+    edits_per_turn: Option<u32>,
+    result_bytes: Option<usize>,
+    tokens_per_turn: Option<u64>,
+}
+
+impl TurnLimitsLayer {
+    pub(crate) fn apply(self, limits: &mut TurnLimits) {
+        limits.max_turns = self.max_turns.unwrap_or(limits.max_turns);
+        limits.tool_calls_per_turn = self
+            .tool_calls_per_turn
+            .unwrap_or(limits.tool_calls_per_turn);
+        limits.mutations_per_turn = self.edits_per_turn.unwrap_or(limits.mutations_per_turn);
+        limits.result_bytes = self.result_bytes.unwrap_or(limits.result_bytes);
+        limits.tokens_per_turn = self.tokens_per_turn.unwrap_or(limits.tokens_per_turn);
+    }
+}
 
 /// Which tests a candidate is measured against (erratum 37).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

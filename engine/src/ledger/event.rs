@@ -584,6 +584,16 @@ pub enum SearchEvent {
         certificate_id: String,
         reason: String,
     },
+    /// What a model branch working on `cluster_id` tried (its `finish`
+    /// summary, or why it stopped) and how its state measured: the previous
+    /// hypothesis a later model attempt on the cluster is shown.
+    ModelHypothesisMeasured {
+        forest_id: String,
+        branch_id: String,
+        cluster_id: String,
+        hypothesis: String,
+        measured: String,
+    },
 }
 
 impl SearchEvent {
@@ -717,6 +727,11 @@ impl SearchEvent {
                 forest_id,
                 branch_id,
                 ..
+            }
+            | ModelHypothesisMeasured {
+                forest_id,
+                branch_id,
+                ..
             } => (forest_id, branch_id),
         }
     }
@@ -746,6 +761,7 @@ impl SearchEvent {
             ModelTurnRecorded { .. } => "model_turn_recorded",
             ModelRouteUnavailable { .. } => "model_route_unavailable",
             BranchContained { .. } => "branch_contained",
+            ModelHypothesisMeasured { .. } => "model_hypothesis_measured",
         }
     }
 }
@@ -833,6 +849,12 @@ impl fmt::Display for SearchEvent {
                 attempt["status"]
             ),
             ModelTurnRecorded { turn, .. } => write!(f, ": turn {turn}"),
+            ModelHypothesisMeasured {
+                cluster_id,
+                hypothesis,
+                measured,
+                ..
+            } => write!(f, ": on {cluster_id}: {hypothesis} ({measured})"),
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }

@@ -569,15 +569,12 @@ impl ModelMeter<'_, '_> {
 struct MeterLedger<'m, 'r, 'a>(&'m tokio::sync::Mutex<ModelMeter<'r, 'a>>);
 struct MeterVerifier<'m, 'r, 'a>(&'m tokio::sync::Mutex<ModelMeter<'r, 'a>>);
 
-/// The turn's token reservation: what its endpoint may answer with.
-const TURN_TOKENS: u64 = 8192;
-
 impl TurnLedger for MeterLedger<'_, '_, '_> {
     fn reserve_turn(&mut self, turn: u32) -> Result<(), String> {
         let Ok(mut meter) = self.0.try_lock() else {
             return Err("the model meter is busy".into());
         };
-        let kind = meter.turn_kind(TURN_TOKENS, None);
+        let kind = meter.turn_kind(meter.limits.tokens_per_turn, None);
         match meter.run.reserve(kind) {
             Ok(Some(reservation)) => {
                 meter.turn = Some(reservation);
@@ -781,34 +778,61 @@ fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport
 }
 
 impl ForestRun<'_> {
-    /// `test_policy = "backward-compatible"`: the test files under `tests/`
-    /// as they were at `seed` run against the candidate in `slot`. The
-    /// candidate's changed test files are set aside, the originals put in
-    /// their place for one reserved run of the test stage, then the
-    /// candidate's versions restored, so the measured candidate is exactly
-    /// what the model left. `Ok(None)` when no test file changed (its own
-    /// measurement runs them as they were); `Some(failures)` otherwise,
-    /// empty when the original tests hold.
+    /// `test_policy = "backward-compatible"`: the tests as they were at the
+    /// repair's start (`start`, realized by `source`) run against the
+    /// candidate in `slot`: integration test files as they were, and in
+    /// every other Rust file the candidate changed, its `#[cfg(test)]`
+    /// items, `#[test]` functions and doc tests as they were around the
+    /// candidate's code ([`super::original_tests`]). Those files are put in
+    /// place for one reserved run of the test stage, then the candidate's
+    /// versions restored, so the measured candidate is exactly what the
+    /// model left. `Ok(None)` when the candidate's test code is the
+    /// original's (its own measurement runs them); `Some(failures)`
+    /// otherwise, empty when the original tests hold.
     pub(super) async fn original_tests(
         &mut self,
-        seed: &Snapshot,
+        start: &Snapshot,
         source: &DirSource,
         slot: &Path,
     ) -> Result<Option<Vec<String>>, EngineError> {
-        let changed: Vec<(&str, &snapshot::Entry, Option<Vec<u8>>)> = seed
-            .entries
-            .iter()
-            .filter(|(path, _)| path.starts_with("tests/"))
-            .filter_map(|(path, entry)| {
-                let now = snapshot::fsutil::confine(slot, path)
-                    .ok()
-                    .and_then(|full| std::fs::read(full).ok());
-                let same = now
-                    .as_ref()
-                    .is_some_and(|bytes| crate::digest::blob_digest(bytes) == entry.blob);
-                (!same).then_some((path.as_str(), entry, now))
-            })
-            .collect();
+        // Each file to swap: its path, the original tests' version, the candidate's.
+        type Swap<'p> = (&'p str, Vec<u8>, Option<Vec<u8>>);
+        let mut changed: Vec<Swap<'_>> = Vec::new();
+        for (path, entry) in &start.entries {
+            let now = snapshot::fsutil::confine(slot, path)
+                .ok()
+                .and_then(|full| std::fs::read(full).ok());
+            if now
+                .as_ref()
+                .is_some_and(|bytes| crate::digest::blob_digest(bytes) == entry.blob)
+            {
+                continue;
+            }
+            let integration = is_integration_test(path);
+            if !integration && (!path.ends_with(".rs") || now.is_none()) {
+                // A Rust file the candidate removed: its own build says
+                // whether the crate still holds together.
+                continue;
+            }
+            let original = snapshot::ContentSource::read(source, path, entry)
+                .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
+            let put = if integration {
+                original
+            } else {
+                let (Ok(was), Some(Ok(candidate))) = (
+                    std::str::from_utf8(&original),
+                    now.as_deref().map(std::str::from_utf8),
+                ) else {
+                    continue;
+                };
+                match super::original_tests::with_original_tests(was, candidate) {
+                    Ok(None) => continue,
+                    Ok(Some(hybrid)) => hybrid.into_bytes(),
+                    Err(reason) => return Ok(Some(vec![format!("{path}: {reason}")])),
+                }
+            };
+            changed.push((path.as_str(), put, now));
+        }
         if changed.is_empty() {
             return Ok(None);
         }
@@ -827,10 +851,8 @@ impl ForestRun<'_> {
                 }
             }
         };
-        for (path, entry, _) in &changed {
-            let original = snapshot::ContentSource::read(source, path, entry)
-                .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
-            put(path, Some(&original))?;
+        for (path, original, _) in &changed {
+            put(path, Some(original))?;
         }
         let ran = match self.reserve(ActionKind::VerifierRun)? {
             None => None,
@@ -914,7 +936,7 @@ impl ForestRun<'_> {
         }
         if let Some(reservation) = meter.turn.take() {
             // A turn whose call never completed settles as reserved.
-            let kind = meter.turn_kind(TURN_TOKENS, None);
+            let kind = meter.turn_kind(meter.limits.tokens_per_turn, None);
             meter.run.settle(reservation, kind)?;
         }
         if outcome.stop == StopReason::RouteUnavailable {
@@ -926,6 +948,16 @@ impl ForestRun<'_> {
         }
         Ok(outcome)
     }
+}
+
+/// Whether `path` is an integration test, whole: under a `tests/`
+/// directory of a package (not a module directory below `src/`).
+fn is_integration_test(path: &str) -> bool {
+    let dirs: Vec<&str> = path.split('/').collect();
+    let dirs = &dirs[..dirs.len() - 1];
+    dirs.iter()
+        .position(|d| *d == "tests")
+        .is_some_and(|at| !dirs[..at].contains(&"src"))
 }
 
 /// Realizes a candidate in its slot and snapshots the result. An edit is

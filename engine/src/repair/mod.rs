@@ -23,7 +23,10 @@
 //! - [`plan`]: pure: plans, quanta and the identities of attempts;
 //! - [`step`]: one forest: quanta, expansion, selection, the one commit;
 //! - [`model`]: the model route's chain and the turn state its programs
-//!   present, from the step's correction packet;
+//!   present, from the step's correction packet and the ledger's previous
+//!   hypothesis;
+//! - [`original_tests`]: pure: the tests of a repair's start put back into
+//!   a candidate's file (`backward-compatible`);
 //! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;
 //! - [`effects`]: the only code that copies, measures or moves the budget;
 //! - [`accepted`]: the accepted-state store and its rebuild;
@@ -34,6 +37,7 @@
 mod accepted;
 mod effects;
 mod model;
+mod original_tests;
 mod plan;
 mod quantum;
 mod search;
@@ -67,6 +71,8 @@ pub(crate) struct Ctx<'a> {
     pub sensors: &'a [Box<dyn Sensor>],
     pub ledger: &'a Ledger,
     pub slots: &'a Slots,
+    /// The session's prompt policy and pinned bundles, for model calls.
+    pub prompts: &'a crate::prompt_policy::SessionPrompts,
     pub progress: &'a dyn Progress,
     pub cancel: &'a CancellationToken,
 }

@@ -6,25 +6,19 @@
 //! and never decides whether the model's branch is good (the step measures
 //! and selects it like any other).
 
-use trellis_prompts::bundles::PinnedReplacement;
 use trellis_prompts::composers::{BootstrapState, CorrectTurnState};
 use trellis_prompts::plan::{PlanInput, RemainingBudget, WitnessKind, plan};
-use trellis_prompts::{BoundedList, BoundedText, ObservationText, PromptStage, ResolutionPolicy};
+use trellis_prompts::{BoundedList, BoundedText, ObservationText, PromptStage};
 
 use crate::actor::{
     ChainEndpoint, FailoverChain, HttpTransport, ModelEndpoint, PromptInputs, TurnLimits,
 };
 use crate::correction::CorrectionPacket;
 use crate::digest::{CanonicalHasher, Digest};
+use crate::ledger::{DecodedRow, Row, SearchEvent};
+use crate::prompt_policy::SessionPrompts;
+use crate::report::{BranchOutcome, BranchReport};
 use crate::search::OperatorKind;
-
-/// The allowances of one model branch.
-pub(super) const LIMITS: TurnLimits = TurnLimits {
-    max_turns: 8,
-    tool_calls_per_turn: 8,
-    mutations_per_turn: 4,
-    result_bytes: 16 * 1024,
-};
 
 /// The route a model branch is ledgered under: the first endpoint of the
 /// chain names it (failover may answer from a later one; each turn's
@@ -66,14 +60,91 @@ pub(super) fn operator(packet: &CorrectionPacket) -> OperatorKind {
     }
 }
 
+/// What the last model attempt on a cluster tried and how it measured, and
+/// how many model attempts on it the ledger holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Hypothesis {
+    pub(super) text: String,
+    pub(super) attempts: u32,
+}
+
+/// The previous hypothesis for `cluster_id` in the ledger's `rows`: the
+/// latest `model_hypothesis_measured` row on it (from this repair or an
+/// earlier one) or on the branch `continued` (forest, branch) whose
+/// checkpoint the attempt continues.
+pub(super) fn previous_hypothesis(
+    rows: &[Row],
+    cluster_id: &str,
+    continued: Option<(&str, &str)>,
+) -> Option<Hypothesis> {
+    let tried: Vec<(&str, &str)> = rows
+        .iter()
+        .filter_map(|row| match &row.event {
+            DecodedRow::Search {
+                event:
+                    SearchEvent::ModelHypothesisMeasured {
+                        forest_id,
+                        branch_id,
+                        cluster_id: on,
+                        hypothesis,
+                        measured,
+                    },
+                ..
+            } if on == cluster_id
+                || continued == Some((forest_id.as_str(), branch_id.as_str())) =>
+            {
+                Some((hypothesis.as_str(), measured.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    let (hypothesis, measured) = tried.last()?;
+    Some(Hypothesis {
+        text: format!("the last attempt: {hypothesis}\nhow it measured: {measured}"),
+        attempts: tried.len() as u32,
+    })
+}
+
+/// The `model_hypothesis_measured` row for a model branch on `cluster_id`
+/// that tried `hypothesis` and ended as `report` says.
+pub(super) fn hypothesis_measured(
+    forest_id: &str,
+    cluster_id: &str,
+    hypothesis: &str,
+    report: &BranchReport,
+) -> SearchEvent {
+    let mut measured = match report.energy {
+        _ if report.hard_pass => "a hard pass".to_owned(),
+        Some(energy) => format!("energy {energy:.2}, not a hard pass"),
+        None => "not measured".to_owned(),
+    };
+    if !report.clusters.is_empty() {
+        measured.push_str(&format!("; left: {}", report.clusters.join("; ")));
+    }
+    if let BranchOutcome::Ineligible { reason, .. } | BranchOutcome::Partial { reason } =
+        &report.outcome
+    {
+        measured.push_str(&format!("; {reason}"));
+    }
+    SearchEvent::ModelHypothesisMeasured {
+        forest_id: forest_id.to_owned(),
+        branch_id: report.branch_id.clone(),
+        cluster_id: cluster_id.to_owned(),
+        hypothesis: clip(hypothesis, 512),
+        measured: clip(&measured, 1024),
+    }
+}
+
 /// The prompt plane's turn state for `packet`: its diagnostics, its failing
 /// tests with their output as counterexamples, its affected spans, and the
-/// previous hypothesis when one was refuted.
+/// previous hypothesis when one was refuted; compiled under the session's
+/// prompt policy with its pinned bundles substituted, within `limits`.
 pub(super) fn inputs(
-    session_id: &str,
-    workspace: &str,
+    (session_id, workspace): (&str, &str),
     packet: &CorrectionPacket,
-    previous_hypothesis: Option<&str>,
+    previous_hypothesis: Option<&Hypothesis>,
+    limits: &TurnLimits,
+    prompts: &SessionPrompts,
 ) -> PromptInputs {
     let witness = if !packet.counterexamples.is_empty() {
         Some(WitnessKind::FailingTest)
@@ -89,7 +160,7 @@ pub(super) fn inputs(
         operator: operator(packet),
         revise_hypothesis: previous_hypothesis.is_some(),
         remaining: RemainingBudget {
-            turns: LIMITS.max_turns,
+            turns: limits.max_turns,
             tokens: 0,
         },
     });
@@ -128,14 +199,14 @@ pub(super) fn inputs(
             failing_test,
             previous_hypothesis: previous_hypothesis.map(|h| {
                 (
-                    ObservationText::new(clip(h, 1024)).expect("clipped to the bound"),
-                    1,
+                    ObservationText::new(clip(&h.text, 1024)).expect("clipped to the bound"),
+                    h.attempts,
                 )
             }),
             hints: BoundedList::empty(),
         },
-        policy: ResolutionPolicy::default(),
-        replacements: Vec::<PinnedReplacement>::new(),
+        policy: prompts.policy.resolution(),
+        replacements: prompts.replacements.clone(),
     }
 }
 

@@ -300,6 +300,8 @@ impl Plan {
 /// never enters the accepted fold.
 pub(super) struct KeptPartial {
     pub(super) checkpoint: PartialCheckpointRef,
+    /// The branch that reached it.
+    pub(super) branch_id: String,
     pub(super) snapshot: Snapshot,
     /// The checkpoint's content as an overlay over the user's disk (the
     /// accepted overlay and what the branch changed): a child copies it

@@ -403,6 +403,7 @@ impl QuantumRun<'_, '_> {
             let overlay = self.accepted.overlay_toward(ctx, self.slot.clone(), &y)?;
             return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
                 checkpoint,
+                branch_id: self.branch_id.clone(),
                 overlay,
                 snapshot: y,
                 measurement: m,

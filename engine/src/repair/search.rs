@@ -47,6 +47,9 @@ pub(super) struct Search<'a> {
     /// The model route's failover chain, built at its first use: one per
     /// repair, so an endpoint retired in one step stays retired.
     pub(super) model_chain: Option<crate::actor::FailoverChain>,
+    /// The repair's start and the content realizing it over the user's
+    /// disk: the tests `backward-compatible` holds every candidate to.
+    pub(super) start: (Snapshot, Overlay),
 }
 
 /// Runs the search from `start` (already measured).
@@ -79,7 +82,8 @@ pub(crate) async fn search(
                 observed,
                 ctx.config.gate,
             );
-            Search::new(ctx, session, trajectory, start, max_branches)
+            let origin = (start.snapshot.clone(), start.overlay.clone());
+            Search::new(ctx, session, trajectory, start, max_branches, origin)
         }
     };
     search.run(repair_id, &x0, options).await
@@ -92,6 +96,7 @@ impl<'a> Search<'a> {
         trajectory: AcceptedTrajectory,
         accepted: Accepted,
         max_branches: usize,
+        start: (Snapshot, Overlay),
     ) -> Search<'a> {
         // Every state the generation accepted has been measured already.
         let measured_roots = trajectory.states.iter().map(|state| state.root).collect();
@@ -103,6 +108,7 @@ impl<'a> Search<'a> {
             measured_roots,
             max_branches,
             model_chain: None,
+            start,
         }
     }
 
@@ -202,12 +208,14 @@ impl<'a> Search<'a> {
             overlay,
             measurement,
         };
+        let origin = (start.snapshot.clone(), start.overlay.clone());
         Ok(Search::new(
             ctx,
             session,
             trajectory,
             accepted,
             max_branches,
+            origin,
         ))
     }
 

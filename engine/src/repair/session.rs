@@ -248,6 +248,9 @@ impl Session {
             }
             None => None,
         };
+        if let Some(f) = resumable {
+            gate_z(&rows, &f.forest_id, ledger.state_dir().path()).map_err(|e| refuse(&e))?;
+        }
         let generation = match resumable {
             Some(f) => f.generation,
             None => used.last().map_or(0, |g| g + 1),
@@ -323,6 +326,28 @@ impl Session {
     pub fn x0_id(&self) -> String {
         format!("{}/{}/x0", self.node, self.generation)
     }
+}
+
+/// Gate Z at resume: every model call the interrupted forest ledgered must
+/// rebuild from its programs (and its session's pinned bundles), or the
+/// search is not continued past it.
+fn gate_z(
+    rows: &[ledger::Row],
+    forest_id: &str,
+    state_dir: &std::path::Path,
+) -> Result<(), String> {
+    let forest: Vec<ledger::Row> = rows
+        .iter()
+        .filter(|row| match &row.event {
+            ledger::DecodedRow::Search { event, .. } => event.forest_id() == forest_id,
+            ledger::DecodedRow::Ledger(ledger::LedgerEvent::SessionStarted(_)) => true,
+            _ => false,
+        })
+        .cloned()
+        .collect();
+    crate::actor::model_calls(&forest, state_dir)
+        .map(drop)
+        .map_err(|e| format!("interrupted forest {forest_id} cannot be resumed: {e}"))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::actor::{StopReason, TestPolicy};
+use crate::correction::CorrectionPacket;
 use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::gate::GateDecision;
@@ -150,9 +151,7 @@ impl<'s, 'a> Step<'s, 'a> {
         let plan = self.plan;
         if plan.candidates.is_empty() {
             // Nothing deterministic to try: only the model route works it.
-            if self.wants_model() {
-                self.model_quantum().await?;
-            }
+            self.model_route().await?;
             return self.finish();
         }
         let (attempt, candidate) = plan.opening(max_branches);
@@ -180,8 +179,8 @@ impl<'s, 'a> Step<'s, 'a> {
                 break;
             }
         }
-        if self.wants_model() && !self.plan.candidates.is_empty() {
-            self.model_quantum().await?;
+        if !self.plan.candidates.is_empty() {
+            self.model_route().await?;
         }
         self.finish()
     }
@@ -205,45 +204,105 @@ impl<'s, 'a> Step<'s, 'a> {
                 .is_some_and(|chain| chain.exhausted())
     }
 
-    /// One model branch: forked from the accepted state, worked by the model
-    /// actor through the governed tools, then measured by every required
-    /// stage and judged exactly like a compiler suggestion's branch.
-    async fn model_quantum(&mut self) -> Result<(), EngineError> {
+    /// The model route (system 20, local repair): its first branch starts
+    /// from the best partial checkpoint this forest kept (a compiler
+    /// branch's or its own, lowest energy first), else from the accepted
+    /// state; while its branch ends in a partial checkpoint, local retries
+    /// remain and the forest has room, the model continues from that
+    /// checkpoint in a new branch, shown what the branch it continues tried.
+    async fn model_route(&mut self) -> Result<(), EngineError> {
+        let mut seed = self
+            .partials
+            .iter()
+            .min_by(|(a, x), (b, y)| {
+                let (x, y) = (x.measurement.energy(), y.measurement.energy());
+                x.total_cmp(&y).then(a.cmp(b))
+            })
+            .map(|(digest, _)| *digest);
+        for _ in 0..=self.search.ctx.config.exploration.local_retries {
+            if !self.wants_model() || !self.run.forest().has_branch_room() {
+                break;
+            }
+            seed = self.model_quantum(seed).await?;
+            if seed.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One model branch: forked from `partial` (a kept checkpoint) or the
+    /// accepted state, worked by the model actor through the governed
+    /// tools, then measured by every required stage and judged exactly like
+    /// a compiler suggestion's branch. The checkpoint it left, if it ended
+    /// in one.
+    async fn model_quantum(
+        &mut self,
+        partial: Option<Digest>,
+    ) -> Result<Option<Digest>, EngineError> {
         let ctx = self.search.ctx;
         let models = &ctx.config.models;
         let route = model::route_name(models);
-        let packet = &self.plan.packet;
+        // The seed is taken out while the branch runs (its slot stays),
+        // and kept again after.
+        let kept = partial.and_then(|digest| self.partials.remove(&digest));
+        let plan: &'s Plan = self.plan;
+        let packet = kept.as_ref().map_or(&plan.packet, |k| &k.plan.packet);
         let quantum = Quantum {
-            attempt: Attempt::new(model::operator(packet), Strategy::ModelActor, &route),
+            attempt: Attempt::new(
+                model::operator(packet),
+                if kept.is_some() {
+                    Strategy::LocalRepair
+                } else {
+                    Strategy::ModelActor
+                },
+                &route,
+            ),
             continues: None,
-            seed: Seed::Accepted,
+            seed: kept
+                .as_ref()
+                .map_or(Seed::Accepted, |k| Seed::Partial(k.checkpoint.clone())),
             candidate: None,
-            why: if self.plan.candidates.is_empty() {
-                format!(
+            why: match &kept {
+                Some(k) => format!(
+                    "local repair: the model route continues partial checkpoint {} of {} on `{}`",
+                    k.checkpoint.digest().short(12),
+                    k.branch_id,
+                    packet.cluster_title
+                ),
+                None if self.plan.candidates.is_empty() => format!(
                     "the compiler offers nothing for `{}`: the model route opens a branch",
                     packet.cluster_title
-                )
-            } else {
-                format!(
+                ),
+                None => format!(
                     "the deterministic branches for `{}` reached no hard pass: the model route \
                      opens a branch",
                     packet.cluster_title
-                )
+                ),
             },
         };
         let accepted = &self.search.accepted;
-        let seed = SeedView {
-            snapshot: &accepted.snapshot,
-            source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
-            measurement: &accepted.measurement,
-            plan: self.plan,
-            labels: &[],
+        let seed = match &kept {
+            Some(k) => SeedView {
+                snapshot: &k.snapshot,
+                source: DirSource::new(ctx.root.to_path_buf(), k.overlay.clone()),
+                measurement: &k.measurement,
+                plan: &k.plan,
+                labels: &k.labels,
+            },
+            None => SeedView {
+                snapshot: &accepted.snapshot,
+                source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
+                measurement: &accepted.measurement,
+                plan: self.plan,
+                labels: &[],
+            },
         };
         let mut report = BranchReport {
             branch_id: String::new(),
             label: format!("{route} on `{}`", packet.cluster_title),
             proposer: route.clone(),
-            strategy: Strategy::ModelActor.name().to_owned(),
+            strategy: quantum.attempt.strategy.name().to_owned(),
             proposal: accepted.snapshot.root,
             root: None,
             energy: None,
@@ -253,31 +312,57 @@ impl<'s, 'a> Step<'s, 'a> {
             clusters: Vec::new(),
             outcome: BranchOutcome::NotSelected,
         };
-        let Some((branch_id, slot)) = fork_branch(&mut self.run, &quantum, &seed, &mut report)?
-        else {
+        let forked = fork_branch(&mut self.run, &quantum, &seed, &mut report)?;
+        let Some((branch_id, slot)) = forked else {
             self.report.branches.push(report);
-            return Ok(());
+            self.keep(kept);
+            return Ok(None);
         };
         report.branch_id = branch_id.clone();
         self.run.start(&branch_id)?;
         ctx.progress
             .report(&format!("branch {branch_id}: {route}"), None);
         let started = Instant::now();
+        let continued = kept.as_ref().map(|k| k.branch_id.as_str());
         let end = self
-            .model_branch(&quantum, &branch_id, &slot, &mut report)
+            .model_branch(
+                &quantum,
+                (packet, continued),
+                &branch_id,
+                &slot,
+                &mut report,
+            )
             .await?;
         self.run.charge_elapsed(started)?;
         self.report.branches.push(report);
-        if let QuantumEnd::Eligible(e) = end {
-            self.eligible.push(*e);
-        }
-        Ok(())
+        self.keep(kept);
+        Ok(match end {
+            QuantumEnd::Eligible(e) => {
+                self.eligible.push(*e);
+                None
+            }
+            QuantumEnd::Partial(left) => {
+                let digest = left.checkpoint.digest();
+                self.partials.insert(digest, *left);
+                Some(digest)
+            }
+            QuantumEnd::Ineligible | QuantumEnd::Stop => None,
+        })
     }
 
-    /// Runs the actor in the forked branch and measures what it left.
+    /// Puts a partial checkpoint the model route seeded from back.
+    fn keep(&mut self, kept: Option<KeptPartial>) {
+        if let Some(k) = kept {
+            self.partials.insert(k.checkpoint.digest(), k);
+        }
+    }
+
+    /// Runs the actor in the forked branch on `packet` and measures what it
+    /// left; `continued` is the branch whose checkpoint it continues.
     async fn model_branch(
         &mut self,
         quantum: &Quantum,
+        (packet, continued): (&CorrectionPacket, Option<&str>),
         branch_id: &str,
         slot: &std::path::Path,
         report: &mut BranchReport,
@@ -303,10 +388,20 @@ impl<'s, 'a> Step<'s, 'a> {
             .root
             .file_name()
             .map_or_else(|| "workspace".into(), |n| n.to_string_lossy().into_owned());
-        let inputs = model::inputs(self.run.id(), &workspace, &self.plan.packet, None);
+        let continued = continued.map(|b| (self.run.id(), b));
+        let previous =
+            model::previous_hypothesis(&ctx.ledger.rows()?, &packet.cluster_id, continued);
+        let limits = &ctx.config.model_turns;
+        let inputs = model::inputs(
+            (self.run.id(), &workspace),
+            packet,
+            previous.as_ref(),
+            limits,
+            ctx.prompts,
+        );
         let outcome = self
             .run
-            .run_model(branch_id, slot, chain, &inputs, &model::LIMITS)
+            .run_model(branch_id, slot, chain, &inputs, limits)
             .await?;
         let summary = match outcome.stop {
             StopReason::Finished { summary } => summary,
@@ -363,11 +458,9 @@ impl<'s, 'a> Step<'s, 'a> {
             proposal,
         );
         if ctx.config.verification.test_policy == TestPolicy::BackwardCompatible {
-            let source = DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone());
-            if let Some(failures) = self
-                .run
-                .original_tests(&accepted.snapshot, &source, slot)
-                .await?
+            let (start, overlay) = &self.search.start;
+            let source = DirSource::new(ctx.root.to_path_buf(), overlay.clone());
+            if let Some(failures) = self.run.original_tests(start, &source, slot).await?
                 && !failures.is_empty()
             {
                 let reason = format!(
@@ -377,6 +470,7 @@ impl<'s, 'a> Step<'s, 'a> {
                 );
                 self.run
                     .reject(report, NotUsed::OriginalTestsFail, reason)?;
+                self.record_hypothesis(&packet.cluster_id, report)?;
                 return Ok(QuantumEnd::Ineligible);
             }
         }
@@ -397,12 +491,24 @@ impl<'s, 'a> Step<'s, 'a> {
         let end = branch_run
             .measure(quantum, &candidate, &components, &mut track)
             .await?;
-        Ok(match end {
-            // A partial checkpoint of the model's branch is not continued by
-            // the deterministic proposer; it stays a measured, unselected state.
-            QuantumEnd::Partial(_) => QuantumEnd::Ineligible,
-            end => end,
-        })
+        self.record_hypothesis(&packet.cluster_id, report)?;
+        Ok(end)
+    }
+
+    /// Ledgers what a model branch on `cluster_id` tried and how it
+    /// measured: the previous hypothesis a later model attempt on the
+    /// cluster, or one continuing this branch, is shown.
+    fn record_hypothesis(
+        &self,
+        cluster_id: &str,
+        report: &BranchReport,
+    ) -> Result<(), EngineError> {
+        self.run.append(&model::hypothesis_measured(
+            self.run.id(),
+            cluster_id,
+            &report.label,
+            report,
+        ))
     }
 
     /// Makes each of `quanta` (and whatever expansion offers in place of a

@@ -81,7 +81,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
     let calls = match ledger
         .rows()
         .map_err(|e| e.to_string())
-        .and_then(|rows| model_calls(&rows))
+        .and_then(|rows| model_calls(&rows, ledger.state_dir().path()))
     {
         Ok(calls) => calls,
         Err(e) => return fail(format!("{}: {e}", ledger.path().display())),

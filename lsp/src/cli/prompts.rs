@@ -177,7 +177,7 @@ fn session_calls(
     })?;
     let (start, id) = starts[position];
     let end = starts.get(position + 1).map_or(rows.len(), |(i, _)| *i);
-    let calls = model_calls(&rows[start..end])
+    let calls = model_calls(&rows[start..end], ledger.state_dir().path())
         .map_err(|e| usage(format!("{}: {e}", ledger.path().display())))?;
     Ok((id.to_owned(), calls))
 }

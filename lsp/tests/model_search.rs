@@ -1,0 +1,420 @@
+//! The model route inside the search, end to end: the shipped binary
+//! repairs fixture crates against OpenAI-compatible servers of our own on
+//! 127.0.0.1 (scripted answers, every request recorded). Each test checks
+//! one fact about how the search drives the model — its `[model_turns]`,
+//! its pinned prompt bundles, what it is told about the last attempt, and
+//! Gate Z when a killed repair resumes — in what the server received, the
+//! ledger and the user's files. Faults are injected: a killed process, a
+//! tampered ledger row.
+
+#[path = "../../engine/tests/support/openai_server.rs"]
+mod openai_server;
+mod support;
+
+use std::collections::BTreeMap;
+
+use openai_server::{Answer, OpenAiServer};
+use serde_json::{Value, json};
+use support::kill::{count_rows, kill_repair_when};
+use support::workspace::Workspace;
+use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
+
+/// `[[models]]` pointing at `server`, plus `extra` tables, as the user
+/// configuration: the workspace (and so the state root a resume needs)
+/// stays the same when a later run talks to another server.
+fn configure(ws: &Workspace, server: &OpenAiServer, extra: &str) {
+    let file = ws.cache().join("config/trellis/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        file,
+        format!(
+            "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
+             model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
+             context_window_tokens = 32768\nmax_output_tokens = 1024\n\n{extra}",
+            server.base_url
+        ),
+    )
+    .unwrap();
+}
+
+fn read_lib() -> Answer {
+    Answer::tool_call("read_file", json!({ "path": "src/lib.rs" }))
+}
+
+fn fix() -> Answer {
+    Answer::tool_call(
+        "replace",
+        json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
+    )
+}
+
+fn finish(summary: &str) -> Answer {
+    Answer::tool_call("finish", json!({ "summary": summary }))
+}
+
+fn bodies(server: &OpenAiServer) -> Vec<String> {
+    server
+        .received()
+        .iter()
+        .map(|r| String::from_utf8(r.body.clone()).unwrap())
+        .collect()
+}
+
+/// The system messages of a request body, concatenated.
+fn system_text(body: &str) -> String {
+    let body: Value = serde_json::from_str(body).unwrap();
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Every search event named `name` in the workspace's ledger, in order.
+fn ledger_events(ws: &Workspace, name: &str) -> Vec<SearchEvent> {
+    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
+    ledger
+        .rows()
+        .unwrap()
+        .into_iter()
+        .filter_map(|row| match row.event {
+            DecodedRow::Search { event, .. } if event.name() == name => Some(event),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `trellis ledger replay` reproduces exactly the bodies the server got.
+fn assert_replay_reproduces(ws: &Workspace, received: &[String]) {
+    let replay = support::ledger_replay(ws.path());
+    let calls = replay["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), received.len(), "{replay:#}");
+    for (call, body) in calls.iter().zip(received) {
+        assert_eq!(call["reproduced"], true);
+        assert_eq!(
+            call["request"],
+            serde_json::from_str::<Value>(body).unwrap()
+        );
+    }
+}
+
+#[test]
+fn model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them() {
+    // A model that never finishes: only the turn limit stops it.
+    let server = OpenAiServer::start(
+        (0..12)
+            .map(|_| Answer::tool_call("list_files", json!({})))
+            .collect(),
+    );
+    let ws = Workspace::of("wrong-operator");
+    configure(&ws, &server, "[model_turns]\nmax_turns = 2\n");
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(ws.tree(), before, "nothing is written");
+
+    let mut per_branch: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for event in ledger_events(&ws, "model_turn_recorded") {
+        let key = (event.forest_id().to_owned(), event.branch_id().to_owned());
+        *per_branch.entry(key).or_default() += 1;
+    }
+    assert!(!per_branch.is_empty());
+    assert!(
+        per_branch.values().all(|turns| *turns == 2),
+        "each model branch stops at `model_turns.max_turns`: {per_branch:?}"
+    );
+    let received = bodies(&server);
+    assert_eq!(received.len(), 2 * per_branch.len());
+    assert!(
+        received[0].contains("1 of 2"),
+        "the turn block states the configured limit: {}",
+        received[0]
+    );
+    // The limits are ledgered with the session, and replay rebuilds each
+    // turn block from them.
+    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
+    let started = ledger
+        .rows()
+        .unwrap()
+        .into_iter()
+        .find_map(|row| match row.event {
+            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some(s),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(started.config["workspace"]["model_turns"]["max_turns"], 2);
+    assert_replay_reproduces(&ws, &received);
+}
+
+#[test]
+fn pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduces_them() {
+    const MARKER: &str = "Bundle marker 7f3a: you repair Rust code in a branch.";
+    let server = OpenAiServer::start(vec![read_lib(), fix(), finish("add adds")]);
+    let ws = Workspace::of("wrong-operator");
+    let bundle = ws.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(
+        bundle.join("role.md"),
+        format!(
+            "---\nid: branch_correct/role\nversion: 2\nrole: system\nrequired: true\n\
+             priority: 100\nmax_bytes: 1024\nowner: team\nrationale: a marked role\n\
+             review: 2026-11-30\nvars: {{}}\n---\n{MARKER}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        "[prompts]\nbundles = [\"bundle\"]\n",
+    )
+    .unwrap();
+    configure(&ws, &server, "");
+    let (code, doc) = ws.json(&["repair", "--allow-experimental-prompts"]);
+    assert_eq!(code, 0, "{doc:#}");
+
+    let received = bodies(&server);
+    assert_eq!(received.len(), 3);
+    for body in &received {
+        assert!(
+            system_text(body).contains(MARKER),
+            "the pinned bundle replaces the built-in role: {body}"
+        );
+    }
+    // The ledgered programs name the substitution: the pinned content hash,
+    // and the policy the flag set.
+    let pinned: Vec<String> = std::fs::read_dir(ws.path().join(".trellis/prompt-bundles"))
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            format!("sha256:{}", name.trim_end_matches(".md"))
+        })
+        .collect();
+    assert_eq!(pinned.len(), 1);
+    for event in ledger_events(&ws, "model_programs_compiled") {
+        let SearchEvent::ModelProgramsCompiled { request, .. } = event else {
+            unreachable!()
+        };
+        let domain = &request["programs"][1];
+        let role = domain["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "branch_correct/role")
+            .unwrap();
+        assert_eq!(role["content_hash"], pinned[0], "{domain:#}");
+        assert_eq!(role["experimental"], true);
+        assert_eq!(domain["policy"]["allow_experimental"], true);
+    }
+    assert_replay_reproduces(&ws, &received);
+}
+
+#[test]
+fn a_second_repair_shows_the_model_what_the_last_attempt_tried_and_how_it_measured() {
+    let wrong = OpenAiServer::start(vec![
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a * b" }),
+        ),
+        finish("multiply instead of subtracting"),
+    ]);
+    let ws = Workspace::of("wrong-operator");
+    configure(&ws, &wrong, "");
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let first = bodies(&wrong);
+    assert!(
+        !first[0].contains("multiply instead"),
+        "nothing was tried before the first attempt"
+    );
+    assert!(!ledger_events(&ws, "model_hypothesis_measured").is_empty());
+
+    let second = OpenAiServer::start(vec![read_lib(), fix(), finish("add adds")]);
+    configure(&ws, &second, "");
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let shown = system_text(&bodies(&second)[0]);
+    assert!(
+        shown.contains("multiply instead of subtracting") && shown.contains("not a hard pass"),
+        "the correction packet carries the last hypothesis and its measurement: {shown}"
+    );
+}
+
+/// Whether the repair has ledgered the programs of a model call.
+fn programs_ledgered(db: &std::path::Path) -> bool {
+    count_rows(
+        db,
+        "kind = 'search' AND payload LIKE '%\"kind\":\"model_programs_compiled\"%'",
+    ) > 0
+}
+
+#[test]
+fn gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_closed() {
+    // The first call hangs until the process is killed; the resumed repair
+    // then gets a fix.
+    let server = OpenAiServer::start(vec![Answer::Hang, read_lib(), fix(), finish("add adds")]);
+    let ws = Workspace::of("wrong-operator");
+    configure(&ws, &server, "");
+    kill_repair_when(&ws, "during a model call", programs_ledgered);
+
+    // Tamper the interrupted forest's ledgered programs: their recorded
+    // budget no longer compiles to the recorded digest.
+    let db = rusqlite::Connection::open(ws.path().join(".trellis/ledger.db")).unwrap();
+    let (seq, original): (i64, String) = db
+        .query_row(
+            "SELECT seq, payload FROM events WHERE kind = 'search' \
+             AND payload LIKE '%\"kind\":\"model_programs_compiled\"%' ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let tampered = original.replacen("\"budget_tokens\":", "\"budget_tokens\":1", 1);
+    assert_ne!(tampered, original);
+    // A tamperer with the file drops the append-only trigger (trellis
+    // recreates it at every open).
+    let set = |payload: &str| {
+        db.execute_batch("DROP TRIGGER IF EXISTS events_are_never_updated")
+            .unwrap();
+        db.execute(
+            "UPDATE events SET payload = ?1 WHERE seq = ?2",
+            rusqlite::params![payload, seq],
+        )
+        .unwrap();
+    };
+    set(&tampered);
+
+    let before = ws.tree();
+    let out = ws.trellis(&["repair", "--commit"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("Gate Z") && err.contains("cannot be resumed") && err.contains("ledger.db"),
+        "{err}"
+    );
+    assert_eq!(ws.tree(), before, "nothing is written");
+    assert_eq!(server.received().len(), 1, "no model is called past it");
+
+    // The same resume with the row as it was goes on and repairs.
+    set(&original);
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert!(ws.read("src/lib.rs").contains("a + b"));
+}
+
+/// `wrong-operator` with only its in-file `#[cfg(test)]` test, and a model
+/// that makes that test agree with the bug instead of fixing `add`.
+fn weakened_in_file_test(policy: &str) -> (Workspace, i32, Value) {
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "assert_eq!(add(2, 3), 5)",
+                    "new": "assert_eq!(add(2, 3), -1)" }),
+        ),
+        finish("the test now passes"),
+    ]);
+    let ws = Workspace::of("wrong-operator");
+    std::fs::remove_file(ws.path().join("tests/adds.rs")).unwrap();
+    configure(
+        &ws,
+        &server,
+        &format!("[verification]\ntest_policy = \"{policy}\"\n"),
+    );
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    (ws, code, doc)
+}
+
+#[test]
+fn backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion() {
+    let (ws, code, doc) = weakened_in_file_test("backward-compatible");
+    assert_eq!(code, 1, "{doc:#}");
+    let original =
+        std::fs::read_to_string(support::workspace::fixture("wrong-operator").join("src/lib.rs"))
+            .unwrap();
+    assert_eq!(ws.read("src/lib.rs"), original, "nothing is written");
+    let model = doc["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["strategy"] == "model_actor")
+        .expect("a model branch ran");
+    let reason = model["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("backward-compatible") && reason.contains("adds_two_numbers"),
+        "{model:#}"
+    );
+
+    // The same model under `evolving` has its way: the refusal above is
+    // the policy's doing.
+    let (ws, code, doc) = weakened_in_file_test("evolving");
+    assert_eq!(code, 0, "{doc:#}");
+    assert!(ws.read("src/lib.rs").contains("-1"));
+}
+
+#[test]
+fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is_promoted() {
+    let server = OpenAiServer::start(vec![
+        // The first branch fixes the logic but leaves an unresolved name:
+        // no descent, kept as a partial checkpoint (the compiler knows the
+        // import).
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b",
+                    "new": "VecDeque::from([a, b]).iter().sum()" }),
+        ),
+        finish("sum them in a deque"),
+        // Its continuation, forked from that checkpoint, adds the import.
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "pub fn add",
+                    "new": "use std::collections::VecDeque;\n\npub fn add" }),
+        ),
+        finish("import VecDeque"),
+    ]);
+    let ws = Workspace::of("wrong-operator");
+    configure(&ws, &server, "");
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let lib = ws.read("src/lib.rs");
+    assert!(lib.contains("use std::collections::VecDeque;") && lib.contains("VecDeque::from"));
+    assert!(ws.cargo_test_passes());
+
+    let branches: Vec<Value> = doc["steps"][0]["branches"].as_array().cloned().unwrap();
+    let first = branches
+        .iter()
+        .find(|b| b["strategy"] == "model_actor")
+        .unwrap();
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("partial checkpoint"),
+        "{first:#}"
+    );
+    let continued = branches
+        .iter()
+        .find(|b| b["strategy"] == "local_repair")
+        .unwrap();
+    assert_eq!(continued["proposer"], "model:m0");
+    assert_eq!(continued["hard_pass"], true, "{continued:#}");
+    assert_ne!(continued["branch_id"], first["branch_id"], "its own branch");
+    // The continuation was told what the branch it continues tried.
+    let received = bodies(&server);
+    assert_eq!(received.len(), 4);
+    assert!(!received[0].contains("sum them in a deque"));
+    assert!(
+        received[2].contains("sum them in a deque"),
+        "{}",
+        received[2]
+    );
+    let forked = ledger_events(&ws, "branch_forked");
+    let SearchEvent::BranchForked { parent, .. } = forked
+        .iter()
+        .find(|e| e.branch_id() == continued["branch_id"].as_str().unwrap())
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(parent.as_deref(), first["branch_id"].as_str());
+    assert_replay_reproduces(&ws, &received);
+}
