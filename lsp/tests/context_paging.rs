@@ -35,20 +35,43 @@ fn notes(name: &str, lines: usize) -> String {
         .collect()
 }
 
-const LONG_LINES: usize = 42;
-
-fn workspace(server: &OpenAiServer, window: u64) -> Workspace {
+/// The fixture with two notes files of `lines` lines each.
+fn workspace(server: &OpenAiServer, window: u64, lines: usize) -> Workspace {
     let ws = Workspace::of("wrong-operator");
     std::fs::write(ws.path().join("trellis.toml"), config(server, window)).unwrap();
     std::fs::create_dir_all(ws.path().join("data")).unwrap();
     for name in ["alpha", "beta"] {
         std::fs::write(
             ws.path().join(format!("data/{name}.txt")),
-            notes(name, LONG_LINES),
+            notes(name, lines),
         )
         .unwrap();
     }
     ws
+}
+
+/// How many lines each notes file needs so that either fits beside the
+/// instructions of a 4,096-token request and both together do not: a
+/// notes file of ~60% of the room the instructions leave. Measured from
+/// one recorded request rather than assumed, so a change of the prompt
+/// library's size moves the files, not the test's meaning.
+fn long_lines() -> usize {
+    let server = OpenAiServer::start(vec![Answer::tool_call(
+        "finish",
+        json!({ "summary": "nothing" }),
+    )]);
+    let ws = workspace(&server, 4096, 1);
+    ws.trellis(&["repair"]);
+    let plan = &plans(&ws)[0];
+    let room = plan.allowance.input - plan.instruction_tokens;
+    assert!(
+        room > 300,
+        "a 4,096-token window leaves room for pages: {room}"
+    );
+    // A page costs its text at a third of a token a byte plus ~50 tokens
+    // of call, result header and framing.
+    let page_tokens = room * 6 / 10 - 50;
+    (page_tokens * 3 / 37) as usize
 }
 
 fn read(path: &str) -> Answer {
@@ -77,6 +100,16 @@ fn rows(ws: &Workspace) -> Vec<trellis_engine::ledger::Row> {
         .unwrap()
 }
 
+/// How many search events named `name` the ledger holds.
+fn count(ws: &Workspace, name: &str) -> usize {
+    rows(ws)
+        .iter()
+        .filter(
+            |row| matches!(&row.event, DecodedRow::Search { event, .. } if event.name() == name),
+        )
+        .count()
+}
+
 /// Every recorded plan, in ledger order.
 fn plans(ws: &Workspace) -> Vec<ResidentPlan> {
     rows(ws)
@@ -94,11 +127,11 @@ fn plans(ws: &Workspace) -> Vec<ResidentPlan> {
 fn session_id(ws: &Workspace) -> String {
     rows(ws)
         .into_iter()
-        .filter_map(|row| match row.event {
+        .rev()
+        .find_map(|row| match row.event {
             DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some(s.session_id),
             _ => None,
         })
-        .last()
         .expect("a session was recorded")
 }
 
@@ -160,8 +193,9 @@ fn contents(body: &Value) -> String {
 
 #[test]
 fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_request() {
+    let lines = long_lines();
     let server = OpenAiServer::start(script());
-    let ws = workspace(&server, 4096);
+    let ws = workspace(&server, 4096, lines);
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "the model's fix is promoted: {doc:#}");
     assert!(ws.read("src/lib.rs").contains("a + b"));
@@ -189,7 +223,7 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     let text: Vec<String> = received.iter().map(contents).collect();
     // The latest page is pinned whole: request 2 carries all of alpha.
     assert_eq!(residency(2, 1), Residency::Pinned);
-    assert!(text[1].contains(&format!("alpha note {LONG_LINES:03}")));
+    assert!(text[1].contains(&format!("alpha note {lines:03}")));
     // Request 3: alpha and beta do not fit together; alpha is tombstoned.
     assert_eq!(residency(3, 1), Residency::Evicted);
     assert_eq!(residency(3, 2), Residency::Pinned);
@@ -201,7 +235,7 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     assert!(text[2].contains(&tombstone), "{}", text[2]);
     // Request 4, after `context_recall` by path: alpha is back.
     assert_eq!(residency(4, 1), Residency::Resident);
-    assert!(text[3].contains(&format!("alpha note {LONG_LINES:03}")));
+    assert!(text[3].contains(&format!("alpha note {lines:03}")));
     // Request 6: the read of src/lib.rs predates the fix; it is stale and
     // its old text is not admitted.
     assert_eq!(residency(6, 4), Residency::Stale);
@@ -211,11 +245,8 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
         "{}",
         text[5]
     );
-    let recalled = rows(&ws)
-        .iter()
-        .filter(|r| r.kind == "context_page_recalled")
-        .count();
-    assert_eq!(recalled, 1);
+    assert_eq!(count(&ws, "context_page_recalled"), 1);
+    assert_eq!(count(&ws, "context_miss"), 0);
 
     // Replay rebuilds every request from the recorded pages.
     let (code, replay) = ws.json(&["ledger", "replay"]);
@@ -229,7 +260,7 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     // Identical inputs select identically: the same script in a fresh
     // workspace gives the same pages and decisions.
     let again = OpenAiServer::start(script());
-    let twin = workspace(&again, 4096);
+    let twin = workspace(&again, 4096, lines);
     assert_eq!(twin.json(&["repair", "--commit"]).0, 0);
     let decisions = |plans: &[ResidentPlan]| -> Vec<Vec<(String, Residency)>> {
         plans
@@ -277,18 +308,33 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
 }
 
 #[test]
-fn a_window_too_small_for_the_instructions_sends_nothing_and_writes_nothing() {
+fn a_latest_page_over_the_allowance_is_never_truncated_or_sent_and_nothing_is_written() {
+    // 200 lines of notes (~7 KiB of text, no outline): more than a 4,096-
+    // token request has room for beside its instructions.
     let server = OpenAiServer::start(script());
-    let ws = workspace(&server, 2048);
+    let ws = workspace(&server, 4096, 200);
     let before = ws.tree();
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 1, "no verified repair: {doc:#}");
     assert_eq!(ws.tree(), before, "nothing is written");
-    assert!(server.received().is_empty(), "no request is sent");
-    let infeasible: Vec<_> = rows(&ws)
-        .into_iter()
-        .filter(|r| r.kind == "context_infeasible")
-        .collect();
-    assert!(!infeasible.is_empty(), "the refusal is ledgered");
+    assert_eq!(
+        server.received().len(),
+        1,
+        "the request that would carry the whole read is not sent"
+    );
+    assert_eq!(
+        count(&ws, "context_infeasible"),
+        1,
+        "the refusal is ledgered"
+    );
+    assert_eq!(
+        count(&ws, "model_programs_compiled"),
+        1,
+        "only turn 1 was built"
+    );
+    assert!(doc.to_string().contains("context_infeasible"), "{doc:#}");
     assert_eq!(ws.json(&["ledger", "replay"]).0, 0);
+    let (code, explained) = ws.json(&["context", "explain-turn", &session_id(&ws), "2"]);
+    assert_eq!(code, 0, "{explained:#}");
+    assert_eq!(explained["attempts"][0]["outcome"], "infeasible");
 }
