@@ -277,7 +277,7 @@ mod run_over_http {
             self.turns.push(record.clone());
         }
         // The plans are checked where paging is tested (`context_paging.rs`).
-        fn context(&mut self, _: &trellis_engine::context::ContextEvent) {}
+        fn context(&mut self, _: &trellis_engine::actor::ContextEvent) {}
     }
 
     struct Passing;

@@ -36,7 +36,8 @@ use super::transport::{
     request_body, text_tool_call,
 };
 
-use crate::context::{Allowance, ContextEvent, Paging, ResidentPlan, apply_plan, messages_tokens};
+use super::paging::{ContextEvent, Paging};
+use crate::context::{Allowance, ResidentPlan, apply_plan, messages_tokens};
 
 #[cfg(doc)]
 use super::transport::Transport;

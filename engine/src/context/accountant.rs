@@ -15,8 +15,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::actor::ChatMessage;
-
 /// The accountant's identity, as ledgered: `(id, version)`.
 pub const ACCOUNTANT: (&str, u32) = ("trellis.ascii-thirds", 1);
 
@@ -37,34 +35,19 @@ pub fn text_tokens(text: &str) -> u64 {
     ascii.div_ceil(3) + other
 }
 
-/// Tokens of one message: its text, its tool calls' names, ids and
-/// arguments, and [`MESSAGE_OVERHEAD`].
-pub fn message_tokens(message: &ChatMessage) -> u64 {
-    let text = match message {
-        ChatMessage::System { content } | ChatMessage::User { content } => text_tokens(content),
-        ChatMessage::ToolResult { call_id, content } => {
-            text_tokens(content) + call_id.as_deref().map_or(0, text_tokens)
-        }
-        ChatMessage::Assistant {
-            content,
-            tool_calls,
-        } => {
-            content.as_deref().map_or(0, text_tokens)
-                + tool_calls
-                    .iter()
-                    .map(|c| {
-                        text_tokens(&c.name)
-                            + text_tokens(&c.arguments)
-                            + c.id.as_deref().map_or(0, text_tokens)
-                    })
-                    .sum::<u64>()
-        }
-    };
-    text + MESSAGE_OVERHEAD
+/// What paging needs of a conversation message: its cost under the
+/// accountant and a note in Trellis's own words to stand in for a page.
+/// The actor's `ChatMessage` implements it; paging never looks inside.
+pub trait Message: Clone + Serialize {
+    /// Tokens of the message: its text fields under [`text_tokens`], plus
+    /// [`MESSAGE_OVERHEAD`].
+    fn tokens(&self) -> u64;
+    /// A Trellis-authored note (a tombstone).
+    fn note(content: String) -> Self;
 }
 
-pub fn messages_tokens(messages: &[ChatMessage]) -> u64 {
-    messages.iter().map(message_tokens).sum()
+pub fn messages_tokens<M: Message>(messages: &[M]) -> u64 {
+    messages.iter().map(Message::tokens).sum()
 }
 
 /// The budget of one route under the accountant: the window, its
@@ -122,9 +105,7 @@ mod tests {
         assert_eq!(text_tokens("abcd"), 2);
         assert_eq!(text_tokens("日本語"), 3);
         assert_eq!(
-            message_tokens(&ChatMessage::User {
-                content: "abcdef".into()
-            }),
+            crate::context::testing::Msg::Note("abcdef".into()).tokens(),
             2 + MESSAGE_OVERHEAD
         );
     }

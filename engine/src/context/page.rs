@@ -13,8 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::accountant::messages_tokens;
-use crate::actor::ChatMessage;
+use super::accountant::{Message, messages_tokens};
 use crate::digest::CanonicalHasher;
 
 /// What a page's content depends on. A page with no dependency is
@@ -114,11 +113,11 @@ pub(super) fn summary(keys: &PageKeys) -> String {
 }
 
 /// The content address of a page: its turn, messages and birth.
-pub(super) fn page_id(span: &PageSpan, messages: &[ChatMessage]) -> String {
+pub(super) fn page_id<M: Serialize>(span: &PageSpan, messages: &[M]) -> String {
     let mut h = CanonicalHasher::new("trellis.context-page.v1");
     h.u64(u64::from(span.turn)).u64(messages.len() as u64);
     for m in messages {
-        h.str(&serde_json::to_string(m).expect("a chat message serializes"));
+        h.str(&serde_json::to_string(m).expect("a message serializes"));
     }
     h.u64(span.birth.len() as u64);
     for d in &span.birth {
@@ -128,7 +127,7 @@ pub(super) fn page_id(span: &PageSpan, messages: &[ChatMessage]) -> String {
 }
 
 /// The pages of `conversation`, which `spans` must cover exactly, in order.
-pub fn pages(conversation: &[ChatMessage], spans: &[PageSpan]) -> Result<Vec<Page>, String> {
+pub fn pages<M: Message>(conversation: &[M], spans: &[PageSpan]) -> Result<Vec<Page>, String> {
     let mut at = 0;
     let mut out = Vec::with_capacity(spans.len());
     for span in spans {
@@ -166,6 +165,7 @@ pub fn pages(conversation: &[ChatMessage], spans: &[PageSpan]) -> Result<Vec<Pag
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::testing::Msg;
 
     fn span(turn: u32, start: usize, len: usize, birth: Vec<Dependency>) -> PageSpan {
         PageSpan {
@@ -177,10 +177,8 @@ mod tests {
         }
     }
 
-    fn user(text: &str) -> ChatMessage {
-        ChatMessage::User {
-            content: text.into(),
-        }
+    fn user(text: &str) -> Msg {
+        Msg::Note(text.into())
     }
 
     #[test]

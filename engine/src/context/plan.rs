@@ -8,9 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::accountant::Allowance;
+use super::accountant::{Allowance, Message};
 use super::page::{Dependency, PageKeys, PageSpan, page_id};
-use crate::actor::ChatMessage;
 use crate::digest::CanonicalHasher;
 
 /// What became of a page in one request.
@@ -157,7 +156,7 @@ impl fmt::Display for Infeasible {
 
 /// The message standing in for a page that is not resident: its id, what
 /// it held and how to bring it back, in Trellis's own words.
-pub fn tombstone(page: &PagePlan) -> ChatMessage {
+pub fn tombstone<M: Message>(page: &PagePlan) -> M {
     let what = super::page::summary(&page.keys);
     let content = match page.residency {
         Residency::Stale => format!(
@@ -176,7 +175,7 @@ pub fn tombstone(page: &PagePlan) -> ChatMessage {
             page.short_id()
         ),
     };
-    ChatMessage::User { content }
+    M::note(content)
 }
 
 /// The conversation part of a request as `plan` lays it out over
@@ -184,10 +183,7 @@ pub fn tombstone(page: &PagePlan) -> ChatMessage {
 /// other. Every page's address is checked against the messages it spans,
 /// and the plan must cover the conversation it is applied to; any mismatch
 /// is an error, never a best effort.
-pub fn apply_plan(
-    plan: &ResidentPlan,
-    conversation: &[ChatMessage],
-) -> Result<Vec<ChatMessage>, String> {
+pub fn apply_plan<M: Message>(plan: &ResidentPlan, conversation: &[M]) -> Result<Vec<M>, String> {
     let mut out = Vec::new();
     let mut at = 0;
     for page in &plan.pages {

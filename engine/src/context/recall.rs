@@ -64,15 +64,11 @@ pub fn resolve<'p>(key: &RecallKey, pages: &'p [Page]) -> Result<&'p Page, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actor::ChatMessage;
+    use crate::context::testing::Msg;
     use crate::context::{PageKeys, PageSpan, pages};
 
     fn store() -> Vec<Page> {
-        let conversation: Vec<ChatMessage> = (0..3)
-            .map(|i| ChatMessage::User {
-                content: format!("m{i}"),
-            })
-            .collect();
+        let conversation: Vec<Msg> = (0..3).map(|i| Msg::Note(format!("m{i}"))).collect();
         let spans: Vec<PageSpan> = (0..3)
             .map(|i| PageSpan {
                 turn: i as u32 + 1,

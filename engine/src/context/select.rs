@@ -15,10 +15,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::accountant::{Allowance, message_tokens};
+use super::accountant::{Allowance, Message};
 use super::page::{Live, Page, pages};
 use super::plan::{Infeasible, PagePlan, Residency, ResidentPlan, tombstone};
-use crate::actor::ChatMessage;
 
 /// Weight of the label a `context_recall` gives the recalled page: more
 /// than everything else together, so a recalled page is restored first.
@@ -30,8 +29,8 @@ const TOOL: u64 = 2;
 
 /// Everything one fit depends on.
 #[derive(Debug, Clone, Copy)]
-pub struct FitInput<'a> {
-    pub conversation: &'a [ChatMessage],
+pub struct FitInput<'a, M> {
+    pub conversation: &'a [M],
     pub spans: &'a [super::PageSpan],
     /// c(I_t): the compiled programs and the turn block.
     pub instruction_tokens: u64,
@@ -42,7 +41,7 @@ pub struct FitInput<'a> {
 }
 
 /// The plan of one request, or why it cannot be sent.
-pub fn fit(input: FitInput<'_>) -> Result<ResidentPlan, FitError> {
+pub fn fit<M: Message>(input: FitInput<'_, M>) -> Result<ResidentPlan, FitError> {
     let pages = pages(input.conversation, input.spans).map_err(FitError::Pages)?;
     let latest = pages.iter().map(|p| p.span.turn).max();
     let mut plans: Vec<PagePlan> = pages
@@ -68,7 +67,7 @@ pub fn fit(input: FitInput<'_>) -> Result<ResidentPlan, FitError> {
                 tombstone_cost: 0,
                 reason,
             };
-            plan.tombstone_cost = message_tokens(&tombstone(&plan));
+            plan.tombstone_cost = tombstone::<M>(&plan).tokens();
             plan
         })
         .collect();
@@ -206,23 +205,20 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::actor::ToolCall;
+    use crate::context::testing::Msg;
     use crate::context::{Dependency, PageKeys, PageSpan, apply_plan};
 
     /// A turn: one call of `tool` on `path` and a result of `size` bytes.
-    fn turn(n: u32, tool: &str, path: &str, size: usize) -> (Vec<ChatMessage>, PageKeys) {
+    fn turn(n: u32, tool: &str, path: &str, size: usize) -> (Vec<Msg>, PageKeys) {
         let id = format!("call_{n}");
         let messages = vec![
-            ChatMessage::Assistant {
-                content: None,
-                tool_calls: vec![ToolCall {
-                    id: Some(id.clone()),
-                    name: tool.into(),
-                    arguments: format!("{{\"path\":\"{path}\"}}"),
-                }],
+            Msg::Call {
+                id: id.clone(),
+                tool: tool.into(),
+                arguments: format!("{{\"path\":\"{path}\"}}"),
             },
-            ChatMessage::ToolResult {
-                call_id: Some(id.clone()),
+            Msg::Result {
+                id: id.clone(),
                 content: "x".repeat(size),
             },
         ];
@@ -234,7 +230,7 @@ mod tests {
         (messages, keys)
     }
 
-    fn conversation(turns: &[(&str, &str, usize)]) -> (Vec<ChatMessage>, Vec<PageSpan>) {
+    fn conversation(turns: &[(&str, &str, usize)]) -> (Vec<Msg>, Vec<PageSpan>) {
         let mut messages = Vec::new();
         let mut spans = Vec::new();
         for (i, (tool, path, size)) in turns.iter().enumerate() {
@@ -264,7 +260,7 @@ mod tests {
     }
 
     fn run(
-        conversation: &[ChatMessage],
+        conversation: &[Msg],
         spans: &[PageSpan],
         input: u64,
         live: &Live,
@@ -340,7 +336,7 @@ mod tests {
         assert!(
             applied
                 .iter()
-                .all(|m| matches!(m, ChatMessage::User { content } if content.contains(" stale]")))
+                .all(|m| matches!(m, Msg::Note(content) if content.contains(" stale]")))
         );
     }
 
@@ -392,18 +388,23 @@ mod tests {
             if let Ok(plan) = first {
                 prop_assert!(plan.request_tokens <= input);
                 let applied = apply_plan(&plan, &messages).unwrap();
-                let charged: u64 = applied.iter().map(message_tokens).sum::<u64>() + 100;
+                let charged: u64 = applied.iter().map(Message::tokens).sum::<u64>() + 100;
                 prop_assert_eq!(charged, plan.request_tokens);
                 for (i, p) in plan.pages.iter().enumerate() {
                     prop_assert!(!(stale[i] && p.residency.is_resident()));
                 }
-                // A call id reaches the request exactly as often as its result.
-                for m in &applied {
-                    if let ChatMessage::Assistant { tool_calls, .. } = m {
-                        for c in tool_calls {
-                            let results = applied.iter().filter(|r| matches!(r, ChatMessage::ToolResult { call_id, .. } if call_id == &c.id)).count();
-                            prop_assert_eq!(results, 1);
+                // Every call is followed by its result, and no result stands alone.
+                for (i, m) in applied.iter().enumerate() {
+                    match m {
+                        Msg::Call { id, .. } => {
+                            let answered = matches!(applied.get(i + 1), Some(Msg::Result { id: r, .. }) if r == id);
+                            prop_assert!(answered, "call {} lost its result", id);
                         }
+                        Msg::Result { id, .. } => {
+                            let called = matches!(i.checked_sub(1).map(|j| &applied[j]), Some(Msg::Call { id: c, .. }) if c == id);
+                            prop_assert!(called, "result {} without its call", id);
+                        }
+                        Msg::Note(_) => {}
                     }
                 }
             }

@@ -19,12 +19,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::actor::ContextEvent;
 use crate::actor::{
     ActorContext, ActorOutcome, Attempt, BoxFuture, BranchVerifier, FailoverChain, PreparedRequest,
     PromptInputs, StopReason, TurnLedger, TurnLimits, TurnRecord, TurnUsage, VerifierReport,
     run_actor,
 };
-use crate::context::{ContextEvent, Residency};
+use crate::context::Residency;
 use crate::digest::Digest;
 use crate::edit;
 use crate::error::EngineError;

@@ -1,12 +1,13 @@
-//! The paging state of one actor run: the page spans of its conversation,
-//! the edits made so far, the pages a recall asked for, and the context
-//! events waiting to be ledgered.
+//! The paging state of one actor run (resident context, Definition 6): the
+//! page spans of its conversation, the edits made so far, the pages a
+//! recall asked for, and the context events waiting to be ledgered; and
+//! the accountant's cost of a [`ChatMessage`].
 //!
-//! This is the edge between the runner and the pure core: it reads the
-//! branch files a page depends on (to hash them at a page's birth and to
-//! check them before each request), through the same confinement as the
-//! tools, and nothing else. It never writes and never decides residency
-//! ([`fit`] does).
+//! This is the edge between the runner and the pure core in
+//! `crate::context`: it reads the branch files a page depends on (to hash
+//! them at a page's birth and to check them before each request), through
+//! the same confinement as the tools, and nothing else. It never writes
+//! and never decides residency ([`fit`] does).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -14,16 +15,47 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::accountant::Allowance;
-use super::page::{Dependency, Live, PageKeys, PageSpan, pages};
-use super::plan::{Infeasible, ResidentPlan};
-use super::recall::{RecallKey, resolve};
-use super::select::{FitError, FitInput, fit};
-use crate::actor::ChatMessage;
-use crate::actor::ToolRecord;
-use crate::actor::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
+use super::runner::ToolRecord;
+use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
+use super::transport::ChatMessage;
+use crate::context::{
+    Allowance, Dependency, FitError, FitInput, Infeasible, Live, MESSAGE_OVERHEAD, Message,
+    PageKeys, PageSpan, RecallKey, ResidentPlan, fit, pages, resolve, text_tokens,
+};
 use crate::digest::blob_digest;
 use crate::snapshot::fsutil::confine;
+
+impl Message for ChatMessage {
+    /// Its text, its tool calls' names, ids and arguments, a result's call id.
+    fn tokens(&self) -> u64 {
+        let text = match self {
+            ChatMessage::System { content } | ChatMessage::User { content } => text_tokens(content),
+            ChatMessage::ToolResult { call_id, content } => {
+                text_tokens(content) + call_id.as_deref().map_or(0, text_tokens)
+            }
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.as_deref().map_or(0, text_tokens)
+                    + tool_calls
+                        .iter()
+                        .map(|c| {
+                            text_tokens(&c.name)
+                                + text_tokens(&c.arguments)
+                                + c.id.as_deref().map_or(0, text_tokens)
+                        })
+                        .sum::<u64>()
+            }
+        };
+        text + MESSAGE_OVERHEAD
+    }
+
+    /// A user-role note: every dialect accepts one between turns.
+    fn note(content: String) -> ChatMessage {
+        ChatMessage::User { content }
+    }
+}
 
 /// A fact of system 21's `context_*` family, for the ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -164,11 +196,6 @@ impl Paging {
             live,
             recalled: &self.recalled,
         })
-    }
-
-    /// Records a plan or a refusal, to be ledgered.
-    pub fn record(&mut self, event: ContextEvent) {
-        self.events.push(event);
     }
 
     /// `context_recall` in turn `turn`: a hit makes the page a candidate
