@@ -196,8 +196,22 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     let lines = long_lines();
     let server = OpenAiServer::start(script());
     let ws = workspace(&server, 4096, lines);
-    let (code, doc) = ws.json(&["repair", "--commit"]);
-    assert_eq!(code, 0, "the model's fix is promoted: {doc:#}");
+    let out = ws.trellis(&["repair", "--commit", "--format", "json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the model's fix is promoted: {doc:#}"
+    );
+    // The progress the editor shows (here on stderr, one line a report)
+    // says which turn was refitted.
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains("turn 3: context refitted to ")
+            && progress.contains("(1 page evicted, 0 stale)"),
+        "{progress}"
+    );
+    assert!(!progress.contains("turn 2: context refitted"), "{progress}");
     assert!(ws.read("src/lib.rs").contains("a + b"));
 
     let received: Vec<Value> = server

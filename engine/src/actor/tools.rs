@@ -770,6 +770,58 @@ mod tests {
         execute(&request, dir, &mut NoVerifier, result_bytes).await
     }
 
+    #[tokio::test]
+    async fn a_large_source_file_reads_as_its_outline_and_the_lines_asked_for() {
+        let body: String = (0..400)
+            .map(|i| format!("pub fn item_{i:03}(x: i32) -> i32 {{\n    x + {i}\n}}\n"))
+            .collect();
+        let dir = branch(&[("src/big.rs", &body), ("notes.txt", &body)]);
+        let head = run(
+            dir.path(),
+            "read_file",
+            json!({"path":"src/big.rs"}),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        assert!(
+            head.note.contains("its outline, then lines 1-40 of 1200"),
+            "{}",
+            head.note
+        );
+        let (outline, lines) = head.data.split_once("---\n").unwrap();
+        assert!(outline.starts_with("pub fn item_000(x: i32) -> i32  [lines 1-3]\n"));
+        assert!(
+            outline.contains(
+                "pub fn item_199(x: i32) -> i32  [lines 598-600]\n… and 200 more items\n"
+            )
+        );
+        assert_eq!(lines.lines().count(), 40);
+        let range = run(
+            dir.path(),
+            "read_file",
+            json!({"path":"src/big.rs","start_line":1198,"end_line":1200}),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        assert!(
+            range
+                .data
+                .ends_with("---\npub fn item_399(x: i32) -> i32 {\n    x + 399\n}\n")
+        );
+        // No grammar for the path: the file as asked for, as before.
+        let plain = run(
+            dir.path(),
+            "read_file",
+            json!({"path":"notes.txt"}),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        assert_eq!(plain.data, body);
+    }
+
     #[test]
     fn the_schemas_declare_exactly_the_governed_tools() {
         let names: Vec<String> = tool_specs()

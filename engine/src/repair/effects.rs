@@ -676,13 +676,16 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
 /// turn's context was paged to fit the route's window.
 fn context_progress(event: &ContextEvent) -> Option<String> {
     match event {
-        ContextEvent::PagesSelected { turn, plan, .. } if plan.refitted() => Some(format!(
-            "turn {turn}: context refitted to {} of {} tokens ({} pages evicted, {} stale)",
-            plan.request_tokens,
-            plan.allowance.input,
-            plan.count(Residency::Evicted),
-            plan.count(Residency::Stale)
-        )),
+        ContextEvent::PagesSelected { turn, plan, .. } if plan.refitted() => {
+            let evicted = plan.count(Residency::Evicted);
+            Some(format!(
+                "turn {turn}: context refitted to {} of {} tokens ({evicted} {} evicted, {} stale)",
+                plan.request_tokens,
+                plan.allowance.input,
+                if evicted == 1 { "page" } else { "pages" },
+                plan.count(Residency::Stale)
+            ))
+        }
         ContextEvent::Infeasible { turn, .. } => Some(format!(
             "turn {turn}: the context does not fit, nothing sent"
         )),
