@@ -19,6 +19,7 @@ mod apply;
 pub mod change;
 pub mod cluster;
 pub mod config;
+pub mod context;
 mod correction;
 pub mod diagnostic;
 pub mod digest;

@@ -182,6 +182,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::prompts::PromptsCommand,
     },
+    /// The model's resident context, turn by turn, as the ledger recorded it.
+    Context {
+        #[command(subcommand)]
+        command: cli::context::ContextCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -285,6 +290,7 @@ fn main() -> ExitCode {
                 }
             }
             Command::Prompts { command } => cli::prompts::run(command),
+            Command::Context { command } => cli::context::run(command),
         }
     });
     ExitCode::from(code)

@@ -594,6 +594,44 @@ pub enum SearchEvent {
         hypothesis: String,
         measured: String,
     },
+    /// System 21 (Definition 6): the resident plan of one attempt's
+    /// request: the allowance, every page in order with its residency and
+    /// digest. The same plan rides in the request's `model_programs_compiled`
+    /// row, from which replay rebuilds the request without selecting again.
+    ContextPagesSelected {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        endpoint: String,
+        plan_digest: String,
+        /// The `context::ResidentPlan`, as recorded.
+        plan: serde_json::Value,
+    },
+    /// The instructions and mandatory pages exceed β_in: nothing was sent.
+    ContextInfeasible {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        endpoint: String,
+        /// The `context::Infeasible` figures.
+        figures: serde_json::Value,
+    },
+    /// `context_recall` named an earlier page: a candidate for the next request.
+    ContextPageRecalled {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        page_id: String,
+        key: serde_json::Value,
+    },
+    /// `context_recall` named no page.
+    ContextMiss {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        key: serde_json::Value,
+        reason: String,
+    },
 }
 
 impl SearchEvent {
@@ -728,7 +766,27 @@ impl SearchEvent {
                 branch_id,
                 ..
             }
+            | ContextPagesSelected {
+                forest_id,
+                branch_id,
+                ..
+            }
             | ModelHypothesisMeasured {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextInfeasible {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextPageRecalled {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextMiss {
                 forest_id,
                 branch_id,
                 ..
@@ -762,6 +820,10 @@ impl SearchEvent {
             ModelRouteUnavailable { .. } => "model_route_unavailable",
             BranchContained { .. } => "branch_contained",
             ModelHypothesisMeasured { .. } => "model_hypothesis_measured",
+            ContextPagesSelected { .. } => "context_pages_selected",
+            ContextInfeasible { .. } => "context_infeasible",
+            ContextPageRecalled { .. } => "context_page_recalled",
+            ContextMiss { .. } => "context_miss",
         }
     }
 }
@@ -855,6 +917,14 @@ impl fmt::Display for SearchEvent {
                 measured,
                 ..
             } => write!(f, ": on {cluster_id}: {hypothesis} ({measured})"),
+            ContextPagesSelected {
+                turn, plan_digest, ..
+            } => write!(f, ": turn {turn} plan {plan_digest}"),
+            ContextInfeasible { turn, endpoint, .. } => {
+                write!(f, ": turn {turn} at {endpoint}, nothing sent")
+            }
+            ContextPageRecalled { turn, page_id, .. } => write!(f, ": turn {turn} page {page_id}"),
+            ContextMiss { turn, reason, .. } => write!(f, ": turn {turn}: {reason}"),
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }

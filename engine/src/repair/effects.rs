@@ -19,11 +19,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::actor::ContextEvent;
 use crate::actor::{
     ActorContext, ActorOutcome, Attempt, BoxFuture, BranchVerifier, FailoverChain, PreparedRequest,
     PromptInputs, StopReason, TurnLedger, TurnLimits, TurnRecord, TurnUsage, VerifierReport,
     run_actor,
 };
+use crate::context::Residency;
 use crate::digest::Digest;
 use crate::edit;
 use crate::error::EngineError;
@@ -635,6 +637,78 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
             record: serde_json::to_value(record).unwrap_or_default(),
         };
         meter.append(event);
+    }
+
+    fn context(&mut self, event: &ContextEvent) {
+        let Ok(mut meter) = self.0.try_lock() else {
+            return;
+        };
+        if let Some(message) = context_progress(event) {
+            meter.run.ctx.progress.report(&message, None);
+        }
+        let (forest_id, branch_id) = (meter.run.id().to_owned(), meter.branch_id.clone());
+        let event = match event {
+            ContextEvent::PagesSelected {
+                turn,
+                endpoint,
+                plan_digest,
+                plan,
+            } => SearchEvent::ContextPagesSelected {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                endpoint: endpoint.clone(),
+                plan_digest: plan_digest.clone(),
+                plan: serde_json::to_value(plan).unwrap_or_default(),
+            },
+            ContextEvent::Infeasible {
+                turn,
+                endpoint,
+                infeasible,
+            } => SearchEvent::ContextInfeasible {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                endpoint: endpoint.clone(),
+                figures: serde_json::to_value(infeasible).unwrap_or_default(),
+            },
+            ContextEvent::PageRecalled { turn, page_id, key } => SearchEvent::ContextPageRecalled {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                page_id: page_id.clone(),
+                key: serde_json::to_value(key).unwrap_or_default(),
+            },
+            ContextEvent::Miss { turn, key, reason } => SearchEvent::ContextMiss {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                key: serde_json::to_value(key).unwrap_or_default(),
+                reason: reason.clone(),
+            },
+        };
+        meter.append(event);
+    }
+}
+
+/// A refitted request as work-done progress, so the editor shows when a
+/// turn's context was paged to fit the route's window.
+fn context_progress(event: &ContextEvent) -> Option<String> {
+    match event {
+        ContextEvent::PagesSelected { turn, plan, .. } if plan.refitted() => {
+            let evicted = plan.count(Residency::Evicted);
+            Some(format!(
+                "turn {turn}: context refitted to {} of {} tokens ({evicted} {} evicted, {} stale)",
+                plan.request_tokens,
+                plan.allowance.input,
+                if evicted == 1 { "page" } else { "pages" },
+                plan.count(Residency::Stale)
+            ))
+        }
+        ContextEvent::Infeasible { turn, .. } => Some(format!(
+            "turn {turn}: the context does not fit, nothing sent"
+        )),
+        _ => None,
     }
 }
 

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use trellis_engine::config::Config;
+use trellis_engine::context::{Outcome, Residency, TurnContext, context_turns};
 use trellis_engine::ledger::Ledger;
 use trellis_engine::{BranchState, ForestStatus, SearchStatus};
 
@@ -15,31 +16,103 @@ pub fn run(path: Option<std::path::PathBuf>, format: Format, detail: Detail) -> 
         Ok(root) => root,
         Err(code) => return code,
     };
-    let status = match read(&root) {
+    let (status, context) = match read(&root) {
         Ok(status) => status,
         Err(message) => return fail(message),
     };
     match format {
-        Format::Json => print_json(serde_json::to_value(&status).expect("serializable")),
-        Format::Human => print_human(&status, &models(&root), detail),
+        Format::Json => {
+            let mut doc = serde_json::to_value(&status).expect("serializable");
+            if !context.is_empty() {
+                doc["context"] =
+                    serde_json::to_value(context_figures(&context)).expect("serializable");
+            }
+            print_json(doc)
+        }
+        Format::Human => {
+            print_human(&status, &models(&root), detail);
+            print_context(&context);
+        }
     }
     EXIT_OK
 }
 
-/// The status of `root`'s ledger; a workspace without one has no search yet.
-fn read(root: &Path) -> Result<SearchStatus, String> {
+/// The status of `root`'s ledger and the context of each model turn; a
+/// workspace without one has no search yet.
+fn read(root: &Path) -> Result<(SearchStatus, Vec<TurnContext>), String> {
     if !root.is_dir() {
         return Err(format!("{}: not a directory", root.display()));
     }
     let dir = root.join(".trellis");
     if !dir.join("ledger.db").exists() {
-        return Ok(SearchStatus::default());
+        return Ok((SearchStatus::default(), Vec::new()));
     }
     let ledger = Ledger::open(&dir).map_err(|e| e.to_string())?;
     let rows = ledger
         .rows()
         .map_err(|e| format!("{}: {e}", ledger.path().display()))?;
-    Ok(SearchStatus::from_rows(&rows))
+    let context = context_turns(&rows).map_err(|e| format!("{}: {e}", ledger.path().display()))?;
+    Ok((SearchStatus::from_rows(&rows), context))
+}
+
+/// One model request's context, in figures.
+#[derive(serde::Serialize)]
+struct ContextFigures<'a> {
+    forest_id: &'a str,
+    branch_id: &'a str,
+    turn: u32,
+    endpoint: &'a str,
+    sent: bool,
+    allowance: u64,
+    request_tokens: Option<u64>,
+    pinned: usize,
+    resident: usize,
+    evicted: usize,
+    stale: usize,
+}
+
+fn context_figures(turns: &[TurnContext]) -> Vec<ContextFigures<'_>> {
+    turns
+        .iter()
+        .map(|t| {
+            let (allowance, plan) = match &t.outcome {
+                Outcome::Sent { plan, .. } => (plan.allowance.input, Some(plan)),
+                Outcome::Infeasible { figures } => (figures.allowance.input, None),
+            };
+            let count = |r| plan.map_or(0, |p| p.count(r));
+            ContextFigures {
+                forest_id: &t.forest_id,
+                branch_id: &t.branch_id,
+                turn: t.turn,
+                endpoint: &t.endpoint,
+                sent: plan.is_some(),
+                allowance,
+                request_tokens: plan.map(|p| p.request_tokens),
+                pinned: count(Residency::Pinned),
+                resident: count(Residency::Resident),
+                evicted: count(Residency::Evicted),
+                stale: count(Residency::Stale),
+            }
+        })
+        .collect()
+}
+
+/// The model turns' context: one line per request.
+fn print_context(turns: &[TurnContext]) {
+    if turns.is_empty() {
+        return;
+    }
+    println!("model context, per turn:");
+    for f in context_figures(turns) {
+        let used = match f.request_tokens {
+            Some(tokens) => format!("{tokens} of {} tokens", f.allowance),
+            None => format!("did not fit {} tokens, not sent", f.allowance),
+        };
+        println!(
+            "  {}/{} turn {} at `{}`: {used}; {} pinned, {} resident, {} evicted, {} stale",
+            f.forest_id, f.branch_id, f.turn, f.endpoint, f.pinned, f.resident, f.evicted, f.stale
+        );
+    }
 }
 
 /// The counters only a model's turns spend (`[exploration.limits]`).
