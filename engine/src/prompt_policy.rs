@@ -68,3 +68,32 @@ pub(crate) fn pin_prompt_bundles(
         })
         .collect())
 }
+
+/// The store bundles one repair runs with: `refs` resolved once, now,
+/// through the bundle store, for a run with this configuration's tools and
+/// required stages under `policy`. This is the one way a session obtains
+/// store bundles; the texts it returns are values the store can no longer
+/// change.
+pub(crate) fn session_bundles(
+    store: &crate::bundles::BundleStore,
+    refs: &[String],
+    config: &crate::config::Config,
+    policy: PromptPolicy,
+) -> Result<crate::bundles::Attached, EngineError> {
+    if refs.is_empty() {
+        return Ok(crate::bundles::Attached::default());
+    }
+    // Without a model there is no actor, so no tool a bundle could rely on.
+    let tools: &[&str] = if config.models.is_empty() {
+        &[]
+    } else {
+        &crate::actor::tools::TOOL_NAMES
+    };
+    let run = crate::bundles::RunCapabilities {
+        tools,
+        stages: &config.stages.required,
+        allow_experimental: policy.allow_experimental,
+        allow_core_override: policy.allow_core_override,
+    };
+    Ok(crate::bundles::attach(store, refs, &run)?)
+}

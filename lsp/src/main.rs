@@ -90,6 +90,10 @@ enum Command {
         /// Repair this root cause first (an id shown by `trellis check`).
         #[arg(long)]
         cluster: Option<String>,
+        /// Attach a prompt bundle from `trellis bundles` (`ID`, `ID@N` or
+        /// `ID@sha256:HEX`; repeatable), resolved once when the repair starts.
+        #[arg(long = "bundle", value_name = "REF")]
+        bundles: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
@@ -141,6 +145,17 @@ enum Command {
     Prompts {
         #[command(subcommand)]
         command: cli::prompts::PromptsCommand,
+    },
+    /// The workspace's versioned prompt bundles: write, list, show, diff, default, history, prune.
+    ///
+    /// A bundle replaces the text of compiled prompt sections (never a tool,
+    /// gate, budget or stage). Every write is compiled first and stored as
+    /// a new version in `.trellis/bundles.db`; `trellis repair --bundle REF`
+    /// (and the editor's repair) attach versions, frozen for that repair.
+    /// See docs/user-guide.md.
+    Bundles {
+        #[command(subcommand)]
+        command: cli::bundles::BundlesCommand,
     },
 }
 
@@ -211,12 +226,17 @@ fn main() -> ExitCode {
                 commit,
                 max_branches,
                 cluster,
+                bundles,
                 format,
                 verbose,
             } => {
                 let detail = detail(verbose);
-                let branches = max_branches.into();
-                cli::repair::run(path, commit, branches, cluster, format, detail, prompts).await
+                let options = trellis_engine::RepairOptions {
+                    max_branches: max_branches.into(),
+                    target_cluster: cluster,
+                    bundles,
+                };
+                cli::repair::run(path, commit, options, format, detail, prompts).await
             }
             Command::Status {
                 path,
@@ -244,6 +264,7 @@ fn main() -> ExitCode {
                 }
             }
             Command::Prompts { command } => cli::prompts::run(command),
+            Command::Bundles { command } => cli::bundles::run(command, prompts),
         }
     });
     ExitCode::from(code)

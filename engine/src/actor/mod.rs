@@ -43,7 +43,7 @@ pub use failover::{
     ObservedBody,
 };
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
-pub use replay::{ModelCall, model_calls};
+pub use replay::{AttachedTexts, ModelCall, model_calls, model_calls_with};
 pub use runner::{
     ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
     TurnLimits, TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,

@@ -12,10 +12,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 use trellis_prompts::ProgramRecord;
+use trellis_prompts::bundles::PinnedReplacement;
 
 use super::runner::{PreparedRequest, replay_request};
 use super::transport::ChatMessage;
-use crate::ledger::{DecodedRow, Row, SearchEvent};
+
+use crate::ledger::{BundlesAttached, DecodedRow, LedgerEvent, Row, SearchEvent};
 
 /// One model call as the ledger shows it, its request reproduced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,8 +45,23 @@ impl ModelCall {
 }
 
 /// Every model call in `rows`, each request rebuilt and compared with the
-/// one sent. `Err` names the first row that cannot be reproduced.
+/// one sent. `Err` names the first row that cannot be reproduced. A repair
+/// that attached store bundles cannot be replayed here (see
+/// [`model_calls_with`]).
 pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
+    model_calls_with(rows, &|_| {
+        Err("the repair attached prompt bundles; replay needs the bundle store".to_owned())
+    })
+}
+
+/// The section texts a ledgered `bundles_attached` row names, read back
+/// from the bundle store (checksum-checked), for [`model_calls_with`].
+pub type AttachedTexts<'a> =
+    dyn Fn(&BundlesAttached) -> Result<Vec<PinnedReplacement>, String> + 'a;
+
+/// [`model_calls`], each call rebuilt with the bundle texts its repair
+/// recorded attaching (`bundles` reads them back), never the store's current ones.
+pub fn model_calls_with(rows: &[Row], bundles: &AttachedTexts) -> Result<Vec<ModelCall>, String> {
     // Per branch: the prepared requests of the running turn, in order, and
     // the conversation so far (the deltas of completed turns).
     #[derive(Default)]
@@ -55,7 +72,14 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
     }
     let mut branches: BTreeMap<(String, String), BranchState> = BTreeMap::new();
     let mut calls = Vec::new();
+    // By forest-id prefix (`{node}/{generation}/`): the texts that repair attached.
+    let mut attached: Vec<(String, Vec<PinnedReplacement>)> = Vec::new();
     for row in rows {
+        if let DecodedRow::Ledger(LedgerEvent::BundlesAttached(e)) = &row.event {
+            let texts = bundles(e).map_err(|m| format!("ledger row {}: {m}", row.seq))?;
+            attached.push((format!("{}/{}/", e.node, e.generation), texts));
+            continue;
+        }
         let DecodedRow::Search { event, .. } = &row.event else {
             continue;
         };
@@ -119,9 +143,15 @@ pub fn model_calls(rows: &[Row]) -> Result<Vec<ModelCall>, String> {
                 let sent = attempt["request_body"].as_str().ok_or_else(|| {
                     format!("ledger row {}: the call's request body is missing", row.seq)
                 })?;
-                let rebuilt = replay_request(&prepared, &state.conversation, &[]).map_err(|e| {
-                    format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq)
-                })?;
+                let replacements = attached
+                    .iter()
+                    .rev()
+                    .find(|(prefix, _)| key.0.starts_with(prefix.as_str()))
+                    .map_or(&[][..], |(_, texts)| texts.as_slice());
+                let rebuilt = replay_request(&prepared, &state.conversation, replacements)
+                    .map_err(|e| {
+                        format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq)
+                    })?;
                 if rebuilt != sent {
                     return Err(format!(
                         "ledger row {}: the rebuilt request differs from the one sent (Gate Z)",

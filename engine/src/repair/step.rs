@@ -279,7 +279,8 @@ impl<'s, 'a> Step<'s, 'a> {
             .root
             .file_name()
             .map_or_else(|| "workspace".into(), |n| n.to_string_lossy().into_owned());
-        let inputs = model::inputs(self.run.id(), &workspace, &self.plan.packet, None);
+        let mut inputs = model::inputs(self.run.id(), &workspace, &self.plan.packet, None);
+        inputs.replacements = ctx.bundles.to_vec();
         let outcome = self
             .run
             .run_model(branch_id, slot, chain, &inputs, &model::LIMITS)

@@ -1,6 +1,7 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
-use trellis_engine::actor::model_calls;
+use trellis_engine::actor::model_calls_with;
+use trellis_engine::bundles::BundleStore;
 use trellis_engine::ledger::{Head, Ledger, LedgerEvent, fold_accepted};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
@@ -76,10 +77,17 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
     let decisions: Vec<_> = fold.decisions().collect();
     // Gate Z: every model call's exact request, rebuilt without a model; a
     // call that cannot be rebuilt fails the replay.
+    // A repair that attached bundles is rebuilt with the very texts it
+    // recorded, read back from the bundle store by version and checksum.
+    let store = BundleStore::open(&root.join(".trellis"));
+    let texts = |attached: &_| match &store {
+        Ok(store) => store.attached_texts(attached),
+        Err(e) => Err(e.to_string()),
+    };
     let calls = match ledger
         .rows()
         .map_err(|e| e.to_string())
-        .and_then(|rows| model_calls(&rows))
+        .and_then(|rows| model_calls_with(&rows, &texts))
     {
         Ok(calls) => calls,
         Err(e) => return fail(format!("{}: {e}", ledger.path().display())),

@@ -1,6 +1,7 @@
 //! The headless front end: `trellis check`, `repair`, `status`, `ledger`
 //! and `gc`.
 
+pub mod bundles;
 pub mod check;
 pub mod gc;
 pub mod ledger;

@@ -718,7 +718,7 @@ impl Actor {
 
     fn command(&mut self, command: ServerCommand) {
         match command {
-            ServerCommand::Start { cluster } => self.start_repair(cluster),
+            ServerCommand::Start { cluster, bundles } => self.start_repair(cluster, bundles),
             ServerCommand::Cancel { cluster } => {
                 let mut cancelled = 0;
                 for job in &self.jobs {
@@ -772,7 +772,7 @@ impl Actor {
         }
     }
 
-    fn start_repair(&mut self, cluster: String) {
+    fn start_repair(&mut self, cluster: String, bundles: Vec<String>) {
         let title = self
             .clusters
             .get(&cluster)
@@ -791,6 +791,7 @@ impl Actor {
             title,
             cancel: CancellationToken::new(),
             view: self.view(),
+            bundles,
         };
         self.next_job += 1;
         let status = status_params(

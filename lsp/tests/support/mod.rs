@@ -100,8 +100,26 @@ impl Client {
         capabilities: Value,
         options: Option<Value>,
     ) -> (Client, Value) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-            .arg("lsp")
+        Client::start_with(root, Client::command(), name, capabilities, options)
+    }
+
+    /// `trellis lsp`, for a test that adds flags or environment before
+    /// [`Client::start_with`].
+    pub fn command() -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+        command.arg("lsp");
+        command
+    }
+
+    /// [`Client::start_as`] with the server launched by `command`.
+    pub fn start_with(
+        root: &Path,
+        mut command: Command,
+        name: Option<&str>,
+        capabilities: Value,
+        options: Option<Value>,
+    ) -> (Client, Value) {
+        let mut child = command
             .current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
