@@ -5,11 +5,14 @@
 //! (`trellis/bundles`, `trellis/bundleVersions`, `trellis.repair.start`
 //! with `bundles`) with a CLI write landing while an editor repair runs.
 
+#[path = "../../engine/tests/support/openai_server.rs"]
+mod openai_server;
 mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::workspace::Workspace;
 use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, vscode_capabilities};
@@ -500,4 +503,63 @@ fn a_running_lsp_repair_is_unaffected_by_a_cli_write_made_during_it() {
     assert_eq!(component["checksum"], one["checksum"]);
     assert_ne!(component["checksum"], two["checksum"]);
     assert_eq!(rows[0]["repair_id"], ended["params"]["repair_id"]);
+}
+
+#[test]
+fn an_attached_bundle_reaches_the_model_and_replay_rebuilds_it_after_the_store_moved_on() {
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call("read_file", json!({ "path": "src/lib.rs" })),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
+        ),
+        Answer::tool_call("finish", json!({ "summary": "add adds" })),
+    ]);
+    let ws = Workspace::of("wrong-operator");
+    let config = format!(
+        "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
+         model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\ncontext_window_tokens = 32768\n\
+         max_output_tokens = 1024\n",
+        server.base_url
+    );
+    std::fs::write(ws.path().join("trellis.toml"), config).unwrap();
+    write_ok(
+        &ws,
+        "terse",
+        terse("Marker-one: fix the evidence.").path(),
+        &[],
+    );
+    let out = ws.trellis(&[
+        "--allow-experimental-prompts",
+        "repair",
+        "--commit",
+        "--bundle",
+        "terse",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let received: Vec<String> = server
+        .received()
+        .iter()
+        .map(|r| String::from_utf8(r.body.clone()).unwrap())
+        .collect();
+    assert!(!received.is_empty());
+    for body in &received {
+        assert!(
+            body.contains("Marker-one"),
+            "the bundle's text reached the model: {body}"
+        );
+    }
+    // The store moves on; replay still rebuilds every request with v1.
+    write_ok(&ws, "terse", terse("Marker-two").path(), &["--base", "1"]);
+    assert_eq!(bundles_json(&ws, &["default", "terse", "2"]).0, 0);
+    let replay = support::ledger_replay(ws.path());
+    let calls = replay["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), received.len());
+    for (call, body) in calls.iter().zip(&received) {
+        assert_eq!(call["reproduced"], true);
+        assert_eq!(
+            call["request"],
+            serde_json::from_str::<Value>(body).unwrap()
+        );
+    }
 }

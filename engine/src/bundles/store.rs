@@ -226,8 +226,9 @@ impl BundleStore {
     /// Compiles `draft` as `id` and stores it as the id's next version.
     /// A compile failure, a bound, a stale base: nothing is stored. The
     /// first version of an id becomes its default; later writes never move
-    /// the default ([`BundleStore::set_default`] does).
-    pub fn write(
+    /// the default ([`BundleStore::set_default`] does). Front ends write
+    /// through `Engine::write_bundle`, which also applies retention.
+    pub(crate) fn write(
         &self,
         id: &str,
         draft: &Draft,
