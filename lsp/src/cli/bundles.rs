@@ -38,7 +38,9 @@ pub enum BundlesCommand {
     /// a write based on an older version is refused unless --force. A write
     /// never changes the default (see `trellis bundles default`).
     Write {
+        /// The bundle id (a lowercase letter, then lowercase letters, digits, `-`, `_`); `bundle.toml` must declare the same.
         id: String,
+        /// The bundle directory: `bundle.toml` and `*.md` sections.
         dir: PathBuf,
         /// The version this content was based on (required once ID exists).
         #[arg(long, value_name = "N")]
@@ -62,6 +64,7 @@ pub enum BundlesCommand {
     },
     /// Show one version: `ID` (its default), `ID@N` or `ID@sha256:HEX`.
     Show {
+        /// `ID`, `ID@N` or `ID@sha256:HEX`.
         reference: String,
         #[command(flatten)]
         common: Common,
@@ -71,6 +74,7 @@ pub enum BundlesCommand {
     /// `trellis bundles diff terse@2 terse@3`, or `trellis bundles diff
     /// terse ./my-bundle` before writing it.
     Diff {
+        /// A ref: `ID`, `ID@N` or `ID@sha256:HEX`.
         from: String,
         /// A ref, or a bundle directory (anything containing `/`, or an existing directory).
         to: String,
@@ -83,7 +87,9 @@ pub enum BundlesCommand {
     /// Running repairs keep the version they started with.
     Default {
         id: String,
+        /// A retained version (see `trellis bundles show ID@N`).
         version: u32,
+        /// Why (shown by `history`).
         #[arg(long, default_value = "")]
         reason: String,
         #[command(flatten)]
@@ -221,11 +227,12 @@ fn execute(engine: &Engine, command: BundlesCommand) -> Result<Output, String> {
             let r: BundleRef = reference.parse().map_err(|e| err(&e))?;
             let (row, draft) = store.resolve(&r).map_err(|e| err(&e))?;
             let mut human = format!(
-                "{}@{}{}  {}\norigin: {}\nbased on: {}\nreason: {}\n",
+                "{}@{}{}  {}\nwritten: {}\norigin: {}\nbased on: {}\nreason: {}\n",
                 row.id,
                 row.version,
                 if row.is_default { " (default)" } else { "" },
                 row.checksum,
+                utc(row.created_at),
                 row.origin,
                 row.parent.map_or("nothing".to_owned(), |p| format!("v{p}")),
                 row.reason
@@ -310,7 +317,7 @@ fn execute(engine: &Engine, command: BundlesCommand) -> Result<Output, String> {
                 .map(|c| {
                     format!(
                         "{}  v{}{}  {}\n",
-                        c.at,
+                        utc(c.at),
                         c.version,
                         c.previous.map_or(String::new(), |p| format!(" (was v{p})")),
                         c.reason
@@ -372,4 +379,35 @@ fn render(draft: &Draft) -> String {
         }
     }
     out
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (days to a civil
+/// date by the proleptic Gregorian calendar; the JSON keeps the seconds).
+fn utc(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn epoch_seconds_render_as_utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(super::utc(1_796_128_119), "2026-12-01 12:28:39 UTC");
+    }
 }
