@@ -720,6 +720,53 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_get_contiguous_versions_and_one_base_wins_once() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&open(dir.path()), "one", None).unwrap();
+        // Four processes' worth of handles, each writing on base v1.
+        let outcomes: Vec<Result<WriteResult, BundleError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let path = dir.path();
+                    scope.spawn(move || write(&open(path), &format!("from {i}"), Some(1)))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<u32> = outcomes
+            .iter()
+            .filter_map(|o| o.as_ref().ok())
+            .map(|w| w.version)
+            .collect();
+        assert_eq!(won, [2], "exactly one write on base v1 is stored");
+        assert!(
+            outcomes
+                .iter()
+                .filter_map(|o| o.as_ref().err())
+                .all(|e| matches!(e, BundleError::StaleBase { latest: 2, .. }))
+        );
+        let forced: Vec<u32> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let path = dir.path();
+                    scope.spawn(move || {
+                        let options = WriteOptions {
+                            force: true,
+                            ..WriteOptions::default()
+                        };
+                        let d = draft("terse", &role_section(&format!("forced {i}")));
+                        open(path).write("terse", &d, &options).unwrap().version
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut forced = forced;
+        forced.sort_unstable();
+        assert_eq!(forced, [3, 4, 5, 6]);
+    }
+
+    #[test]
     fn a_stale_base_is_refused_naming_both_versions_unless_forced() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
