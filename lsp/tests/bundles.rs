@@ -562,4 +562,20 @@ fn an_attached_bundle_reaches_the_model_and_replay_rebuilds_it_after_the_store_m
             serde_json::from_str::<Value>(body).unwrap()
         );
     }
+    // explain-session reads the session the same way.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(["prompts", "explain-session", "--format", "json", "--path"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let explained: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let explained = explained["calls"].as_array().unwrap();
+    assert_eq!(explained.len(), received.len());
+    for (call, body) in explained.iter().zip(&received) {
+        assert_eq!(
+            call["request"],
+            serde_json::from_str::<Value>(body).unwrap()
+        );
+    }
 }

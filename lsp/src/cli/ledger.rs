@@ -79,11 +79,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
     // call that cannot be rebuilt fails the replay.
     // A repair that attached bundles is rebuilt with the very texts it
     // recorded, read back from the bundle store by version and checksum.
-    let store = BundleStore::open(&root.join(".trellis"));
-    let texts = |attached: &_| match &store {
-        Ok(store) => store.attached_texts(attached),
-        Err(e) => Err(e.to_string()),
-    };
+    let texts = BundleStore::attached_texts(&root.join(".trellis"));
     let calls = match ledger
         .rows()
         .map_err(|e| e.to_string())

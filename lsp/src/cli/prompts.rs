@@ -11,7 +11,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use trellis_engine::actor::{ModelCall, model_calls};
+use trellis_engine::actor::{ModelCall, model_calls_with};
+use trellis_engine::bundles::BundleStore;
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
 use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
@@ -177,7 +178,9 @@ fn session_calls(
     })?;
     let (start, id) = starts[position];
     let end = starts.get(position + 1).map_or(rows.len(), |(i, _)| *i);
-    let calls = model_calls(&rows[start..end])
+    // With the bundle texts each repair recorded attaching, as replay does.
+    let texts = BundleStore::attached_texts(&dir);
+    let calls = model_calls_with(&rows[start..end], &texts)
         .map_err(|e| usage(format!("{}: {e}", ledger.path().display())))?;
     Ok((id.to_owned(), calls))
 }
