@@ -10,6 +10,7 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, ApplyOffer};
+use crate::bundles::BundleStore;
 use crate::cluster::ResidualClass;
 use crate::config::Config;
 use crate::digest::Digest;
@@ -54,6 +55,8 @@ pub struct Engine {
     /// The prompt policy and bundles pinned at start, recorded with the
     /// session; every model call compiles with them.
     prompts: SessionPrompts,
+    /// The versioned prompt-bundle store, `.trellis/bundles.db`.
+    bundles: BundleStore,
     /// The interrupted promotion this start finished or undid, if any.
     recovered: Option<PromotionRecovered>,
 }
@@ -102,6 +105,7 @@ impl Engine {
         // A linked `.trellis` is refused here, before anything is written.
         let state = statedir::open_state(&root)?;
         let prompts = pin_prompt_bundles(&root, &state, prompt_policy)?;
+        let bundles = BundleStore::open_in(&state)?;
         let mut snapshotter = Snapshotter::new(&root, Some(state.join("index")));
         let limits = &config.exploration;
         snapshotter.bound(limits.workspace_files, limits.workspace_bytes);
@@ -122,6 +126,7 @@ impl Engine {
             repair_lock: tokio::sync::Mutex::new(()),
             measurements: Mutex::new(MeasurementCache::new(MEASUREMENT_CACHE_ROOTS)),
             prompts,
+            bundles,
         })
     }
 
@@ -143,6 +148,54 @@ impl Engine {
 
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The workspace's prompt-bundle store (reads, defaults, history).
+    pub fn bundle_store(&self) -> &BundleStore {
+        &self.bundles
+    }
+
+    /// Writes a bundle version (compiled first; nothing is stored on any
+    /// refusal), then prunes that id within its retention bound, keeping
+    /// every version a ledger session names.
+    pub fn write_bundle(
+        &self,
+        id: &str,
+        draft: &crate::bundles::Draft,
+        options: &crate::bundles::WriteOptions,
+    ) -> Result<crate::bundles::WriteResult, EngineError> {
+        let written = self.bundles.write(id, draft, options)?;
+        self.bundles
+            .prune(&self.ledgered_bundle_versions()?, Some(id), false)?;
+        Ok(written)
+    }
+
+    /// Removes the bundle versions retention allows (see `bundles`), never
+    /// one a ledger session names; `only` limits it to one id.
+    pub fn prune_bundles(
+        &self,
+        only: Option<&str>,
+        dry_run: bool,
+    ) -> Result<crate::bundles::PruneReport, EngineError> {
+        let named = self.ledgered_bundle_versions()?;
+        Ok(self.bundles.prune(&named, only, dry_run)?)
+    }
+
+    /// Every bundle version a ledgered repair attached, by id.
+    fn ledgered_bundle_versions(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<u32>>, EngineError>
+    {
+        let mut named: std::collections::BTreeMap<_, std::collections::BTreeSet<u32>> =
+            Default::default();
+        for row in self.ledger.rows()? {
+            if let crate::ledger::DecodedRow::Ledger(LedgerEvent::BundlesAttached(e)) = row.event {
+                for c in e.components {
+                    named.entry(c.id).or_default().insert(c.version);
+                }
+            }
+        }
+        Ok(named)
     }
 
     /// Removes what no live ledger fact or workspace needs (see
@@ -314,6 +367,14 @@ impl Engine {
     ) -> Result<RepairOutcome, EngineError> {
         let _repair = self.repair_lock.lock().await;
         let _branch_slots = slot_lock(&self.slots, "branches").await?;
+        // Resolved once, here: nothing the store does later reaches this repair.
+        let bundles = crate::prompt_policy::session_bundles(
+            &self.bundles,
+            &options.bundles,
+            &self.config,
+            self.prompts.policy,
+        )?;
+        failpoint::hit("bundles-attached");
         let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
         let repair_id = records::repair_id(&snapshot.root);
         if cancel.is_cancelled() {
@@ -336,6 +397,16 @@ impl Engine {
         // Folds the ledger first: an ambiguous interrupted search refuses
         // the repair before anything is recorded for it.
         let mut session = Session::begin(&self.ledger, snapshot.root)?;
+        if !bundles.components.is_empty() {
+            self.ledger.append(&LedgerEvent::BundlesAttached(
+                crate::ledger::BundlesAttached {
+                    repair_id: repair_id.clone(),
+                    node: session.node.clone(),
+                    generation: session.generation,
+                    components: bundles.components.clone(),
+                },
+            ))?;
+        }
         if !session.x0_recorded {
             self.ledger.append(&records::candidate_measured(
                 &session.node,
@@ -391,6 +462,7 @@ impl Engine {
             prompts: &self.prompts,
             progress,
             cancel: &cancel,
+            bundles: &bundles.replacements,
         };
         let start_source = DirSource::new(self.root.clone(), overlay.clone());
         let start = Accepted {

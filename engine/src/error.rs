@@ -35,6 +35,9 @@ pub enum EngineError {
     /// A snapshot, copy, diff or write failed; names the path.
     #[error(transparent)]
     Workspace(#[from] SnapshotError),
+    /// A prompt-bundle write, ref or attach was refused; names the bundle.
+    #[error(transparent)]
+    Bundle(#[from] crate::bundles::BundleError),
     /// A file or directory under `.trellis/` is a link or cannot be used; names it.
     #[error(transparent)]
     State(#[from] StateError),

@@ -16,6 +16,7 @@
 pub mod actor;
 mod api;
 mod apply;
+pub mod bundles;
 pub mod change;
 pub mod cluster;
 pub mod config;

@@ -134,3 +134,47 @@ pub fn restore_pinned(
         })
         .collect()
 }
+
+/// The store bundles one repair runs with: `refs` resolved once, now,
+/// through the bundle store, for a run with this configuration's tools and
+/// required stages under `policy`. This is the one way a session obtains
+/// store bundles; the texts it returns are values the store can no longer
+/// change.
+pub(crate) fn session_bundles(
+    store: &crate::bundles::BundleStore,
+    refs: &[String],
+    config: &crate::config::Config,
+    policy: PromptPolicy,
+) -> Result<crate::bundles::Attached, EngineError> {
+    if refs.is_empty() {
+        return Ok(crate::bundles::Attached::default());
+    }
+    // Without a model there is no actor, so no tool a bundle could rely on.
+    let tools: &[&str] = if config.models.is_empty() {
+        &[]
+    } else {
+        &crate::actor::tools::TOOL_NAMES
+    };
+    let run = crate::bundles::RunCapabilities {
+        tools,
+        stages: &config.stages.required,
+        allow_experimental: policy.allow_experimental,
+        allow_core_override: policy.allow_core_override,
+    };
+    Ok(crate::bundles::attach(store, refs, &run)?)
+}
+
+/// The replacements a model call compiles with: the session's pinned
+/// `[prompts]` bundles, with any section the repair attached from the
+/// bundle store in place of the pinned one (the repair's explicit refs win).
+pub(crate) fn layered(
+    pinned: &[PinnedReplacement],
+    attached: &[PinnedReplacement],
+) -> Vec<PinnedReplacement> {
+    pinned
+        .iter()
+        .filter(|p| attached.iter().all(|a| a.schema.id != p.schema.id))
+        .chain(attached)
+        .cloned()
+        .collect()
+}

@@ -49,6 +49,8 @@ pub struct RepairOptions {
     pub max_branches: usize,
     /// Repair this cluster first instead of the dominant one.
     pub target_cluster: Option<String>,
+    /// Prompt-bundle refs (`id`, `id@N`, `id@sha256:…`) resolved at start.
+    pub bundles: Vec<String>,
 }
 
 impl Default for RepairOptions {
@@ -56,6 +58,7 @@ impl Default for RepairOptions {
         RepairOptions {
             max_branches: 3,
             target_cluster: None,
+            bundles: Vec::new(),
         }
     }
 }

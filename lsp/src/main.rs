@@ -123,6 +123,10 @@ enum Command {
         /// Repair this root cause first (an id shown by `trellis check`).
         #[arg(long)]
         cluster: Option<String>,
+        /// Attach a prompt bundle from `trellis bundles` (`ID`, `ID@N` or
+        /// `ID@sha256:HEX`; repeatable), resolved once when the repair starts.
+        #[arg(long = "bundle", value_name = "REF")]
+        bundles: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
@@ -186,6 +190,17 @@ enum Command {
     Context {
         #[command(subcommand)]
         command: cli::context::ContextCommand,
+    },
+    /// The workspace's versioned prompt bundles: write, list, show, diff, default, history, prune.
+    ///
+    /// A bundle replaces the text of compiled prompt sections (never a tool,
+    /// gate, budget or stage). Every write is compiled first and stored as
+    /// a new version in `.trellis/bundles.db`; `trellis repair --bundle REF`
+    /// (and the editor's repair) attach versions, frozen for that repair.
+    /// Refs: `ID` (the default), `ID@N`, `ID@sha256:HEX`. See README.md.
+    Bundles {
+        #[command(subcommand)]
+        command: cli::bundles::BundlesCommand,
     },
 }
 
@@ -254,14 +269,19 @@ fn main() -> ExitCode {
                 commit,
                 max_branches,
                 cluster,
+                bundles,
                 format,
                 verbose,
                 prompts,
             } => {
                 let detail = detail(verbose);
-                let branches = max_branches.into();
+                let options = trellis_engine::RepairOptions {
+                    max_branches: max_branches.into(),
+                    target_cluster: cluster,
+                    bundles,
+                };
                 let prompts = given.policy(prompts);
-                cli::repair::run(path, commit, branches, cluster, format, detail, prompts).await
+                cli::repair::run(path, commit, options, format, detail, prompts).await
             }
             Command::Status {
                 path,
@@ -291,6 +311,9 @@ fn main() -> ExitCode {
             }
             Command::Prompts { command } => cli::prompts::run(command),
             Command::Context { command } => cli::context::run(command),
+            Command::Bundles { command } => {
+                cli::bundles::run(command, given.policy(PromptFlags::default()))
+            }
         }
     });
     ExitCode::from(code)

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use trellis_prompt_codegen::section::{display_type, parse_section, schema_signature};
 
+pub use trellis_prompt_codegen::SectionSpec;
+
 use crate::route::ResolutionPolicy;
 use crate::schema::SectionSchema;
 
@@ -58,16 +60,7 @@ pub fn compiled_signature(schema: &SectionSchema) -> String {
 
 /// Validates every `.md` file under `dir` against the compiled library
 /// (`trellis prompts lint PATH` and session start use this).
-pub fn lint_bundle(
-    dir: &Path,
-) -> Result<
-    Vec<(
-        PathBuf,
-        &'static SectionSchema,
-        trellis_prompt_codegen::SectionSpec,
-    )>,
-    Vec<BundleError>,
-> {
+pub fn lint_bundle(dir: &Path) -> Result<Vec<AcceptedSection>, Vec<BundleError>> {
     let mut files = Vec::new();
     collect_markdown(dir, &mut files).map_err(|e| {
         vec![BundleError {
@@ -78,19 +71,52 @@ pub fn lint_bundle(
     })?;
     files.sort();
     let mut errors = Vec::new();
-    let mut accepted = Vec::new();
+    let mut texts = Vec::new();
     for file in files {
-        let (schema, spec) = match check_file(&file) {
+        match crate::files::read_regular(&file, crate::files::MAX_SECTION_BYTES) {
+            Ok(Some(text)) => texts.push((file, text)),
+            unread => errors.push(BundleError {
+                file,
+                line: 0,
+                reason: unread
+                    .err()
+                    .unwrap_or_else(|| "vanished while the bundle was read".to_owned()),
+            }),
+        }
+    }
+    match validate_sections(texts) {
+        Ok(accepted) if errors.is_empty() => Ok(accepted),
+        Ok(_) => Err(errors),
+        Err(mut more) => {
+            errors.append(&mut more);
+            Err(errors)
+        }
+    }
+}
+
+/// A bundle section that passed validation: where it came from, the
+/// compiled section it replaces, and its parsed form.
+pub type AcceptedSection = (PathBuf, &'static SectionSchema, SectionSpec);
+
+/// The codegen's validations over section texts already in memory (a
+/// bundle directory, or a version read back from the bundle store): front
+/// matter and placeholders parse, the id is a compiled section, the schema
+/// (role, required, priority, variables) is the compiled one, and no
+/// section is replaced twice. Every file is checked; all errors are returned.
+pub fn validate_sections(
+    files: Vec<(PathBuf, String)>,
+) -> Result<Vec<AcceptedSection>, Vec<BundleError>> {
+    let mut errors = Vec::new();
+    let mut accepted: Vec<AcceptedSection> = Vec::new();
+    for (file, text) in files {
+        let (schema, spec) = match check_section(&file, &text) {
             Ok(checked) => checked,
             Err(mut e) => {
                 errors.append(&mut e);
                 continue;
             }
         };
-        if accepted
-            .iter()
-            .any(|(_, s, _): &(PathBuf, &SectionSchema, _)| s.id == schema.id)
-        {
+        if accepted.iter().any(|(_, s, _)| s.id == schema.id) {
             errors.push(BundleError {
                 file,
                 line: spec.id_line,
@@ -183,11 +209,27 @@ pub fn load_bundles(
     }
 }
 
-/// One bundle file checked against the compiled library: readable, a
-/// well-formed section, replacing a known section with its exact schema.
-fn check_file(
+/// One bundle file checked against the compiled library: readable, then
+/// [`check_section`].
+fn check_file(file: &Path) -> Result<(&'static SectionSchema, SectionSpec), Vec<BundleError>> {
+    match crate::files::read_regular(file, crate::files::MAX_SECTION_BYTES) {
+        Ok(Some(text)) => check_section(file, &text),
+        unread => Err(vec![BundleError {
+            file: file.to_path_buf(),
+            line: 0,
+            reason: unread
+                .err()
+                .unwrap_or_else(|| "vanished while the bundle was read".to_owned()),
+        }]),
+    }
+}
+
+/// One section text checked against the compiled library: a well-formed
+/// section, replacing a known section with its exact schema.
+fn check_section(
     file: &Path,
-) -> Result<(&'static SectionSchema, trellis_prompt_codegen::SectionSpec), Vec<BundleError>> {
+    text: &str,
+) -> Result<(&'static SectionSchema, SectionSpec), Vec<BundleError>> {
     let refuse = |line: usize, reason: String| {
         vec![BundleError {
             file: file.to_path_buf(),
@@ -195,12 +237,7 @@ fn check_file(
             reason,
         }]
     };
-    let text = match crate::files::read_regular(file, crate::files::MAX_SECTION_BYTES) {
-        Ok(Some(text)) => text,
-        Ok(None) => return Err(refuse(0, "vanished while the bundle was read".to_owned())),
-        Err(reason) => return Err(refuse(0, reason)),
-    };
-    let spec = parse_section(file, &text).map_err(|parse_errors| {
+    let spec = parse_section(file, text).map_err(|parse_errors| {
         parse_errors
             .0
             .into_iter()

@@ -46,7 +46,7 @@ pub use failover::{
 };
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
 pub use paging::ContextEvent;
-pub use replay::{ModelCall, model_calls};
+pub use replay::{AttachedTexts, ModelCall, model_calls, model_calls_with};
 pub use runner::{
     ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
     TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,

@@ -24,8 +24,8 @@ use trellis_prompts::bundles::PinnedReplacement;
 use super::runner::{PreparedRequest, rebuild_programs, replay_request};
 use super::transport::ChatMessage;
 use crate::config::models::TurnLimits;
-use crate::ledger::{DecodedRow, LedgerEvent, Row, SearchEvent, SessionStarted};
-use crate::prompt_policy::{PinnedBundleSection, restore_pinned};
+use crate::ledger::{BundlesAttached, DecodedRow, LedgerEvent, Row, SearchEvent, SessionStarted};
+use crate::prompt_policy::{PinnedBundleSection, layered, restore_pinned};
 
 /// One model call as the ledger shows it, its request reproduced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -91,12 +91,30 @@ impl SessionContext {
 }
 
 /// Every model call in `rows`, each request rebuilt and compared with the
-/// one sent; `state` is the `.trellis` directory whose store holds the
+/// one sent; `state_dir` is the `.trellis` directory whose store holds the
 /// sessions' pinned bundles. Every ledgered pair of programs must recompile
 /// to its digests, even one whose call was never observed (a process killed
 /// mid-call), so a resume can refuse past it. `Err` names the first row
-/// that cannot be reproduced.
+/// that cannot be reproduced. A repair that attached store bundles cannot
+/// be replayed here (see [`model_calls_with`]).
 pub fn model_calls(rows: &[Row], state_dir: &Path) -> Result<Vec<ModelCall>, String> {
+    model_calls_with(rows, state_dir, &|_| {
+        Err("the repair attached prompt bundles; replay needs the bundle store".to_owned())
+    })
+}
+
+/// The section texts a ledgered `bundles_attached` row names, read back
+/// from the bundle store (checksum-checked), for [`model_calls_with`].
+pub type AttachedTexts<'a> =
+    dyn Fn(&BundlesAttached) -> Result<Vec<PinnedReplacement>, String> + 'a;
+
+/// [`model_calls`], each call rebuilt with the bundle texts its repair
+/// recorded attaching (`bundles` reads them back), never the store's current ones.
+pub fn model_calls_with(
+    rows: &[Row],
+    state_dir: &Path,
+    bundles: &AttachedTexts,
+) -> Result<Vec<ModelCall>, String> {
     // Per branch: the prepared requests of the running turn, in order, and
     // the conversation so far (the deltas of completed turns).
     #[derive(Default)]
@@ -108,12 +126,19 @@ pub fn model_calls(rows: &[Row], state_dir: &Path) -> Result<Vec<ModelCall>, Str
     let mut branches: BTreeMap<(String, String), BranchState> = BTreeMap::new();
     let mut calls = Vec::new();
     let mut session = SessionContext::default();
+    // By forest-id prefix (`{node}/{generation}/`): the texts that repair attached.
+    let mut attached: Vec<(String, Vec<PinnedReplacement>)> = Vec::new();
     for row in rows {
         let event = match &row.event {
             DecodedRow::Search { event, .. } => event,
             DecodedRow::Ledger(LedgerEvent::SessionStarted(started)) => {
                 session = SessionContext::of(started)
                     .map_err(|e| format!("ledger row {}: {e}", row.seq))?;
+                continue;
+            }
+            DecodedRow::Ledger(LedgerEvent::BundlesAttached(e)) => {
+                let texts = bundles(e).map_err(|m| format!("ledger row {}: {m}", row.seq))?;
+                attached.push((format!("{}/{}/", e.node, e.generation), texts));
                 continue;
             }
             _ => continue,
@@ -188,10 +213,16 @@ pub fn model_calls(rows: &[Row], state_dir: &Path) -> Result<Vec<ModelCall>, Str
                     format!("ledger row {}: the call's request body is missing", row.seq)
                 })?;
                 let limits = session.limits;
+                let repair_texts = attached
+                    .iter()
+                    .rev()
+                    .find(|(prefix, _)| key.0.starts_with(prefix.as_str()))
+                    .map_or(&[][..], |(_, texts)| texts.as_slice());
                 let rebuilt = session
                     .replacements(state_dir)
-                    .and_then(|replacements| {
-                        replay_request(&prepared, &state.conversation, replacements, &limits)
+                    .and_then(|pinned| {
+                        let replacements = layered(pinned, repair_texts);
+                        replay_request(&prepared, &state.conversation, &replacements, &limits)
                     })
                     .map_err(|e| {
                         format!("ledger row {}: the request cannot be rebuilt: {e}", row.seq)

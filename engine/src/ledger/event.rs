@@ -51,6 +51,7 @@ pub enum LedgerEvent {
     Promoted(Promoted),
     Refused(Refused),
     PromotionRecovered(PromotionRecovered),
+    BundlesAttached(BundlesAttached),
 }
 
 /// A session opened on a workspace, with everything that shapes its measurements.
@@ -75,6 +76,32 @@ pub struct SnapshotTaken {
     pub bytes: u64,
     /// Paths whose content came from unsaved editor buffers.
     pub overlay: Vec<String>,
+}
+
+/// A repair resolved its prompt-bundle refs, once, at its start: what it
+/// runs with for its whole life (component-level provenance), and what
+/// replay and `trellis bundles prune` read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundlesAttached {
+    pub repair_id: String,
+    /// The node and generation its forests run under (`{node}/{generation}/f…`).
+    pub node: String,
+    pub generation: u32,
+    pub components: Vec<BundleComponent>,
+}
+
+/// One resolved bundle: the ref as given and what it resolved to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleComponent {
+    pub reference: String,
+    pub id: String,
+    pub version: u32,
+    pub checksum: String,
+    pub origin: String,
+    /// The section ids it replaces.
+    pub sections: Vec<String>,
 }
 
 /// A candidate state was measured by the required stages.
@@ -264,6 +291,7 @@ impl LedgerEvent {
             LedgerEvent::Promoted(_) => "promoted",
             LedgerEvent::Refused(_) => "refused",
             LedgerEvent::PromotionRecovered(_) => "promotion_recovered",
+            LedgerEvent::BundlesAttached(_) => "bundles_attached",
         }
     }
 
@@ -363,6 +391,16 @@ impl fmt::Display for LedgerEvent {
                 }
                 Ok(())
             }
+            LedgerEvent::BundlesAttached(e) => write!(
+                f,
+                "repair {} attached bundles {}",
+                e.repair_id,
+                e.components
+                    .iter()
+                    .map(|c| format!("{}@{} ({})", c.id, c.version, c.checksum))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }

@@ -247,7 +247,9 @@ pub fn fold_accepted(rows: &[Row]) -> Result<AcceptedFold, FoldError> {
             LedgerEvent::Promoted(promoted) => fold.promotions.push(promoted.clone()),
             LedgerEvent::Refused(refused) => fold.refusals.push(refused.clone()),
             LedgerEvent::PromotionRecovered(recovered) => fold.recoveries.push(recovered.clone()),
-            LedgerEvent::SessionStarted(_) | LedgerEvent::SnapshotTaken(_) => {}
+            LedgerEvent::SessionStarted(_)
+            | LedgerEvent::SnapshotTaken(_)
+            | LedgerEvent::BundlesAttached(_) => {}
         }
     }
     Ok(fold)

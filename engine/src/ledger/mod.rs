@@ -24,10 +24,10 @@ mod fuzz_tests;
 pub(crate) mod test_support;
 
 pub use event::{
-    AcceptedStateStored, CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded,
-    GateVerdict, LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters,
-    SearchEncoding, SearchEnvelopeV1, SearchEvent, SelectionKeys, SessionStarted, SnapshotTaken,
-    StageOutcome, StoredFile,
+    AcceptedStateStored, BundleComponent, BundlesAttached, CandidateMeasured, ClusterSummary,
+    DecodedRow, GateDecisionRecorded, GateVerdict, LedgerEvent, Promoted, PromotionRoute,
+    RefusalReason, Refused, SearchCounters, SearchEncoding, SearchEnvelopeV1, SearchEvent,
+    SelectionKeys, SessionStarted, SnapshotTaken, StageOutcome, StoredFile,
 };
 pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,

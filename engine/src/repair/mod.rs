@@ -75,6 +75,8 @@ pub(crate) struct Ctx<'a> {
     pub prompts: &'a crate::prompt_policy::SessionPrompts,
     pub progress: &'a dyn Progress,
     pub cancel: &'a CancellationToken,
+    /// The store bundles attached at the repair's start (frozen values).
+    pub bundles: &'a [trellis_prompts::bundles::PinnedReplacement],
 }
 
 pub(crate) struct SearchResult {

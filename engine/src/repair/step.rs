@@ -392,13 +392,14 @@ impl<'s, 'a> Step<'s, 'a> {
         let previous =
             model::previous_hypothesis(&ctx.ledger.rows()?, &packet.cluster_id, continued);
         let limits = &ctx.config.model_turns;
-        let inputs = model::inputs(
+        let mut inputs = model::inputs(
             (self.run.id(), &workspace),
             packet,
             previous.as_ref(),
             limits,
             ctx.prompts,
         );
+        inputs.replacements = crate::prompt_policy::layered(&inputs.replacements, ctx.bundles);
         let outcome = self
             .run
             .run_model(branch_id, slot, chain, &inputs, limits)

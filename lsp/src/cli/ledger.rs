@@ -1,6 +1,7 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
-use trellis_engine::actor::model_calls;
+use trellis_engine::actor::model_calls_with;
+use trellis_engine::bundles::BundleStore;
 use trellis_engine::ledger::{
     DecodedRow, Head, Ledger, LedgerEvent, fold_accepted, rederive_selections,
 };
@@ -78,10 +79,13 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
     let decisions: Vec<_> = fold.decisions().collect();
     // Gate Z: every model call's exact request, rebuilt without a model; a
     // call that cannot be rebuilt fails the replay.
+    // A repair that attached bundles is rebuilt with the very texts it
+    // recorded, read back from the bundle store by version and checksum.
+    let texts = BundleStore::attached_texts(&root.join(".trellis"));
     let calls = match ledger
         .rows()
         .map_err(|e| e.to_string())
-        .and_then(|rows| model_calls(&rows, ledger.state_dir().path()))
+        .and_then(|rows| model_calls_with(&rows, ledger.state_dir().path(), &texts))
     {
         Ok(calls) => calls,
         Err(e) => return fail(format!("{}: {e}", ledger.path().display())),

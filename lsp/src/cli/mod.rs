@@ -1,6 +1,7 @@
 //! The headless front end: `trellis check`, `repair`, `status`, `ledger`,
 //! `context` and `gc`.
 
+pub mod bundles;
 pub mod check;
 pub mod context;
 pub mod gc;

@@ -15,8 +15,7 @@ use crate::Format;
 pub async fn run(
     path: Option<PathBuf>,
     commit: bool,
-    max_branches: usize,
-    cluster: Option<String>,
+    options: RepairOptions,
     format: Format,
     detail: Detail,
     prompts: PromptPolicy,
@@ -32,10 +31,6 @@ pub async fn run(
     let cancel = CancellationToken::new();
     cancel_on_interrupt(&cancel);
     let spinner = Spinner::new(format == Format::Human);
-    let options = RepairOptions {
-        max_branches,
-        target_cluster: cluster,
-    };
     let outcome = engine
         .repair(&View::default(), &options, &spinner, cancel)
         .await;

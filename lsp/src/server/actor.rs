@@ -307,8 +307,8 @@ impl Actor {
                 if let Some((typ, message)) = storage::message(&result) {
                     self.log(typ, message);
                 }
-                for cluster in self.collector.finished() {
-                    self.start_repair(cluster);
+                for (cluster, bundles) in self.collector.finished() {
+                    self.start_repair(cluster, bundles);
                 }
             }
             Msg::RootComputed(known) => {
@@ -756,7 +756,7 @@ impl Actor {
 
     fn command(&mut self, command: ServerCommand) {
         match command {
-            ServerCommand::Start { cluster } => self.start_repair(cluster),
+            ServerCommand::Start { cluster, bundles } => self.start_repair(cluster, bundles),
             ServerCommand::Cancel { cluster } => {
                 let mut cancelled = 0;
                 for job in &self.jobs {
@@ -823,9 +823,9 @@ impl Actor {
         );
     }
 
-    fn start_repair(&mut self, cluster: String) {
+    fn start_repair(&mut self, cluster: String, bundles: Vec<String>) {
         // Never during a collection: it starts when the collection ends.
-        if self.collector.hold(&cluster) {
+        if self.collector.hold(&cluster, &bundles) {
             return;
         }
         let title = self
@@ -846,6 +846,7 @@ impl Actor {
             title,
             cancel: CancellationToken::new(),
             view: self.view(),
+            bundles,
         };
         self.next_job += 1;
         let status = status_params(

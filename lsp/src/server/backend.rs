@@ -25,7 +25,8 @@ use super::actor::{Actor, BranchText, Msg};
 use super::capabilities::{ClientFacts, server_capabilities};
 use super::paths::WorkspacePaths;
 use super::protocol::{
-    ApplyActionData, BranchChange, BranchFileParams, BranchFileResult, ServerCommand,
+    ApplyActionData, BranchChange, BranchFileParams, BranchFileResult, BundleVersionsParams,
+    BundleVersionsResult, ListBundlesParams, ListBundlesResult, ServerCommand,
 };
 use super::tasks::{Shared, prepare_apply, report_refusal};
 
@@ -107,6 +108,45 @@ impl Backend {
                 })
             }
         }
+    }
+
+    /// `trellis/bundles`: the workspace's prompt bundles, as the store has them now.
+    pub async fn list_bundles(
+        &self,
+        _params: ListBundlesParams,
+    ) -> jsonrpc::Result<ListBundlesResult> {
+        let shared = self.running()?.shared.clone();
+        let rows = tokio::task::spawn_blocking(move || shared.engine.bundle_store().list())
+            .await
+            .map_err(|e| internal(&e.to_string()))?
+            .map_err(|e| invalid_params(e.to_string()))?;
+        Ok(ListBundlesResult {
+            bundles: rows.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// `trellis/bundleVersions`: one id's retained versions and default history.
+    pub async fn bundle_versions(
+        &self,
+        params: BundleVersionsParams,
+    ) -> jsonrpc::Result<BundleVersionsResult> {
+        let shared = self.running()?.shared.clone();
+        let id = params.id.clone();
+        let (versions, defaults) = tokio::task::spawn_blocking(move || {
+            let store = shared.engine.bundle_store();
+            Ok::<_, trellis_engine::bundles::BundleError>((
+                store.versions(&id)?,
+                store.history(&id)?,
+            ))
+        })
+        .await
+        .map_err(|e| internal(&e.to_string()))?
+        .map_err(|e| invalid_params(e.to_string()))?;
+        Ok(BundleVersionsResult {
+            id: params.id,
+            versions: versions.into_iter().map(Into::into).collect(),
+            defaults: defaults.into_iter().map(Into::into).collect(),
+        })
     }
 
     /// `window/workDoneProgress/cancel` (the trait has no slot for it).

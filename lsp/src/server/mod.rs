@@ -56,6 +56,14 @@ pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
             Backend::branch_file,
         )
         .custom_method(
+            <protocol::ListBundles as tower_lsp_server::ls_types::request::Request>::METHOD,
+            Backend::list_bundles,
+        )
+        .custom_method(
+            <protocol::BundleVersions as tower_lsp_server::ls_types::request::Request>::METHOD,
+            Backend::bundle_versions,
+        )
+        .custom_method(
             "window/workDoneProgress/cancel",
             Backend::work_done_progress_cancel,
         )

@@ -12,6 +12,7 @@
 //! explicitly (`From`, [`forest`]), never serialized as they are, so the
 //! wire changes only when this module does.
 
+mod bundles;
 mod forest;
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,10 @@ use serde_json::Value;
 use tower_lsp_server::ls_types::notification::Notification;
 use trellis_engine::RepairStatus;
 
+pub use bundles::{
+    BundleVersions, BundleVersionsParams, BundleVersionsResult, ListBundles, ListBundlesParams,
+    ListBundlesResult,
+};
 pub use forest::{ForestStep, forest};
 
 /// The commands `workspace/executeCommand` accepts.
@@ -57,6 +62,8 @@ pub enum RepairRef {
 pub enum ServerCommand {
     Start {
         cluster: String,
+        /// Prompt-bundle refs, resolved once when the repair starts.
+        bundles: Vec<String>,
     },
     /// `None` cancels every running repair.
     Cancel {
@@ -71,6 +78,16 @@ pub enum ServerCommand {
 #[serde(deny_unknown_fields)]
 pub struct ClusterArg {
     pub cluster: String,
+}
+
+/// The argument of `trellis.repair.start`: the cluster, and optionally
+/// the prompt bundles to attach (`id`, `id@N`, `id@sha256:…`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartArg {
+    pub cluster: String,
+    #[serde(default)]
+    pub bundles: Vec<String>,
 }
 
 /// The argument of `trellis.repair.preview` and `trellis.repair.apply`.
@@ -116,12 +133,12 @@ impl ServerCommand {
         let bad = |e: serde_json::Error, shape: &str| format!("{command}: expected {shape}: {e}");
         match command {
             Commands::START => {
-                let arg =
-                    first.ok_or_else(|| format!("{command}: expected [{{ \"cluster\": id }}]"))?;
-                let arg: ClusterArg =
-                    serde_json::from_value(arg).map_err(|e| bad(e, "[{ \"cluster\": id }]"))?;
+                let shape = "[{ \"cluster\": id, \"bundles\"?: [ref] }]";
+                let arg = first.ok_or_else(|| format!("{command}: expected {shape}"))?;
+                let arg: StartArg = serde_json::from_value(arg).map_err(|e| bad(e, shape))?;
                 Ok(ServerCommand::Start {
                     cluster: arg.cluster,
+                    bundles: arg.bundles,
                 })
             }
             Commands::CANCEL => {
@@ -316,7 +333,18 @@ mod tests {
         assert_eq!(
             ServerCommand::parse(Commands::START, &[json!({ "cluster": "c-1" })]),
             Ok(ServerCommand::Start {
-                cluster: "c-1".into()
+                cluster: "c-1".into(),
+                bundles: Vec::new(),
+            })
+        );
+        assert_eq!(
+            ServerCommand::parse(
+                Commands::START,
+                &[json!({ "cluster": "c-1", "bundles": ["terse@2"] })]
+            ),
+            Ok(ServerCommand::Start {
+                cluster: "c-1".into(),
+                bundles: vec!["terse@2".into()],
             })
         );
         assert_eq!(
@@ -342,6 +370,9 @@ mod tests {
         let mut names: Vec<String> = vec![
             SearchStatus::METHOD.to_owned(),
             <BranchFile as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
+            <ListBundles as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
+            <BundleVersions as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
+            "bundles".to_owned(),
             format!(
                 "experimental.trellis.{}",
                 super::super::capabilities::ANNOUNCES_SEARCH_STATUS

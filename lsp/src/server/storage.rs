@@ -18,7 +18,8 @@ use trellis_engine::gc::GcReport;
 pub struct Collector {
     running: bool,
     /// Clusters whose repair was asked for during the collection, in order.
-    waiting: Vec<String>,
+    /// Each held repair's cluster and the bundle refs it asked for.
+    waiting: Vec<(String, Vec<String>)>,
 }
 
 impl Collector {
@@ -41,15 +42,15 @@ impl Collector {
 
     /// Holds back the repair of `cluster` while a collection runs: `true`
     /// when it must wait (see [`Collector::finished`]).
-    pub fn hold(&mut self, cluster: &str) -> bool {
-        if self.running && !self.waiting.iter().any(|c| c == cluster) {
-            self.waiting.push(cluster.to_owned());
+    pub fn hold(&mut self, cluster: &str, bundles: &[String]) -> bool {
+        if self.running && !self.waiting.iter().any(|(c, _)| c == cluster) {
+            self.waiting.push((cluster.to_owned(), bundles.to_vec()));
         }
         self.running
     }
 
     /// The collection ended: the repairs that waited for it, to start now.
-    pub fn finished(&mut self) -> Vec<String> {
+    pub fn finished(&mut self) -> Vec<(String, Vec<String>)> {
         self.running = false;
         std::mem::take(&mut self.waiting)
     }
@@ -80,11 +81,15 @@ mod tests {
     #[test]
     fn a_repair_asked_for_during_a_collection_waits_for_it_once() {
         let mut c = Collector::default();
-        assert!(!c.hold("c1"), "nothing runs: the repair starts");
+        assert!(!c.hold("c1", &[]), "nothing runs: the repair starts");
         c.running = true;
-        assert!(c.hold("c1") && c.hold("c2") && c.hold("c1"));
-        assert_eq!(c.finished(), vec!["c1".to_owned(), "c2".to_owned()]);
-        assert!(!c.hold("c1"));
+        let pinned = vec!["house-style@2".to_owned()];
+        assert!(c.hold("c1", &pinned) && c.hold("c2", &[]) && c.hold("c1", &[]));
+        assert_eq!(
+            c.finished(),
+            vec![("c1".to_owned(), pinned), ("c2".to_owned(), Vec::new())]
+        );
+        assert!(!c.hold("c1", &[]));
         assert!(c.finished().is_empty());
     }
 }

@@ -156,6 +156,8 @@ pub struct RepairJob {
     pub cancel: CancellationToken,
     /// The view the search started from (kept for previews and branch files).
     pub view: View,
+    /// The prompt-bundle refs `trellis.repair.start` named.
+    pub bundles: Vec<String>,
 }
 
 /// Runs one repair search with work-done progress and returns its outcome.
@@ -191,6 +193,7 @@ pub async fn repair(shared: Arc<Shared>, job: RepairJob) -> Result<Box<RepairOut
         // The workspace's `exploration.max_branches`, as `trellis repair` uses.
         max_branches: shared.engine.config().exploration.max_branches,
         target_cluster: Some(job.cluster.clone()),
+        bundles: job.bundles.clone(),
     };
     let result = {
         let sink = ChannelProgress(report_tx);

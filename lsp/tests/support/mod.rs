@@ -112,9 +112,28 @@ impl Client {
         capabilities: Value,
         options: Option<Value>,
     ) -> (Client, Value) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-            .arg("lsp")
-            .envs(env.iter().copied())
+        let mut command = Client::command();
+        command.envs(env.iter().copied());
+        Client::start_with(root, command, name, capabilities, options)
+    }
+
+    /// `trellis lsp`, for a test that adds flags or environment before
+    /// [`Client::start_with`].
+    pub fn command() -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+        command.arg("lsp");
+        command
+    }
+
+    /// [`Client::start_as`] with the server launched by `command`.
+    pub fn start_with(
+        root: &Path,
+        mut command: Command,
+        name: Option<&str>,
+        capabilities: Value,
+        options: Option<Value>,
+    ) -> (Client, Value) {
+        let mut child = command
             .current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
