@@ -321,3 +321,18 @@ fn long_branch_outcomes_wrap_inside_their_column() {
     }
     assert!(wrapped > 0, "the long outcome wraps:\n{text}");
 }
+
+#[test]
+fn a_limit_that_runs_out_is_named_with_the_key_to_raise() {
+    // One verifier run: the partial state is kept, its continuation cannot
+    // be checked.
+    let ws = configured("local-repair", "[exploration.limits]\nverifier_runs = 1\n");
+    insta::assert_snapshot!("repair_budget", stdout(&ws, &["repair"], 1));
+    let (_, doc) = ws.json(&["repair"]);
+    let unfixed = &doc["unfixed"][0];
+    assert_eq!(
+        unfixed["help"],
+        serde_json::json!({ "kind": "raise_limit", "limit": "verifier_runs" }),
+        "{doc:#}"
+    );
+}

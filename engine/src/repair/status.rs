@@ -329,6 +329,25 @@ mod tests {
     }
 
     #[test]
+    fn a_promotion_after_the_last_search_marks_it_written_until_the_next_search() {
+        let root = blob_digest(b"x0");
+        let (_dir, ledger) = ledger_with(&[
+            opened("f1", "n", 0, root),
+            records::search_closed("f1", "committed"),
+        ]);
+        let written = |ledger: &crate::ledger::Ledger| {
+            SearchStatus::from_rows(&ledger.rows().unwrap()).written
+        };
+        assert!(!written(&ledger), "a dry run writes nothing");
+        ledger
+            .append(&crate::ledger::test_support::promoted("r1"))
+            .unwrap();
+        assert!(written(&ledger));
+        ledger.append_search(&opened("f2", "n", 1, root)).unwrap();
+        assert!(!written(&ledger), "a later search is not written yet");
+    }
+
+    #[test]
     fn branch_states_serialize_as_their_names() {
         for state in BranchState::ALL {
             assert_eq!(

@@ -10,6 +10,7 @@ pub mod prompts;
 pub mod render;
 pub mod repair;
 pub mod status;
+pub mod why;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -125,7 +125,7 @@ pub async fn run(
                 RepairStatus::Cancelled => "cancelled; nothing written".to_owned(),
             };
             println!("{verdict}");
-            print!("{}", render::unfixed(&outcome.unfixed));
+            print!("{}", super::why::unfixed(&outcome.unfixed));
             match &promotion {
                 Some(Ok(p)) => println!("written: {}", p.files.join(", ")),
                 Some(Err(_)) => {}
