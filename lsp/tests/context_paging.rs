@@ -316,6 +316,11 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     let missing = ws.trellis(&["context", "explain-turn", &session, "99"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no model turn 99"));
+    let (_, status) = ws.json(&["status"]);
+    let figures = status["context"].as_array().unwrap();
+    assert_eq!(figures.len(), 6, "{status:#}");
+    assert_eq!(figures[2]["evicted"], 1);
+    assert_eq!(figures[2]["request_tokens"], plans[2].request_tokens);
     let status = String::from_utf8(ws.trellis(&["status"]).stdout).unwrap();
     assert!(status.contains("model context, per turn:"), "{status}");
     assert!(status.contains("1 evicted"), "{status}");

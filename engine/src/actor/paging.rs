@@ -101,6 +101,24 @@ pub struct Paging {
 }
 
 impl Paging {
+    /// The paging state of a run that continues `conversation` without
+    /// its pages' provenance (erratum 18): it is one page whose birth state
+    /// is unknowable, tombstoned and recallable but never resident, never
+    /// relabelled with the live state. Empty for a fresh run.
+    pub fn restored(conversation: &[ChatMessage]) -> Paging {
+        let mut paging = Paging::default();
+        if !conversation.is_empty() {
+            paging.spans.push(PageSpan {
+                turn: 0,
+                start: 0,
+                len: conversation.len(),
+                birth: vec![Dependency::Unknown],
+                keys: PageKeys::default(),
+            });
+        }
+        paging
+    }
+
     /// The page of turn `turn`: `conversation[start..]`, what `tools` did.
     /// Born when the turn ends: each file it read with the blob it has now,
     /// the branch state for whole-branch observations.
@@ -258,4 +276,43 @@ fn blob_of(branch: &Path, rel: &str) -> Option<String> {
         return None;
     }
     fs::read(&path).ok().map(|b| blob_digest(&b).to_hex())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Residency, apply_plan};
+
+    #[test]
+    fn a_conversation_restored_without_provenance_is_tombstoned_never_resident() {
+        let prior = vec![
+            ChatMessage::Assistant {
+                content: Some("earlier".into()),
+                tool_calls: Vec::new(),
+            },
+            ChatMessage::User {
+                content: "[trellis:turn-note] earlier".into(),
+            },
+        ];
+        let paging = Paging::restored(&prior);
+        let allowance = Allowance {
+            input: 10_000,
+            ..Allowance::for_route(20_000, 0, &[])
+        };
+        let plan = paging
+            .plan(
+                &prior,
+                0,
+                &allowance,
+                &paging.live(Path::new("/nonexistent")),
+            )
+            .unwrap();
+        assert_eq!(plan.pages.len(), 1);
+        assert_eq!(plan.pages[0].residency, Residency::Stale);
+        let sent = apply_plan(&plan, &prior).unwrap();
+        assert!(
+            matches!(&sent[..], [ChatMessage::User { content }] if content.contains(" stale]"))
+        );
+        assert!(Paging::restored(&[]).spans.is_empty());
+    }
 }

@@ -216,7 +216,7 @@ pub async fn run_actor(
     correction.tool_names = BoundedList::new(TOOL_NAMES).expect("the short tool names fit");
     let mut cache = ProgramCache::default();
     let mut conversation: Vec<ChatMessage> = Vec::new();
-    let mut paging = Paging::default();
+    let mut paging = Paging::restored(&conversation);
     let mut total = TurnUsage::default();
     let mut turns = 0;
     let stop = 'run: {

@@ -26,6 +26,9 @@ pub enum Dependency {
     /// The whole branch after `edits` governed edits of this run (a build,
     /// a test run, a listing or a search observes all of it).
     BranchState { edits: u64 },
+    /// Restored from a checkpoint that did not record where its messages
+    /// were born (erratum 18): never current, so never resident.
+    Unknown,
 }
 
 /// The typed fields a page is recalled by and covers in selection: never
@@ -81,6 +84,7 @@ impl Page {
                 edits, live.edits
             )),
             Dependency::BranchState { .. } => None,
+            Dependency::Unknown => Some("restored without the state it was born under".to_owned()),
         })
     }
 }

@@ -341,6 +341,21 @@ mod tests {
     }
 
     #[test]
+    fn replay_lays_out_the_recorded_decisions_without_selecting_again() {
+        let (messages, spans) =
+            conversation(&[("read_file", "data/big.txt", 3000), ("run_tests", "", 30)]);
+        let plan = run(&messages, &spans, 700, &Live::default(), &BTreeSet::new()).unwrap();
+        assert_eq!(plan.pages[0].residency, Residency::Evicted);
+        // A record that says otherwise is laid out as recorded, even over
+        // the allowance: apply_plan reads decisions, it never makes one.
+        let mut recorded = plan.clone();
+        recorded.pages[0].residency = Residency::Resident;
+        let applied = apply_plan(&recorded, &messages).unwrap();
+        assert_eq!(applied, messages);
+        assert_ne!(apply_plan(&plan, &messages).unwrap(), applied);
+    }
+
+    #[test]
     fn replay_refuses_a_plan_over_other_messages() {
         let (messages, spans) = conversation(&[("read_file", "a.rs", 10)]);
         let plan = run(
