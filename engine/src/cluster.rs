@@ -321,13 +321,14 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
             }
         }
     }
-    let mut failures: Vec<TestFailure> = reports
+    let mut staged: Vec<(TestFailure, &str)> = reports
         .iter()
-        .flat_map(|r| r.failures.iter().cloned())
+        .flat_map(|r| r.failures.iter().map(|f| (f.clone(), r.stage.as_str())))
         .collect();
     // libtest reports tests as they finish, in no fixed order: sorted, a
     // cluster's sites (and the site shown first) are the same every run.
-    failures.sort();
+    staged.sort();
+    let (failures, failure_stages): (Vec<TestFailure>, Vec<&str>) = staged.into_iter().unzip();
 
     let mut drafts: BTreeMap<String, Draft> = BTreeMap::new();
     let mut import_suggested: BTreeMap<String, bool> = BTreeMap::new();
@@ -359,7 +360,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
     {
         let draft = drafts.entry(key).or_insert_with(|| Draft {
             class: ResidualClass::TestFailure,
-            stage: "test".into(),
+            stage: failure_stages[i].to_owned(),
             sites: Vec::new(),
             diagnostics: Vec::new(),
             failures: Vec::new(),

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub mod models;
 
 use crate::gate::GateParams;
+use crate::language::{self, Language, StageRole};
 use crate::search::{Counter, SearchLimits};
 use models::{ModelEndpoint, VerificationConfig, VerificationLayer, validate_models};
 
@@ -32,6 +33,9 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Config {
+    /// The languages whose markers the workspace root holds
+    /// ([`crate::workspace::languages`]); each one's stage set runs.
+    pub languages: Vec<Language>,
     pub gate: GateParams,
     pub stages: StagesConfig,
     pub exploration: ExplorationConfig,
@@ -51,10 +55,22 @@ pub struct BuildConfig {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StagesConfig {
-    /// Stages whose passing is hard pass. Others are advisory.
+    /// Stages whose passing is hard pass. Others are advisory. Unset, the
+    /// default stages of every detected language ([`language::default_required`]).
     pub required: Vec<String>,
+    /// The deadline of every stage that is not a test stage.
     pub build_timeout_secs: u64,
     pub test_timeout_secs: u64,
+}
+
+impl StagesConfig {
+    /// The deadline of the stage `stage`, by its role.
+    pub fn timeout_secs(&self, stage: &str) -> u64 {
+        match language::stage_role(stage) {
+            StageRole::Test => self.test_timeout_secs,
+            StageRole::Check | StageRole::Lint => self.build_timeout_secs,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -82,6 +98,7 @@ const MAX_LOCAL_RETRIES: u32 = 8;
 impl Default for Config {
     fn default() -> Self {
         Config {
+            languages: vec![Language::Rust],
             gate: GateParams {
                 rho: 0.5,
                 rejection_budget: 2,
@@ -199,8 +216,6 @@ pub struct ConfigError {
     pub message: String,
 }
 
-const KNOWN_STAGES: &[&str] = &["build", "test"];
-
 /// Why `[prompts]` outside the workspace file is refused: its bundles are
 /// workspace files, pinned into that workspace's `.trellis/`, so a user-wide
 /// or editor-wide list has no root to resolve against.
@@ -275,12 +290,19 @@ fn file_kind(kind: &std::fs::FileType) -> &'static str {
 impl Config {
     /// Loads the layers for `workspace`. `user_file` is normally
     /// [`Config::user_file`]; `init_options` the editor's JSON object.
+    /// The workspace's languages are detected from its markers; a root with
+    /// none is sensed as Rust, whose tools then say what is missing.
     pub fn load(
         workspace: &Path,
         user_file: Option<&Path>,
         init_options: Option<&serde_json::Value>,
     ) -> Result<Config, ConfigError> {
         let mut config = Config::default();
+        let detected = crate::workspace::languages(workspace);
+        if !detected.is_empty() {
+            config.languages = detected;
+        }
+        config.stages.required = language::default_required(&config.languages);
         let mut origin = "defaults".to_owned();
         let workspace_file = workspace.join(WORKSPACE_FILE);
         for path in user_file
@@ -424,17 +446,7 @@ impl Config {
                 counter.name()
             ));
         }
-        if self.stages.required.is_empty() {
-            return Err("`stages.required` must name at least one stage: with none, nothing would be verified".into());
-        }
-        for stage in &self.stages.required {
-            if !KNOWN_STAGES.contains(&stage.as_str()) {
-                return Err(format!(
-                    "`stages.required` names unknown stage `{stage}` (known: {})",
-                    KNOWN_STAGES.join(", ")
-                ));
-            }
-        }
+        language::check_required(&self.stages.required, &self.languages)?;
         if self.stages.build_timeout_secs == 0 || self.stages.test_timeout_secs == 0 {
             return Err(
                 "`stages.build_timeout_secs` and `stages.test_timeout_secs` must be at least 1"
@@ -499,6 +511,50 @@ mod tests {
         );
         let err = load_with("[exploration.limits]\nbranches = 2\n").unwrap_err();
         assert!(err.message.contains("branches"), "{err}");
+    }
+
+    #[test]
+    fn a_python_workspace_requires_its_typecheck_and_test_stages_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("pyproject.toml"),
+            "[project]\nname = \"p\"\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), None, None).unwrap();
+        assert_eq!(c.languages, [Language::Python]);
+        assert_eq!(c.stages.required, ["python.typecheck", "python.test"]);
+        std::fs::write(
+            dir.path().join(WORKSPACE_FILE),
+            "[stages]\nrequired = [\"python.test\", \"python.lint\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), None, None).unwrap();
+        assert_eq!(c.stages.required, ["python.test", "python.lint"]);
+    }
+
+    #[test]
+    fn a_required_stage_of_a_language_the_workspace_lacks_names_the_key_and_marker() {
+        let err = load_with("[stages]\nrequired = [\"build\", \"python.test\"]\n").unwrap_err();
+        assert!(err.source_name.ends_with("trellis.toml"), "{err}");
+        assert!(
+            err.message
+                .contains("`stages.required` names `python.test`"),
+            "{err}"
+        );
+        assert!(err.message.contains("pyproject.toml"), "{err}");
+    }
+
+    #[test]
+    fn each_stage_gets_the_timeout_of_its_role() {
+        let stages = Config::default().stages;
+        assert_eq!(stages.timeout_secs("python.test"), stages.test_timeout_secs);
+        assert_eq!(stages.timeout_secs("test"), stages.test_timeout_secs);
+        assert_eq!(
+            stages.timeout_secs("python.lint"),
+            stages.build_timeout_secs
+        );
+        assert_eq!(stages.timeout_secs("build"), stages.build_timeout_secs);
     }
 
     #[test]
