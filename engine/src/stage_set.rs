@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::language::Language;
 use crate::sensor::Sensor;
 use crate::sensor::cargo::rust_sensors;
+use crate::sensor::python::{PythonSetup, python_sensors};
 use crate::sensor::unavailable::UnavailableStage;
 
 /// The sensors of every detected language of the workspace at `root`.
@@ -31,7 +32,14 @@ async fn language_sensors(
 ) -> Vec<Box<dyn Sensor>> {
     match language {
         Language::Rust => rust_sensors(root, config.build.rustc_wrapper.as_deref()).await,
-        Language::Python | Language::TypeScript => not_sensed(language),
+        Language::Python => {
+            let setup = PythonSetup {
+                interpreter: config.python.interpreter.clone(),
+                lint_blocks: config.stages.required.iter().any(|s| s == "python.lint"),
+            };
+            python_sensors(root, &setup).await
+        }
+        Language::TypeScript => not_sensed(language),
     }
 }
 

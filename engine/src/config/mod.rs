@@ -43,6 +43,15 @@ pub struct Config {
     pub models: Vec<ModelEndpoint>,
     pub verification: VerificationConfig,
     pub build: BuildConfig,
+    pub python: PythonConfig,
+}
+
+/// `[python]`: how the Python stages run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PythonConfig {
+    /// The interpreter the stages measure with (relative to the workspace
+    /// or absolute); unset: `VIRTUAL_ENV`, then `.venv`, then `python3`.
+    pub interpreter: Option<PathBuf>,
 }
 
 /// `[build]`: how cargo is run in the slots.
@@ -120,6 +129,7 @@ impl Default for Config {
             models: Vec::new(),
             verification: VerificationConfig::default(),
             build: BuildConfig::default(),
+            python: PythonConfig::default(),
         }
     }
 }
@@ -132,6 +142,7 @@ struct Layer {
     stages: Option<StagesLayer>,
     exploration: Option<ExplorationLayer>,
     build: Option<BuildLayer>,
+    python: Option<PythonLayer>,
     /// `[prompts]`: validated by `trellis-prompts` when a session starts
     /// (`Engine::open`), from the workspace file only.
     prompts: Option<toml::Value>,
@@ -146,6 +157,12 @@ struct Layer {
 #[serde(deny_unknown_fields)]
 struct BuildLayer {
     rustc_wrapper: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PythonLayer {
+    interpreter: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -372,6 +389,15 @@ impl Config {
                 None => {}
             }
         }
+        if let Some(p) = layer.python {
+            match p.interpreter {
+                Some(i) if i.as_os_str().is_empty() => {
+                    return Err("`python.interpreter` is empty: name an interpreter such as \".venv/bin/python\", or remove the key".into());
+                }
+                Some(i) => self.python.interpreter = Some(i),
+                None => {}
+            }
+        }
         if let Some(g) = layer.gate {
             self.gate.rho = g.rho.unwrap_or(self.gate.rho);
             self.gate.rejection_budget = g.rejection_budget.unwrap_or(self.gate.rejection_budget);
@@ -543,6 +569,19 @@ mod tests {
             "{err}"
         );
         assert!(err.message.contains("pyproject.toml"), "{err}");
+    }
+
+    #[test]
+    fn the_python_interpreter_is_read_and_an_empty_one_names_its_key() {
+        let c = load_with("[python]\ninterpreter = \"env/bin/python\"\n").unwrap();
+        assert_eq!(c.python.interpreter, Some(PathBuf::from("env/bin/python")));
+        let err = load_with("[python]\ninterpreter = \"\"\n").unwrap_err();
+        assert!(
+            err.message.contains("`python.interpreter` is empty"),
+            "{err}"
+        );
+        let err = load_with("[python]\ninterpeter = \"x\"\n").unwrap_err();
+        assert!(err.message.contains("interpeter"), "{err}");
     }
 
     #[test]

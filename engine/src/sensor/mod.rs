@@ -8,6 +8,7 @@
 pub mod cargo;
 mod libtest;
 pub mod process;
+pub mod python;
 pub mod rustc_json;
 mod seed;
 #[cfg(target_os = "linux")]
