@@ -4,11 +4,14 @@
 //! stage set, `trellis repair` fixes what ty's or ruff's own fixes fix and
 //! nothing else, and the editor's Repair → Apply loop works on a `.py` file.
 
+#[path = "../../engine/tests/support/openai_server.rs"]
+mod openai_server;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::workspace::Workspace;
 use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, files_under, vscode_capabilities};
@@ -375,6 +378,53 @@ fn a_crate_with_a_python_package_beside_it_runs_both_stage_sets() {
             ("python.lint".into(), false, "passed".into()),
         ]
     );
+}
+
+#[test]
+fn a_logic_bug_pytest_reveals_is_fixed_by_the_model_in_a_verified_branch() {
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call("read_file", json!({ "path": "calc/__init__.py" })),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "calc/__init__.py", "old": "a - b", "new": "a + b" }),
+        ),
+        Answer::tool_call("run_tests", json!({})),
+        Answer::tool_call("finish", json!({ "summary": "add adds" })),
+    ]);
+    let ws = Workspace::of("py-logic-bug");
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        format!(
+            "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
+             model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
+             context_window_tokens = 32768\nmax_output_tokens = 1024\n",
+            server.base_url
+        ),
+    )
+    .unwrap();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "the model's fix is promoted: {doc:#}");
+    assert!(ws.read("calc/__init__.py").contains("a + b"));
+    assert!(pytest_passes(ws.path()));
+    let model = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["branches"].as_array().unwrap())
+        .find(|b| b["strategy"] == "model_actor")
+        .unwrap_or_else(|| panic!("no model branch ran: {doc:#}"));
+    assert_eq!(model["proposer"], "model:m0", "{model:#}");
+    assert_eq!(model["hard_pass"], true, "{model:#}");
+    // The model saw pytest's counterexamples, by node id; its run_tests ran
+    // the Python test stage.
+    let requests = server.received();
+    let first = String::from_utf8_lossy(&requests[0].body);
+    assert!(
+        first.contains("tests/test_calc.py::test_add_small_numbers"),
+        "{first}"
+    );
+    let after_tests = String::from_utf8_lossy(&requests[3].body);
+    assert!(after_tests.contains("python.test: passed"), "{after_tests}");
 }
 
 const CLOCK: &str = "clock/__init__.py";
