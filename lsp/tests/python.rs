@@ -195,6 +195,11 @@ fn failing_pytest_tests_are_counterexamples_keyed_by_node_id_in_one_cluster() {
     assert_eq!(failing.len(), 1, "{doc:#}");
     assert_eq!(failing[0]["key"], "test-calls:add");
     assert_eq!(failing[0]["stage"], "python.test");
+    // Found through the tests' `from calc import add`.
+    assert_eq!(
+        failing[0]["title"],
+        "2 tests fail calling `add`, defined at calc/__init__.py:4"
+    );
     // No tool has a fix for a logic bug: a model case.
     let before = files_under(ws.path(), &[".trellis"]);
     let (_, doc) = ws.json(&["repair", "--commit"]);
