@@ -250,6 +250,45 @@ fn warnings_alone_pass_and_a_repair_leaves_them_alone() {
 }
 
 #[test]
+fn a_test_module_that_does_not_import_is_a_diagnostic_at_its_import_not_a_failure() {
+    let ws = Workspace::of("py-warnings-only");
+    std::fs::write(
+        ws.path().join("tests/test_broken.py"),
+        "import not_a_module\n\n\ndef test_never():\n    pass\n",
+    )
+    .unwrap();
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let collection: Vec<&Value> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == "collection-error")
+        .collect();
+    assert_eq!(collection.len(), 1, "{doc:#}");
+    let message = collection[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("No module named 'not_a_module'"),
+        "{message}"
+    );
+    assert_eq!(collection[0]["primary"]["path"], "tests/test_broken.py");
+    assert_eq!(collection[0]["primary"]["line_start"], 1);
+    assert!(doc["failures"].as_array().unwrap().is_empty(), "{doc:#}");
+}
+
+#[test]
+fn a_project_without_tests_passes_its_test_stage() {
+    let ws = Workspace::of("py-warnings-only");
+    std::fs::remove_dir_all(ws.path().join("tests")).unwrap();
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 0, "pytest's exit 5 is no failure: {doc:#}");
+    assert_eq!(
+        stages(&doc)[1],
+        ("python.test".into(), true, "passed".into())
+    );
+}
+
+#[test]
 fn a_required_lint_stage_blocks_and_ruffs_safe_fix_repairs_it() {
     let ws = Workspace::of("py-warnings-only");
     std::fs::write(
