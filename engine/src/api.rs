@@ -25,11 +25,11 @@ use crate::repair::{Accepted, Ctx, Session, search};
 use crate::report::{CheckReport, Promotion, RepairOptions, RepairOutcome, RepairStatus};
 use crate::runtime::{Progress, blocking};
 use crate::sensor::Sensor;
-use crate::sensor::cargo::rust_sensors;
 use crate::slots::Slots;
 use crate::snapshot::{
     CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, View, diff, materialize,
 };
+use crate::stage_set;
 use crate::statedir;
 
 /// How many state roots' measurements an engine remembers: enough for a
@@ -171,8 +171,7 @@ impl Engine {
         let sensors = self
             .sensors
             .get_or_try_init(|| async {
-                let sensors =
-                    rust_sensors(&self.root, self.config.build.rustc_wrapper.as_deref()).await;
+                let sensors = stage_set::sensors(&self.root, &self.config).await;
                 self.ledger.append(&records::session_started(
                     &self.root,
                     &self.config,

@@ -144,15 +144,53 @@ pub struct Assessment {
 }
 
 const UNRESOLVED_CODES: &[&str] = &[
-    "E0405", "E0412", "E0422", "E0423", "E0425", "E0432", "E0433", "E0531", "E0532", "E0573",
-    "E0574", "E0576",
+    "E0405",
+    "E0412",
+    "E0422",
+    "E0423",
+    "E0425",
+    "E0432",
+    "E0433",
+    "E0531",
+    "E0532",
+    "E0573",
+    "E0574",
+    "E0576",
+    // ty and pyright: a name used where none is defined.
+    "unresolved-reference",
+    "reportUndefinedVariable",
 ];
 const BORROW_CODES: &[&str] = &[
     "E0382", "E0384", "E0499", "E0502", "E0505", "E0506", "E0507", "E0594", "E0596", "E0597",
     "E0716",
 ];
 const TYPE_CODES: &[&str] = &[
-    "E0061", "E0063", "E0277", "E0282", "E0308", "E0369", "E0560", "E0599", "E0609", "E0614",
+    "E0061",
+    "E0063",
+    "E0277",
+    "E0282",
+    "E0308",
+    "E0369",
+    "E0560",
+    "E0599",
+    "E0609",
+    "E0614",
+    // ty's and pyright's type errors.
+    "invalid-argument-type",
+    "invalid-assignment",
+    "invalid-return-type",
+    "missing-argument",
+    "too-many-positional-arguments",
+    "unknown-argument",
+    "unresolved-attribute",
+    "unsupported-operator",
+    "call-non-callable",
+    "reportArgumentType",
+    "reportAttributeAccessIssue",
+    "reportAssignmentType",
+    "reportReturnType",
+    "reportCallIssue",
+    "reportOperatorIssue",
 ];
 
 /// tsc's codes (`TS2304`): its parser's errors are TS1xxx; the names it
@@ -198,15 +236,15 @@ fn is_syntax_message(message: &str) -> bool {
     .any(|p| message.starts_with(p))
 }
 
-/// The first `backticked` token of a message: the name rustc complains
-/// about; else the first 'quoted' one, as tsc quotes it.
+/// The first `backticked` token of a message: the name rustc (and ty)
+/// complains about; pyright quotes it instead (`"name" is not defined`),
+/// and tsc with single quotes (`Cannot find name 'mean'.`).
 fn first_backticked(message: &str) -> Option<&str> {
-    let quoted = |quote: char| {
+    ['`', '"', '\''].into_iter().find_map(|quote| {
         let start = message.find(quote)? + 1;
         let len = message[start..].find(quote)?;
         Some(&message[start..start + len])
-    };
-    quoted('`').or_else(|| quoted('\''))
+    })
 }
 
 fn site_location(span: &Span) -> String {
@@ -250,7 +288,13 @@ fn suggests_import(d: &Diagnostic) -> bool {
     let alternatives = || d.suggestions.iter().flat_map(|g| &g.alternatives);
     alternatives()
         .flat_map(|s| &s.replacements)
-        .any(|r| r.text.trim_start().starts_with("use "))
+        .any(|r| {
+            let text = r.text.trim_start();
+            // rustc's `use`; ty's `import x` and `from m import x`.
+            ["use ", "import ", "from "]
+                .iter()
+                .any(|keyword| text.starts_with(keyword))
+        })
         // tsserver's import fixes, which may only extend an import list.
         || alternatives().any(|s| {
             s.message.starts_with("Add import from ") || s.message.starts_with("Update import from ")
@@ -346,13 +390,14 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
             }
         }
     }
-    let mut failures: Vec<TestFailure> = reports
+    let mut staged: Vec<(TestFailure, &str)> = reports
         .iter()
-        .flat_map(|r| r.failures.iter().cloned())
+        .flat_map(|r| r.failures.iter().map(|f| (f.clone(), r.stage.as_str())))
         .collect();
     // libtest reports tests as they finish, in no fixed order: sorted, a
     // cluster's sites (and the site shown first) are the same every run.
-    failures.sort();
+    staged.sort();
+    let (failures, failure_stages): (Vec<TestFailure>, Vec<&str>) = staged.into_iter().unzip();
 
     let mut drafts: BTreeMap<String, Draft> = BTreeMap::new();
     let mut import_suggested: BTreeMap<String, bool> = BTreeMap::new();
@@ -384,7 +429,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
     {
         let draft = drafts.entry(key).or_insert_with(|| Draft {
             class: ResidualClass::TestFailure,
-            stage: "test".into(),
+            stage: failure_stages[i].to_owned(),
             sites: Vec::new(),
             diagnostics: Vec::new(),
             failures: Vec::new(),

@@ -27,6 +27,7 @@ mod error;
 mod failpoint;
 pub mod gate;
 pub mod gc;
+pub mod language;
 pub mod ledger;
 mod measure;
 mod promote;
@@ -41,6 +42,7 @@ mod select;
 pub mod sensor;
 mod slots;
 pub mod snapshot;
+mod stage_set;
 mod statedir;
 pub mod workspace;
 

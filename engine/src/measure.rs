@@ -109,10 +109,7 @@ pub async fn measure(
     let mut reports = Vec::with_capacity(sensors.len());
     for sensor in sensors {
         progress.report(&format!("{label}: {}", sensor.stage()), None);
-        let deadline = match sensor.stage() {
-            "test" => config.stages.test_timeout_secs,
-            _ => config.stages.build_timeout_secs,
-        };
+        let deadline = config.stages.timeout_secs(sensor.stage());
         let report = sensor
             .run(SensorRun {
                 dir,

@@ -1,15 +1,22 @@
-//! Where a workspace starts: from the directory a command was run in (or
-//! was given) up to the project root the user's own tools would use.
+//! Where a workspace starts, and what it is: from the directory a command
+//! was run in (or was given) up to the project root the user's own tools
+//! would use, and the languages whose markers that root holds.
 //!
 //! Run from `src/`, `cargo check` checks the whole package, and from a
 //! member of a cargo workspace, the whole workspace's lock and target: the
 //! root is not the directory the user stands in. Discovery walks up to the
-//! nearest `Cargo.toml` and then asks cargo itself for the workspace that
+//! nearest directory holding any language's markers ([`Language::markers`]:
+//! `Cargo.toml`, `pyproject.toml`, `package.json` with `tsconfig.json`).
+//! When that is a Cargo manifest it asks cargo itself for the workspace the
 //! manifest belongs to (`cargo locate-project --workspace`), so membership,
 //! `exclude` and `package.workspace` follow cargo's rules rather than a copy
 //! of them; when cargo cannot say (not installed, a manifest it cannot
 //! parse), the nearest manifest's directory is the root, and sensing will
 //! report the manifest's error there.
+//!
+//! A root holding the markers of several languages (a Rust crate with a
+//! `pyproject.toml` beside it) is a mixed workspace: [`languages`] names
+//! them all and each one's stage set runs.
 //!
 //! Discovery never creates anything: a directory that is in no project is
 //! an error naming it, before any `.trellis/` is made.
@@ -17,8 +24,19 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The manifest that marks a project root.
+use crate::language::Language;
+
+/// The manifest that marks a Rust project root.
 const CARGO_MANIFEST: &str = "Cargo.toml";
+
+/// Every language's markers, for a person: `Cargo.toml, pyproject.toml, ...`.
+fn all_markers() -> String {
+    Language::ALL
+        .iter()
+        .map(|l| l.markers().join(" + "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Why no workspace root could be found.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +49,10 @@ pub enum DiscoverError {
     #[error("{}: not a directory", path.display())]
     NotADirectory { path: PathBuf },
     #[error(
-        "no project found in {} or any directory above it (looked for {CARGO_MANIFEST}); \
+        "no project found in {} or any directory above it (looked for {}); \
          run trellis inside a project, or pass its path",
-        start.display()
+        start.display(),
+        all_markers()
     )]
     NoProject { start: PathBuf },
 }
@@ -49,19 +68,31 @@ pub fn discover(start: &Path) -> Result<PathBuf, DiscoverError> {
     if !start.is_dir() {
         return Err(DiscoverError::NotADirectory { path: start });
     }
-    let package = nearest_manifest_dir(&start).ok_or(DiscoverError::NoProject {
+    let package = nearest_project_dir(&start).ok_or(DiscoverError::NoProject {
         start: start.clone(),
     })?;
+    if !package.join(CARGO_MANIFEST).is_file() {
+        return Ok(package);
+    }
     Ok(cargo_workspace_root(&package)
         .filter(|root| package.starts_with(root))
         .unwrap_or(package))
 }
 
-/// The nearest directory at or above `start` holding a manifest.
-fn nearest_manifest_dir(start: &Path) -> Option<PathBuf> {
+/// The languages whose markers `root` holds, in [`Language::ALL`] order;
+/// empty when it holds none.
+pub fn languages(root: &Path) -> Vec<Language> {
+    Language::ALL
+        .into_iter()
+        .filter(|l| l.markers().iter().all(|m| root.join(m).is_file()))
+        .collect()
+}
+
+/// The nearest directory at or above `start` holding some language's markers.
+fn nearest_project_dir(start: &Path) -> Option<PathBuf> {
     start
         .ancestors()
-        .find(|dir| dir.join(CARGO_MANIFEST).is_file())
+        .find(|dir| !languages(dir).is_empty())
         .map(Path::to_path_buf)
 }
 
@@ -149,8 +180,43 @@ mod tests {
         fs::create_dir(&notes).unwrap();
         let error = discover(&notes).unwrap_err();
         assert!(matches!(&error, DiscoverError::NoProject { start } if start.ends_with("notes")));
-        assert!(error.to_string().contains("Cargo.toml"), "{error}");
+        for marker in [
+            "Cargo.toml",
+            "pyproject.toml",
+            "package.json + tsconfig.json",
+        ] {
+            assert!(error.to_string().contains(marker), "{error}");
+        }
         assert_eq!(fs::read_dir(&notes).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_python_package_is_found_from_its_tests_and_is_python() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "pyproject.toml", "[project]\nname = \"p\"\n");
+        write(dir.path(), "tests/test_p.py", "");
+        let found = discover(&dir.path().join("tests")).unwrap();
+        assert_eq!(found, dir.path().canonicalize().unwrap());
+        assert_eq!(languages(&found), [Language::Python]);
+    }
+
+    #[test]
+    fn package_json_alone_is_no_typescript_project() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "package.json", "{}");
+        assert!(languages(dir.path()).is_empty());
+        write(dir.path(), "tsconfig.json", "{}");
+        assert_eq!(languages(dir.path()), [Language::TypeScript]);
+    }
+
+    #[test]
+    fn a_crate_with_a_pyproject_beside_it_is_mixed() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "Cargo.toml", &package("p"));
+        write(dir.path(), "pyproject.toml", "[project]\nname = \"p\"\n");
+        write(dir.path(), "src/lib.rs", "");
+        let found = discover(&dir.path().join("src")).unwrap();
+        assert_eq!(languages(&found), [Language::Rust, Language::Python]);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub mod models;
 
 use crate::gate::GateParams;
+use crate::language::{self, Language, StageRole};
 use crate::search::{Counter, SearchLimits};
 use models::{ModelEndpoint, VerificationConfig, VerificationLayer, validate_models};
 
@@ -32,6 +33,9 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Config {
+    /// The languages whose markers the workspace root holds
+    /// ([`crate::workspace::languages`]); each one's stage set runs.
+    pub languages: Vec<Language>,
     pub gate: GateParams,
     pub stages: StagesConfig,
     pub exploration: ExplorationConfig,
@@ -39,6 +43,15 @@ pub struct Config {
     pub models: Vec<ModelEndpoint>,
     pub verification: VerificationConfig,
     pub build: BuildConfig,
+    pub python: PythonConfig,
+}
+
+/// `[python]`: how the Python stages run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PythonConfig {
+    /// The interpreter the stages measure with (relative to the workspace
+    /// or absolute); unset: `VIRTUAL_ENV`, then `.venv`, then `python3`.
+    pub interpreter: Option<PathBuf>,
 }
 
 /// `[build]`: how cargo is run in the slots.
@@ -51,10 +64,22 @@ pub struct BuildConfig {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StagesConfig {
-    /// Stages whose passing is hard pass. Others are advisory.
+    /// Stages whose passing is hard pass. Others are advisory. Unset, the
+    /// default stages of every detected language ([`language::default_required`]).
     pub required: Vec<String>,
+    /// The deadline of every stage that is not a test stage.
     pub build_timeout_secs: u64,
     pub test_timeout_secs: u64,
+}
+
+impl StagesConfig {
+    /// The deadline of the stage `stage`, by its role.
+    pub fn timeout_secs(&self, stage: &str) -> u64 {
+        match language::stage_role(stage) {
+            StageRole::Test => self.test_timeout_secs,
+            StageRole::Check | StageRole::Lint => self.build_timeout_secs,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -82,6 +107,7 @@ const MAX_LOCAL_RETRIES: u32 = 8;
 impl Default for Config {
     fn default() -> Self {
         Config {
+            languages: vec![Language::Rust],
             gate: GateParams {
                 rho: 0.5,
                 rejection_budget: 2,
@@ -103,6 +129,7 @@ impl Default for Config {
             models: Vec::new(),
             verification: VerificationConfig::default(),
             build: BuildConfig::default(),
+            python: PythonConfig::default(),
         }
     }
 }
@@ -115,6 +142,7 @@ struct Layer {
     stages: Option<StagesLayer>,
     exploration: Option<ExplorationLayer>,
     build: Option<BuildLayer>,
+    python: Option<PythonLayer>,
     /// `[prompts]`: validated by `trellis-prompts` when a session starts
     /// (`Engine::open`), from the workspace file only.
     prompts: Option<toml::Value>,
@@ -129,6 +157,12 @@ struct Layer {
 #[serde(deny_unknown_fields)]
 struct BuildLayer {
     rustc_wrapper: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PythonLayer {
+    interpreter: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -198,8 +232,6 @@ pub struct ConfigError {
     pub source_name: String,
     pub message: String,
 }
-
-const KNOWN_STAGES: &[&str] = &["build", "test"];
 
 /// Why `[prompts]` outside the workspace file is refused: its bundles are
 /// workspace files, pinned into that workspace's `.trellis/`, so a user-wide
@@ -275,12 +307,19 @@ fn file_kind(kind: &std::fs::FileType) -> &'static str {
 impl Config {
     /// Loads the layers for `workspace`. `user_file` is normally
     /// [`Config::user_file`]; `init_options` the editor's JSON object.
+    /// The workspace's languages are detected from its markers; a root with
+    /// none is sensed as Rust, whose tools then say what is missing.
     pub fn load(
         workspace: &Path,
         user_file: Option<&Path>,
         init_options: Option<&serde_json::Value>,
     ) -> Result<Config, ConfigError> {
         let mut config = Config::default();
+        let detected = crate::workspace::languages(workspace);
+        if !detected.is_empty() {
+            config.languages = detected;
+        }
+        config.stages.required = language::default_required(&config.languages);
         let mut origin = "defaults".to_owned();
         let workspace_file = workspace.join(WORKSPACE_FILE);
         for path in user_file
@@ -347,6 +386,15 @@ impl Config {
                     return Err("`build.rustc_wrapper` is empty: name a program such as \"sccache\", or remove the key".into());
                 }
                 Some(w) => self.build.rustc_wrapper = Some(w),
+                None => {}
+            }
+        }
+        if let Some(p) = layer.python {
+            match p.interpreter {
+                Some(i) if i.as_os_str().is_empty() => {
+                    return Err("`python.interpreter` is empty: name an interpreter such as \".venv/bin/python\", or remove the key".into());
+                }
+                Some(i) => self.python.interpreter = Some(i),
                 None => {}
             }
         }
@@ -424,17 +472,7 @@ impl Config {
                 counter.name()
             ));
         }
-        if self.stages.required.is_empty() {
-            return Err("`stages.required` must name at least one stage: with none, nothing would be verified".into());
-        }
-        for stage in &self.stages.required {
-            if !KNOWN_STAGES.contains(&stage.as_str()) {
-                return Err(format!(
-                    "`stages.required` names unknown stage `{stage}` (known: {})",
-                    KNOWN_STAGES.join(", ")
-                ));
-            }
-        }
+        language::check_required(&self.stages.required, &self.languages)?;
         if self.stages.build_timeout_secs == 0 || self.stages.test_timeout_secs == 0 {
             return Err(
                 "`stages.build_timeout_secs` and `stages.test_timeout_secs` must be at least 1"
@@ -499,6 +537,63 @@ mod tests {
         );
         let err = load_with("[exploration.limits]\nbranches = 2\n").unwrap_err();
         assert!(err.message.contains("branches"), "{err}");
+    }
+
+    #[test]
+    fn a_python_workspace_requires_its_typecheck_and_test_stages_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("pyproject.toml"),
+            "[project]\nname = \"p\"\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), None, None).unwrap();
+        assert_eq!(c.languages, [Language::Python]);
+        assert_eq!(c.stages.required, ["python.typecheck", "python.test"]);
+        std::fs::write(
+            dir.path().join(WORKSPACE_FILE),
+            "[stages]\nrequired = [\"python.test\", \"python.lint\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), None, None).unwrap();
+        assert_eq!(c.stages.required, ["python.test", "python.lint"]);
+    }
+
+    #[test]
+    fn a_required_stage_of_a_language_the_workspace_lacks_names_the_key_and_marker() {
+        let err = load_with("[stages]\nrequired = [\"build\", \"python.test\"]\n").unwrap_err();
+        assert!(err.source_name.ends_with("trellis.toml"), "{err}");
+        assert!(
+            err.message
+                .contains("`stages.required` names `python.test`"),
+            "{err}"
+        );
+        assert!(err.message.contains("pyproject.toml"), "{err}");
+    }
+
+    #[test]
+    fn the_python_interpreter_is_read_and_an_empty_one_names_its_key() {
+        let c = load_with("[python]\ninterpreter = \"env/bin/python\"\n").unwrap();
+        assert_eq!(c.python.interpreter, Some(PathBuf::from("env/bin/python")));
+        let err = load_with("[python]\ninterpreter = \"\"\n").unwrap_err();
+        assert!(
+            err.message.contains("`python.interpreter` is empty"),
+            "{err}"
+        );
+        let err = load_with("[python]\ninterpeter = \"x\"\n").unwrap_err();
+        assert!(err.message.contains("interpeter"), "{err}");
+    }
+
+    #[test]
+    fn each_stage_gets_the_timeout_of_its_role() {
+        let stages = Config::default().stages;
+        assert_eq!(stages.timeout_secs("python.test"), stages.test_timeout_secs);
+        assert_eq!(stages.timeout_secs("test"), stages.test_timeout_secs);
+        assert_eq!(
+            stages.timeout_secs("python.lint"),
+            stages.build_timeout_secs
+        );
+        assert_eq!(stages.timeout_secs("build"), stages.build_timeout_secs);
     }
 
     #[test]

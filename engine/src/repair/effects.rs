@@ -28,6 +28,7 @@ use crate::digest::Digest;
 use crate::edit;
 use crate::error::EngineError;
 use crate::gate::{AcceptedTrajectory, GateDecision};
+use crate::language::{StageRole, stage_role};
 use crate::ledger::SearchEvent;
 use crate::measure::{Measurement, measure};
 use crate::propose::Candidate;
@@ -652,7 +653,7 @@ impl BranchVerifier for MeterVerifier<'_, '_, '_> {
         &'f mut self,
         branch: &'f Path,
     ) -> BoxFuture<'f, Result<VerifierReport, String>> {
-        Box::pin(async move { self.stage("build", branch, None).await })
+        Box::pin(async move { self.stages(StageRole::Check, branch, None).await })
     }
 
     fn run_tests<'f>(
@@ -660,51 +661,63 @@ impl BranchVerifier for MeterVerifier<'_, '_, '_> {
         branch: &'f Path,
         filter: Option<&'f str>,
     ) -> BoxFuture<'f, Result<VerifierReport, String>> {
-        Box::pin(async move { self.stage("test", branch, filter).await })
+        Box::pin(async move { self.stages(StageRole::Test, branch, filter).await })
     }
 }
 
 impl MeterVerifier<'_, '_, '_> {
-    /// One verifier run of `stage` in the branch, reserved and settled.
-    async fn stage(
+    /// One verifier run of every stage with `role` in the branch (a mixed
+    /// workspace's Rust build and Python type check), each reserved and
+    /// settled; passed when every one passed.
+    async fn stages(
         &mut self,
-        stage: &str,
+        role: StageRole,
         branch: &Path,
         filter: Option<&str>,
     ) -> Result<VerifierReport, String> {
         let mut meter = self.0.lock().await;
         let ctx = meter.run.ctx;
-        let sensor = ctx
+        let sensors: Vec<&dyn Sensor> = ctx
             .sensors
             .iter()
-            .find(|s| s.stage() == stage)
-            .ok_or_else(|| format!("no `{stage}` stage is configured"))?;
-        let reservation = match meter.run.reserve(ActionKind::VerifierRun) {
-            Ok(Some(r)) => r,
-            Ok(None) => return Err("the search budget has no verifier run left".into()),
-            Err(e) => {
-                let reason = e.to_string();
-                meter.error.get_or_insert(e);
-                return Err(reason);
-            }
-        };
-        let timeout = if stage == "build" {
-            ctx.config.stages.build_timeout_secs
-        } else {
-            ctx.config.stages.test_timeout_secs
-        };
-        let report = sensor
-            .run(SensorRun {
-                dir: branch,
-                target_dir: &ctx.slots.branch_target(),
-                deadline: Duration::from_secs(timeout),
-                cancel: ctx.cancel.clone(),
-            })
-            .await;
-        if let Err(e) = meter.run.settle(reservation, ActionKind::VerifierRun) {
-            meter.error.get_or_insert(e);
+            .filter(|s| stage_role(s.stage()) == role)
+            .map(|s| s.as_ref())
+            .collect();
+        if sensors.is_empty() {
+            return Err(format!("no {} stage is configured", role.name()));
         }
-        Ok(verifier_report(&report, filter))
+        let mut combined: Option<VerifierReport> = None;
+        for sensor in sensors {
+            let reservation = match meter.run.reserve(ActionKind::VerifierRun) {
+                Ok(Some(r)) => r,
+                Ok(None) => return Err("the search budget has no verifier run left".into()),
+                Err(e) => {
+                    let reason = e.to_string();
+                    meter.error.get_or_insert(e);
+                    return Err(reason);
+                }
+            };
+            let report = sensor
+                .run(SensorRun {
+                    dir: branch,
+                    target_dir: &ctx.slots.branch_target(),
+                    deadline: Duration::from_secs(ctx.config.stages.timeout_secs(sensor.stage())),
+                    cancel: ctx.cancel.clone(),
+                })
+                .await;
+            if let Err(e) = meter.run.settle(reservation, ActionKind::VerifierRun) {
+                meter.error.get_or_insert(e);
+            }
+            let report = verifier_report(&report, filter);
+            combined = Some(match combined {
+                None => report,
+                Some(before) => VerifierReport {
+                    passed: before.passed && report.passed,
+                    output: format!("{}\n{}", before.output, report.output),
+                },
+            });
+        }
+        Ok(combined.expect("at least one sensor ran"))
     }
 }
 

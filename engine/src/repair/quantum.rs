@@ -17,6 +17,7 @@ use crate::cluster::{EnergyModel, assess};
 use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::gate::{AcceptedTrajectory, Observation};
+use crate::language::{StageRole, stage_role};
 use crate::measure::Measurement;
 use crate::propose::{Candidate, SuggestionProposer};
 use crate::search::{
@@ -89,11 +90,23 @@ impl QuantumRun<'_, '_> {
         let ctx = self.run.ctx;
         let branch_id = self.branch_id.clone();
         let branch_id = branch_id.as_str();
-        // The build stage alone: the narrowest run that says whether a choice
-        // compiles.
-        let Some(build) = ctx.sensors.iter().find(|s| s.stage() == "build") else {
+        // A check stage alone (`build`, `python.typecheck`): the narrowest
+        // run that says whether a choice compiles; the one that reported
+        // the cluster's diagnostics, in a mixed workspace.
+        let reported = seed
+            .plan
+            .packet
+            .diagnostics
+            .first()
+            .map(|d| d.stage.as_str());
+        let Some(build) = ctx
+            .sensors
+            .iter()
+            .filter(|s| stage_role(s.stage()) == StageRole::Check)
+            .min_by_key(|s| Some(s.stage()) != reported)
+        else {
             self.run
-                .observe(branch_id, "no build stage to probe with")?;
+                .observe(branch_id, "no check stage to probe with")?;
             return Ok(None);
         };
         let narrowed_energy =

@@ -8,11 +8,13 @@
 pub mod cargo;
 mod libtest;
 pub mod process;
+pub mod python;
 pub mod rustc_json;
 mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
 pub mod typescript;
+pub mod unavailable;
 
 use std::path::Path;
 use std::pin::Pin;

@@ -188,6 +188,50 @@ async fn run_bounded_reading(
     Err(interrupted)
 }
 
+/// A child that is talked to while it runs (a language server asked for
+/// code actions): the caller owns its stdin and stdout and bounds every
+/// exchange itself; stderr is discarded. It runs in its own process group
+/// under the supervisor like every other child, and dropping this kills
+/// the group and reaps nothing left behind.
+pub struct Interactive {
+    pub stdin: tokio::process::ChildStdin,
+    pub stdout: tokio::process::ChildStdout,
+    // Declared after the pipes: they close before the group is killed.
+    child: Child,
+    _group: GroupKiller,
+}
+
+impl Interactive {
+    /// Starts `cmd` with piped stdin and stdout.
+    pub fn spawn(mut cmd: Command) -> Result<Self, ProcessError> {
+        let program = program_name(&cmd);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        #[cfg(target_os = "linux")]
+        super::supervisor::install(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|source| ProcessError::Launch { program, source })?;
+        let group = GroupKiller::new(&child);
+        Ok(Self {
+            stdin: child.stdin.take().expect("stdin is piped"),
+            stdout: child.stdout.take().expect("stdout is piped"),
+            child,
+            _group: group,
+        })
+    }
+
+    /// Waits at most `grace` for the child to exit on its own (after a
+    /// polite shutdown); the group is killed either way when this is dropped.
+    pub async fn finish(mut self, grace: Duration) {
+        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+    }
+}
+
 /// Process groups of children still running, for [`kill_all_groups`].
 #[cfg(unix)]
 static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<libc::pid_t>> =

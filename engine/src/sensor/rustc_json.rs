@@ -108,6 +108,29 @@ impl WorkspacePaths {
     }
 }
 
+impl WorkspacePaths {
+    /// The span from 1-based `start` to `end` (line, char column; `end`
+    /// exclusive) in `file_name`, for tools that report ranges by position
+    /// (ty, ruff, pyright). `None` when the file is outside the workspace
+    /// or a position is not in it.
+    pub fn range(&mut self, file_name: &str, start: (u32, u32), end: (u32, u32)) -> Option<Span> {
+        let path = self.relative(file_name)?;
+        let text = std::fs::read_to_string(self.root.join(&path)).ok()?;
+        let byte_start = byte_offset(&text, start.0, start.1)?;
+        let byte_end = byte_offset(&text, end.0, end.1)?;
+        (byte_start <= byte_end).then_some(Span {
+            path,
+            byte_start,
+            byte_end,
+            line_start: start.0,
+            col_start: start.1,
+            line_end: end.0,
+            col_end: end.1,
+            label: None,
+        })
+    }
+}
+
 /// Byte offset of 1-based `line` and char `column` in `text`.
 fn byte_offset(text: &str, line: u32, column: u32) -> Option<u32> {
     let line_index = usize::try_from(line.checked_sub(1)?).ok()?;

@@ -4,7 +4,8 @@
 //! `.ignore`, includes hidden files, and always leaves out `.git` at any
 //! depth, the root's `target/` and `.trellis/`, and build output: any
 //! directory below the root holding a `CACHEDIR.TAG` (cargo tags its target
-//! directories, Trellis its cache). Global git excludes and
+//! directories, Trellis its cache), and any Python virtual environment (a
+//! directory holding `pyvenv.cfg`). Global git excludes and
 //! `.git/info/exclude` are deliberately *not* read, nor ignore files above
 //! the root: a snapshot must be a function of the tree alone, so that an
 //! eager copy elsewhere (which has no `.git`) gets the same root.
@@ -459,6 +460,9 @@ fn always_excluded(depth: usize, name: &[u8]) -> bool {
 /// The file that marks a directory as build output or a cache
 /// (<https://bford.info/cachedir/>), and the signature it must start with.
 const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+/// The file every virtual environment (`python -m venv`, virtualenv, uv)
+/// has at its root.
+const PYVENV_CFG: &str = "pyvenv.cfg";
 const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
 
 /// Whether `dir` holds a valid `CACHEDIR.TAG`: it is build output (or a
@@ -838,6 +842,13 @@ fn list_entries(
         let name = dir_entry.file_name();
         if always_excluded(job.depth + 1, name.as_bytes()) {
             continue;
+        }
+        if job.depth > 0 && name == PYVENV_CFG {
+            // A Python virtual environment: the user's installed packages,
+            // never content. The Python sensors run its interpreter where
+            // it is (`sensor/python/interpreter.rs`), so no slot copies it.
+            found.truncate(listed_before);
+            return Ok(Vec::new());
         }
         if job.depth > 0 && name == CACHEDIR_TAG && is_tagged_cache_dir(&job.path) {
             // Build output or a cache: nothing in it is content. It is still

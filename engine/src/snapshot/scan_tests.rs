@@ -97,6 +97,23 @@ fn honours_ignore_files_without_git_and_keeps_hidden_files() {
     );
 }
 
+#[test]
+fn a_virtual_environment_is_never_content_nor_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, ".gitignore", b".venv/\n");
+    write(root, "pkg/mod.py", b"x = 1\n");
+    write(root, ".venv/pyvenv.cfg", b"home = /usr/bin\n");
+    write(root, ".venv/lib/python3.11/site-packages/big.py", b"b");
+    write(root, "env2/pyvenv.cfg", b"home = /usr/bin\n");
+    write(root, "env2/bin/python", b"p");
+    let snapshot = Snapshotter::new(root, None)
+        .snapshot(&Overlay::default())
+        .unwrap();
+    assert_eq!(editable(&snapshot), [".gitignore", "pkg/mod.py"]);
+    assert!(context(&snapshot).is_empty(), "{:?}", context(&snapshot));
+}
+
 fn editable(snapshot: &Snapshot) -> Vec<&str> {
     snapshot.editable().map(|(path, _)| path.as_str()).collect()
 }

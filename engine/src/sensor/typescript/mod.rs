@@ -1,6 +1,6 @@
-//! The TypeScript stages: `tsc --noEmit` (stage `build`, [`TscCheck`]) and
-//! the project's tests under Node's test runner (stage `test`,
-//! [`NodeTest`]), as [`Sensor`]s.
+//! The TypeScript stages: `tsc --noEmit` (stage `typescript.typecheck`,
+//! [`TscCheck`]) and the project's tests under Node's test runner (stage
+//! `typescript.test`, [`NodeTest`]), as [`Sensor`]s.
 //!
 //! [`NodeTools::detect`] pins the tools once per session, as the user's own
 //! commands would find them: the project's `node_modules/.bin/tsc` and

@@ -1,4 +1,4 @@
-//! Stage `test` for TypeScript projects: the project's own test command,
+//! Stage `typescript.test`: the project's own test command,
 //! its failing tests read from Node's test runner as counterexamples.
 //!
 //! The command is the `test` script of the workspace's `package.json`, run
@@ -32,7 +32,7 @@ use crate::sensor::process::{ProcessError, ProcessLimits, ProcessOutput, run_bou
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 
-const STAGE: &str = "test";
+const STAGE: &str = "typescript.test";
 
 /// What `NODE_OPTIONS` gains for a run, before the report's path.
 const REPORTER: &str = "--test-reporter=tap --test-reporter-destination=";
@@ -89,7 +89,8 @@ impl TestCommand {
     }
 }
 
-/// Stage `test`: the project's test command under Node's TAP reporter.
+/// Stage `typescript.test`: the project's test command under Node's TAP
+/// reporter.
 pub struct NodeTest {
     node: Tool,
     command: Result<TestCommand, String>,

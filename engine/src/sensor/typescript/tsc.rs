@@ -1,4 +1,4 @@
-//! Stage `build` for TypeScript: `tsc --noEmit --pretty false` in the
+//! Stage `typescript.typecheck`: `tsc --noEmit --pretty false` in the
 //! measured directory, where tsc reads the project's own `tsconfig.json`.
 //!
 //! Each message becomes a [`Diagnostic`] (code `TS2304`, its elaboration as
@@ -23,14 +23,15 @@ use crate::sensor::process::{ProcessError, ProcessLimits, ProcessOutput, run_bou
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 
-const STAGE: &str = "build";
+const STAGE: &str = "typescript.typecheck";
 const ARGS: &[&str] = &["--noEmit", "--pretty", "false"];
 
 /// The least time tsserver gets after a slow tsc: loading the project
 /// takes it a few seconds.
 const MIN_FIX_TIME: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Stage `build`: `tsc --noEmit --pretty false`, with tsserver's code fixes.
+/// Stage `typescript.typecheck`: `tsc --noEmit --pretty false`, with
+/// tsserver's code fixes.
 pub struct TscCheck {
     tsc: Tool,
     tsserver: std::ffi::OsString,
