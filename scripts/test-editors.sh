@@ -3,7 +3,8 @@
 #   - VS Code: npm ci, tsc --noEmit, unit tests (node --test), .vsix packaging
 #   - Helix: structure of editors/helix/languages.toml
 #   - Neovim 0.12 (PyPI) and 0.7.2 (Debian), headless: what setup() registers,
-#     Repair → Preview → Apply on a broken crate, a stale Apply that must be
+#     Repair → Preview → Apply on a broken crate (and, on 0.12, on a
+#     TypeScript project's missing import), a stale Apply that must be
 #     refused, :checkhealth trellis and vim.lsp.enable("trellis") without the
 #     plugin (0.12); the plugin loaded as the
 #     README says, `trellis` found on PATH, no handler replaced
@@ -91,15 +92,24 @@ check_pytest() { # name, test file
     rm -f "$log"
 }
 
-check_nvim() { # nvim binary, test script
-    local nvim=$1 script=$2 version
+check_nvim() { # nvim binary, test script, [label, VAR=value...]
+    local nvim=$1 script=$2 label=${3:-$2} version
+    shift $(($# < 3 ? $# : 3))
     version=$("$nvim" --version | head -n 1)
-    check "$version: $script" env \
+    check "$version: $label" env \
         TRELLIS_PLUGIN_DIR="$REPO/editors/nvim" \
         TRELLIS_FIXTURE="$REPO/tests/editors/fixtures/missing_mut" \
+        "$@" \
         timeout "$NVIM_TEST_TIMEOUT_S" "$nvim" --headless --clean \
         -c "luafile $REPO/tests/editors/nvim/$script.lua" </dev/null
 }
+
+# The TypeScript project, its node_modules linked as `npm install` lays it out.
+ts_dir=$(mktemp -d)
+trap 'rm -rf "$ts_dir"' EXIT
+ts_project=$ts_dir/ts-missing-import
+cp -R "$REPO/tests/fixtures/ts-missing-import" "$ts_project"
+bash "$REPO/tests/fixtures/ts-support/link-node-modules.sh" "$ts_project" || die "cannot link the TypeScript fixture's node_modules"
 
 check "VS Code: npm ci, tsc --noEmit, unit tests, package .vsix" "$REPO/editors/vscode/build.sh"
 check_pytest "Helix: languages.toml structure" tests/editors/test_helix_config.py
@@ -108,6 +118,9 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" repair_apply
     check_nvim "$nvim" stale_apply
 done
+check_nvim "$NVIM_NEW" repair_apply "repair_apply (TypeScript)" \
+    TRELLIS_FIXTURE="$ts_project" TRELLIS_FIXTURE_FILE=src/report.ts \
+    TRELLIS_FIXED="$REPO/tests/editors/fixtures/ts_missing_import.fixed.ts"
 check_nvim "$NVIM_NEW" health
 check_nvim "$NVIM_NEW" enable
 check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py

@@ -8,6 +8,6 @@
 -- :Trellis command and one-line status messages on top of this.
 return {
   cmd = { "trellis", "lsp" },
-  filetypes = { "rust" },
-  root_markers = { "Cargo.toml", ".git" },
+  filetypes = { "rust", "typescript" },
+  root_markers = { "Cargo.toml", "tsconfig.json", ".git" },
 }

@@ -8,4 +8,9 @@ return {
     tool = "cargo",
     markers = { "Cargo.toml" },
   },
+  typescript = {
+    sensor = "tsc (tsc --noEmit, the package.json test script or node --test)",
+    tool = "tsc",
+    markers = { "tsconfig.json", "package.json" },
+  },
 }

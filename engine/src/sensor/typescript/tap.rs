@@ -302,12 +302,9 @@ fn scalar(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-    use trellis_core::fuzz;
-
     use super::*;
 
-    const RECORDED: &str =
+    pub(super) const RECORDED: &str =
         include_str!("../../../tests/fixtures/recorded/typescript/suites.test.tap");
 
     #[test]
@@ -390,6 +387,16 @@ mod tests {
         );
         assert_eq!(run.unread_lines, 1);
     }
+}
+
+/// The property tests (`scripts/fuzz.sh` runs every `fuzz_tests` module longer).
+#[cfg(test)]
+mod fuzz_tests {
+    use proptest::prelude::*;
+    use trellis_core::fuzz;
+
+    use super::tests::RECORDED;
+    use super::*;
 
     proptest! {
         #![proptest_config(fuzz::config(96))]

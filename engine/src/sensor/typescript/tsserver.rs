@@ -393,21 +393,18 @@ fn requests_file(run: &SensorRun<'_>, requests: &str) -> Result<std::fs::File, S
 mod tests {
     use std::path::PathBuf;
 
-    use proptest::prelude::*;
-    use trellis_core::fuzz;
-
     use super::*;
 
-    fn zoo() -> PathBuf {
+    pub(super) fn zoo() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recorded/typescript/zoo")
     }
 
-    const RECORDED: &str =
+    pub(super) const RECORDED: &str =
         include_str!("../../../tests/fixtures/recorded/typescript/zoo.tsserver.jsonl");
 
     /// The recorded answers, framed as tsserver frames them, with the zoo's
     /// real path where the recording has `@ROOT@`.
-    fn recorded_frames() -> Vec<u8> {
+    pub(super) fn recorded_frames() -> Vec<u8> {
         let root = zoo().canonicalize().unwrap();
         let mut framed = Vec::new();
         for body in RECORDED.lines() {
@@ -528,6 +525,16 @@ mod tests {
         outside.changes[0].file_name = "/etc/hostname".into();
         assert!(!offered(outside));
     }
+}
+
+/// The property tests (`scripts/fuzz.sh` runs every `fuzz_tests` module longer).
+#[cfg(test)]
+mod fuzz_tests {
+    use proptest::prelude::*;
+    use trellis_core::fuzz;
+
+    use super::tests::{RECORDED, recorded_frames, zoo};
+    use super::*;
 
     proptest! {
         #![proptest_config(fuzz::config(96))]
