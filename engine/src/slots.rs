@@ -176,7 +176,9 @@ impl Slots {
                 std::fs::create_dir_all(parent)?;
                 refresh_link(&parent.join(&link.name), Some(&link.real))?;
             }
-            std::fs::create_dir_all(&slot)?;
+            if node_modules.is_some() {
+                std::fs::create_dir_all(&slot)?;
+            }
             refresh_link(&slot.join(NODE_MODULES), node_modules.as_deref())?;
         }
         Ok(())

@@ -89,7 +89,7 @@ pub fn token_end(text: &str, byte: usize) -> usize {
     let mut chars = rest.char_indices();
     match chars.next() {
         None => byte,
-        Some((_, c)) if matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}') => byte,
+        Some((_, '\n' | '\r' | '\u{2028}' | '\u{2029}')) => byte,
         Some((_, c)) if word(c) => {
             byte + chars
                 .find(|&(_, c)| !word(c))
