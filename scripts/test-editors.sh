@@ -3,8 +3,9 @@
 #   - VS Code: npm ci, tsc --noEmit, unit tests (node --test), .vsix packaging
 #   - Helix: structure of editors/helix/languages.toml
 #   - Neovim 0.12 (PyPI) and 0.7.2 (Debian), headless: what setup() registers,
-#     Repair → Preview → Apply on a broken crate (and, on 0.12, on a
-#     TypeScript project's missing import), a stale Apply that must be
+#     Repair → Preview → Apply on a broken crate (and, on 0.12, Repair →
+#     Apply of ty's import fix in a Python project and of tsserver's in a
+#     TypeScript project), a stale Apply that must be
 #     refused, :checkhealth trellis and vim.lsp.enable("trellis") without the
 #     plugin (0.12); the plugin loaded as the
 #     README says, `trellis` found on PATH, no handler replaced
@@ -92,14 +93,12 @@ check_pytest() { # name, test file
     rm -f "$log"
 }
 
-check_nvim() { # nvim binary, test script, [label, VAR=value...]
-    local nvim=$1 script=$2 label=${3:-$2} version
-    shift $(($# < 3 ? $# : 3))
+check_nvim() { # nvim binary, test script[, fixture]
+    local nvim=$1 script=$2 fixture=${3:-$REPO/tests/editors/fixtures/missing_mut} version
     version=$("$nvim" --version | head -n 1)
-    check "$version: $label" env \
+    check "$version: $script" env \
         TRELLIS_PLUGIN_DIR="$REPO/editors/nvim" \
-        TRELLIS_FIXTURE="$REPO/tests/editors/fixtures/missing_mut" \
-        "$@" \
+        TRELLIS_FIXTURE="$fixture" \
         timeout "$NVIM_TEST_TIMEOUT_S" "$nvim" --headless --clean \
         -c "luafile $REPO/tests/editors/nvim/$script.lua" </dev/null
 }
@@ -118,9 +117,8 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" repair_apply
     check_nvim "$nvim" stale_apply
 done
-check_nvim "$NVIM_NEW" repair_apply "repair_apply (TypeScript)" \
-    TRELLIS_FIXTURE="$ts_project" TRELLIS_FIXTURE_FILE=src/report.ts \
-    TRELLIS_FIXED="$REPO/tests/editors/fixtures/ts_missing_import.fixed.ts"
+check_nvim "$NVIM_NEW" repair_apply_python "$REPO/tests/fixtures/py-missing-import"
+check_nvim "$NVIM_NEW" repair_apply_typescript "$ts_project"
 check_nvim "$NVIM_NEW" health
 check_nvim "$NVIM_NEW" enable
 check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py

@@ -87,16 +87,16 @@ local function copy_fixture()
   return vim.fn.resolve(root)
 end
 
---- Opens the fixture's src/main.rs (or $TRELLIS_FIXTURE_FILE) with the
---- plugin attached to trellis: as
---- the README's init.lua does on 0.8+ (runtimepath, setup{}), through
---- vim.lsp.start_client on 0.7. Returns { root, file, bufnr, trellis, original }.
-function H.open_fixture()
+--- Opens the fixture's `rel` (src/main.rs by default) with the plugin
+--- attached to trellis: as the README's init.lua does on 0.8+ (runtimepath,
+--- setup{}), through vim.lsp.start_client on 0.7. Returns
+--- { root, file, bufnr, trellis, original }.
+function H.open_fixture(rel)
   env("TRELLIS_BIN")
   vim.opt.runtimepath:append(env("TRELLIS_PLUGIN_DIR"))
   local trellis = require("trellis")
   local root = copy_fixture()
-  local file = root .. "/" .. (os.getenv("TRELLIS_FIXTURE_FILE") or "src/main.rs")
+  local file = root .. "/" .. (rel or "src/main.rs")
   if vim.fn.has("nvim-0.8") == 1 then
     trellis.setup({})
     vim.cmd("edit " .. vim.fn.fnameescape(file))

@@ -1,14 +1,12 @@
 -- Broken crate → trellis diagnostic → :TrellisRepair → verified → :TrellisApply
 -- → :write: the file on disk is the fixed crate and the diagnostic clears.
--- TRELLIS_FIXTURE_FILE and TRELLIS_FIXED name another project's file and
--- its fixed text (the TypeScript run).
 
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)")
 local H = dofile(here .. "helpers.lua")
 
 H.run("repair_apply", function()
   local t = H.open_fixture()
-  local expected = H.read_file(os.getenv("TRELLIS_FIXED") or (os.getenv("TRELLIS_FIXTURE") .. ".fixed.rs"))
+  local expected = H.read_file(os.getenv("TRELLIS_FIXTURE") .. ".fixed.rs")
 
   local diagnostic = H.wait_for_diagnostic(t)
   H.repair_until_verified(t, diagnostic)

@@ -8,6 +8,11 @@ return {
     tool = "cargo",
     markers = { "Cargo.toml" },
   },
+  python = {
+    sensor = "ty (or pyright), pytest, ruff",
+    tool = "ty",
+    markers = { "pyproject.toml" },
+  },
   typescript = {
     sensor = "tsc (tsc --noEmit, the package.json test script or node --test)",
     tool = "tsc",

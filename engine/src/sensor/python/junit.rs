@@ -115,15 +115,12 @@ fn node_id(file: &str, classname: &str, name: &str) -> String {
     id
 }
 
+/// pytest 9.2.0's report for a failing function test, a passing and a
+/// failing method test, and a module that does not import.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// pytest 9.2.0's report for a failing function test, a passing and a
-    /// failing method test, and a module that does not import.
-    const RECORDED: &str = r#"<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="2" skipped="0" tests="4" time="0.306" timestamp="2026-12-01T11:59:27.299687+00:00" hostname="vm"><testcase classname="" name="tests.test_broken" file="tests/test_broken.py" time="0.000"><error message="collection failure">ImportError while importing test module '/tmp/pyt/tests/test_broken.py'.
+pub(super) const RECORDED: &str = r#"<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="2" skipped="0" tests="4" time="0.306" timestamp="2026-12-01T11:59:27.299687+00:00" hostname="vm"><testcase classname="" name="tests.test_broken" file="tests/test_broken.py" time="0.000"><error message="collection failure">ImportError while importing test module '/tmp/pyt/tests/test_broken.py'.
 tests/test_broken.py:1: in &lt;module&gt;
-    import nonexistent_mod
+import nonexistent_mod
 E   ModuleNotFoundError: No module named 'nonexistent_mod'</error></testcase><testcase classname="tests.test_calc" name="test_add" file="tests/test_calc.py" line="3" time="0.001"><failure message="assert -1 == 5&#10; +  where -1 = add(2, 3)">def test_add():
 &gt;       assert add(2, 3) == 5
 E       assert -1 == 5
@@ -131,6 +128,10 @@ E       assert -1 == 5
 tests/test_calc.py:5: AssertionError</failure></testcase><testcase classname="tests.test_calc.TestMore" name="test_zero" file="tests/test_calc.py" line="8" time="0.000" /><testcase classname="tests.test_calc.TestMore" name="test_neg[a-b]" file="tests/test_calc.py" line="11" time="0.000"><failure message="assert 0 == -2">self = &lt;test_calc.TestMore object at 0x7f05a87bcb50&gt;
 
 tests/test_calc.py:13: AssertionError</failure></testcase></testsuite></testsuites>"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn a_recorded_report_reads_as_pytest_said_it() {

@@ -15,6 +15,8 @@
 //! one measured a state is part of its sensor profile, and energies under
 //! one are never compared with energies under the other.
 
+#[cfg(test)]
+mod fuzz_tests;
 mod interpreter;
 mod junit;
 mod lsp_position;

@@ -106,7 +106,10 @@ fn level(severity: &str) -> Level {
     }
 }
 
-fn parse_report(stdout: &[u8], paths: &mut WorkspacePaths) -> Result<Vec<Diagnostic>, String> {
+pub(super) fn parse_report(
+    stdout: &[u8],
+    paths: &mut WorkspacePaths,
+) -> Result<Vec<Diagnostic>, String> {
     let report: Report = serde_json::from_slice(stdout).map_err(|e| e.to_string())?;
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     for raw in report.diagnostics {

@@ -218,12 +218,19 @@ fn innermost_site(text: &str, paths: &mut WorkspacePaths) -> Option<crate::diagn
 fn failure(case: &Case, message: &str, text: &str, paths: &mut WorkspacePaths) -> TestFailure {
     let output = if text.is_empty() { message } else { text };
     let location = innermost_site(text, paths);
-    let calls = match (&case.file, case.line) {
-        (Some(file), Some(line)) => paths
-            .relative(file)
-            .and_then(|rel| paths.source(&rel))
-            .map(|source| called_functions(&source, line))
-            .unwrap_or_default(),
+    let source = case
+        .file
+        .as_deref()
+        .and_then(|file| paths.relative(file))
+        .and_then(|rel| paths.source(&rel));
+    let calls = match (&source, case.line) {
+        (Some(source), Some(line)) => called_functions(source, line)
+            .into_iter()
+            .map(|name| Call {
+                defined_at: imported_definition(source, &name, paths),
+                name,
+            })
+            .collect(),
         _ => Vec::new(),
     };
     TestFailure {
@@ -231,14 +238,54 @@ fn failure(case: &Case, message: &str, text: &str, paths: &mut WorkspacePaths) -
         name: case.node_id.clone(),
         output: capped(output),
         location,
-        calls: calls
-            .into_iter()
-            .map(|name| Call {
-                name,
-                defined_at: None,
-            })
-            .collect(),
+        calls,
     }
+}
+
+/// Where the workspace defines `name`, found through the test's own
+/// `from module import name` line: the module's file (`module.py` or
+/// `module/__init__.py`, at the root or under `src/`) and its `def name(`.
+fn imported_definition(
+    test_source: &str,
+    name: &str,
+    paths: &mut WorkspacePaths,
+) -> Option<crate::diagnostic::Span> {
+    let module = test_source.lines().find_map(|line| {
+        let rest = line.trim_start().strip_prefix("from ")?;
+        let (module, names) = rest.split_once(" import ")?;
+        names
+            .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+            .split(',')
+            // `add` or `sum as add`: the name the test calls it by.
+            .any(|n| n.split_whitespace().last() == Some(name))
+            .then(|| module.trim().replace('.', "/"))
+    })?;
+    let candidates = [
+        format!("{module}.py"),
+        format!("{module}/__init__.py"),
+        format!("src/{module}.py"),
+        format!("src/{module}/__init__.py"),
+    ];
+    candidates.iter().find_map(|file| {
+        let rel = paths.relative(file)?;
+        let text = paths.source(&rel)?;
+        let (line, column) = python_definition(&text, name)?;
+        paths.point(&rel, line, column)
+    })
+}
+
+/// The 1-based line and column of the first `def name(` in `source`.
+fn python_definition(source: &str, name: &str) -> Option<(u32, u32)> {
+    let def = format!("def {name}(");
+    source.lines().enumerate().find_map(|(index, line)| {
+        let at = line.find(&def)?;
+        let before = &line[..at];
+        if !(before.trim().is_empty() || before.trim() == "async") {
+            return None;
+        }
+        let column = before.chars().count() + 1;
+        Some((u32::try_from(index + 1).ok()?, u32::try_from(column).ok()?))
+    })
 }
 
 /// A module pytest could not collect: the error line of its traceback
@@ -373,6 +420,32 @@ mod tests {
         assert_eq!(called_functions(source, 5), ["add", "scale"]);
         assert_eq!(called_functions(source, 9), ["other"]);
         assert!(called_functions(source, 99).is_empty());
+    }
+
+    #[test]
+    fn a_called_function_is_found_where_the_test_imports_it_from() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/calc")).unwrap();
+        std::fs::write(
+            dir.path().join("src/calc/__init__.py"),
+            "\"\"\"doc\"\"\"\n\n\ndef add(a, b):\n    return a - b\n",
+        )
+        .unwrap();
+        let mut paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+        let test = "import os\nfrom calc import (sub,\n    add)\nfrom calc import add as plus\n";
+        // Only single-line imports resolve, and an alias is its own name.
+        assert!(imported_definition(test, "add", &mut paths).is_none());
+        let span = imported_definition("from calc import add, sub\n", "add", &mut paths).unwrap();
+        assert_eq!(
+            (span.path.as_str(), span.line_start, span.col_start),
+            ("src/calc/__init__.py", 4, 1)
+        );
+        assert!(imported_definition("from calc import add\n", "missing", &mut paths).is_none());
+        assert_eq!(
+            python_definition("  async def add(x):\n", "add"),
+            Some((1, 9))
+        );
+        assert_eq!(python_definition("x = undef add(x)\n", "add"), None);
     }
 
     #[test]

@@ -135,7 +135,7 @@ fn applicability(ruff: &str) -> Applicability {
     }
 }
 
-fn parse_findings(
+pub(super) fn parse_findings(
     stdout: &[u8],
     level: Level,
     paths: &mut WorkspacePaths,
@@ -192,27 +192,28 @@ fn parse_findings(
     Ok(diagnostics)
 }
 
+/// `ruff check --output-format json` of ruff 0.17.6 (trimmed): an
+/// unfixable finding, a safe fix and an unsafe one.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `ruff check --output-format json` of ruff 0.17.6 (trimmed): an
-    /// unfixable finding, a safe fix and an unsafe one.
-    const RECORDED: &str = r#"[
+pub(super) const RECORDED: &str = r#"[
   {"cell": null, "code": "F821", "end_location": {"column": 17, "row": 1}, "filename": "m.py", "fix": null,
    "location": {"column": 13, "row": 1}, "message": "Undefined name `xss2`", "name": "undefined-name",
    "noqa_row": 1, "severity": "error", "url": "https://docs.astral.sh/ruff/rules/undefined-name"},
   {"cell": null, "code": "F401", "end_location": {"column": 10, "row": 2}, "filename": "m.py",
    "fix": {"applicability": "safe", "edits": [{"content": "", "end_location": {"column": 1, "row": 3}, "location": {"column": 1, "row": 2}}],
-           "message": "Remove unused import: `os`"},
+       "message": "Remove unused import: `os`"},
    "location": {"column": 8, "row": 2}, "message": "`os` imported but unused", "name": "unused-import",
    "noqa_row": 2, "severity": "error", "url": "https://docs.astral.sh/ruff/rules/unused-import"},
   {"cell": null, "code": "F841", "end_location": {"column": 6, "row": 4}, "filename": "m.py",
    "fix": {"applicability": "unsafe", "edits": [{"content": "", "end_location": {"column": 1, "row": 5}, "location": {"column": 1, "row": 4}}],
-           "message": "Remove assignment to unused variable `y`"},
+       "message": "Remove assignment to unused variable `y`"},
    "location": {"column": 5, "row": 4}, "message": "Local variable `y` is assigned to but never used", "name": "unused-variable",
    "noqa_row": 4, "severity": "error", "url": "https://docs.astral.sh/ruff/rules/unused-variable"}
 ]"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
         let dir = tempfile::tempdir().unwrap();

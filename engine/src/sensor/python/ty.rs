@@ -155,7 +155,10 @@ fn interpret(output: &ProcessOutput, paths: &mut WorkspacePaths) -> Observation 
 }
 
 /// The diagnostics of a GitLab report, deduplicated in report order.
-fn parse_report(stdout: &[u8], paths: &mut WorkspacePaths) -> Result<Vec<Diagnostic>, String> {
+pub(super) fn parse_report(
+    stdout: &[u8],
+    paths: &mut WorkspacePaths,
+) -> Result<Vec<Diagnostic>, String> {
     let issues: Vec<GitlabIssue> =
         serde_json::from_slice(stdout).map_err(|e| format!("not a GitLab report: {e}"))?;
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
@@ -194,13 +197,10 @@ fn parse_report(stdout: &[u8], paths: &mut WorkspacePaths) -> Result<Vec<Diagnos
     Ok(diagnostics)
 }
 
+/// `ty check --output-format gitlab` of ty 0.0.108 on a file with two
+/// unresolved names, a wrong argument and a `reveal_type`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `ty check --output-format gitlab` of ty 0.0.108 on a file with two
-    /// unresolved names, a wrong argument and a `reveal_type`.
-    const RECORDED: &str = r#"[
+pub(super) const RECORDED: &str = r#"[
   {"check_name": "unresolved-reference", "description": "unresolved-reference: Name `xss` used when not defined",
    "severity": "major", "fingerprint": "b06824bb1ff7ccb2",
    "location": {"path": "m.py", "positions": {"begin": {"line": 1, "column": 13}, "end": {"line": 1, "column": 16}}}},
@@ -214,6 +214,10 @@ mod tests {
    "severity": "info", "fingerprint": "3",
    "location": {"path": "/elsewhere/m.py", "positions": {"begin": {"line": 4, "column": 13}, "end": {"line": 4, "column": 14}}}}
 ]"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
         let dir = tempfile::tempdir().unwrap();

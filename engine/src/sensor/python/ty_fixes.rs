@@ -313,7 +313,7 @@ async fn read_message<R: tokio::io::AsyncRead + Unpin>(
 /// The import fixes among a `textDocument/codeAction` result: quick fixes
 /// whose every edit is in the file `uri` and none of which is a `ty:
 /// ignore` suppression, each as one suggestion.
-fn import_fixes(
+pub(super) fn import_fixes(
     actions: &Value,
     uri: &str,
     path: &str,
