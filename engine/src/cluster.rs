@@ -194,9 +194,27 @@ const TYPE_CODES: &[&str] = &[
     "reportOperatorIssue",
 ];
 
+/// tsc's codes (`TS2304`): its parser's errors are TS1xxx; the names it
+/// cannot find, with or without a "did you mean", and its commonest type
+/// errors are listed.
+fn typescript_class(code: &str) -> Option<ResidualClass> {
+    const UNRESOLVED: &[u32] = &[2304, 2503, 2552, 2580, 2582, 2583, 2584];
+    const TYPE: &[u32] = &[2322, 2339, 2345, 2554, 2741, 2769];
+    let number: u32 = code.strip_prefix("TS")?.parse().ok()?;
+    Some(match number {
+        1000..=1999 => ResidualClass::Syntax,
+        n if UNRESOLVED.contains(&n) => ResidualClass::UnresolvedName,
+        n if TYPE.contains(&n) => ResidualClass::Type,
+        _ => ResidualClass::CompileError,
+    })
+}
+
 fn classify(d: &Diagnostic) -> ResidualClass {
     if d.level != Level::Error {
         return ResidualClass::Warning;
+    }
+    if let Some(class) = d.code.as_deref().and_then(typescript_class) {
+        return class;
     }
     match d.code.as_deref() {
         Some(c) if UNRESOLVED_CODES.contains(&c) => ResidualClass::UnresolvedName,
@@ -220,9 +238,10 @@ fn is_syntax_message(message: &str) -> bool {
 }
 
 /// The first `backticked` token of a message: the name rustc (and ty)
-/// complains about; pyright quotes it instead (`"name" is not defined`).
+/// complains about; pyright quotes it instead (`"name" is not defined`),
+/// and tsc with single quotes (`Cannot find name 'mean'.`).
 fn first_backticked(message: &str) -> Option<&str> {
-    ['`', '"'].into_iter().find_map(|quote| {
+    ['`', '"', '\''].into_iter().find_map(|quote| {
         let start = message.find(quote)? + 1;
         let len = message[start..].find(quote)?;
         Some(&message[start..start + len])
@@ -267,9 +286,8 @@ fn cluster_key(class: ResidualClass, d: &Diagnostic) -> String {
 }
 
 fn suggests_import(d: &Diagnostic) -> bool {
-    d.suggestions
-        .iter()
-        .flat_map(|g| &g.alternatives)
+    let alternatives = || d.suggestions.iter().flat_map(|g| &g.alternatives);
+    alternatives()
         .flat_map(|s| &s.replacements)
         .any(|r| {
             let text = r.text.trim_start();
@@ -277,6 +295,10 @@ fn suggests_import(d: &Diagnostic) -> bool {
             ["use ", "import ", "from "]
                 .iter()
                 .any(|keyword| text.starts_with(keyword))
+        })
+        // tsserver's import fixes, which may only extend an import list.
+        || alternatives().any(|s| {
+            s.message.starts_with("Add import from ") || s.message.starts_with("Update import from ")
         })
 }
 
@@ -581,6 +603,50 @@ mod tests {
 
     fn required() -> Vec<String> {
         vec!["build".into(), "test".into()]
+    }
+
+    #[test]
+    fn tsc_sites_of_one_missing_name_are_one_cluster_and_its_syntax_errors_weigh_as_syntax() {
+        let mut diags: Vec<Diagnostic> = (1..=3)
+            .map(|l| diag(Some("TS2304"), Level::Error, "Cannot find name 'mean'.", l))
+            .collect();
+        diags.push(diag(
+            Some("TS2552"),
+            Level::Error,
+            "Cannot find name 'mean'. Did you mean 'median'?",
+            4,
+        ));
+        diags[0].suggestions.push(SuggestionGroup {
+            alternatives: vec![Suggestion {
+                message: "Update import from \"./stats.js\"".into(),
+                applicability: Applicability::MaybeIncorrect,
+                replacements: vec![Replacement {
+                    span: span("src/lib.rs", 0),
+                    text: "mean, ".into(),
+                }],
+            }],
+        });
+        diags.push(diag(Some("TS1005"), Level::Error, "';' expected.", 9));
+        let a = assess(
+            &[report("build", StageStatus::Failed, diags, vec![])],
+            &required(),
+            &EnergyModel::V1,
+        );
+        let classes: Vec<(ResidualClass, &str)> = a
+            .clusters
+            .iter()
+            .map(|c| (c.class, c.title.as_str()))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                (
+                    ResidualClass::UnresolvedName,
+                    "`mean` is not imported (4 sites)"
+                ),
+                (ResidualClass::Syntax, "';' expected. at src/lib.rs:9"),
+            ]
+        );
     }
 
     #[test]

@@ -147,8 +147,10 @@ impl Slots {
 
     /// Links, beside every slot's ancestry, each directory outside the
     /// workspace that a manifest of `snapshot` names as a path dependency,
-    /// so `../dep` in a slot is the user's `../dep`. Existing links are
-    /// refreshed. Nothing outside the cache directory is written.
+    /// so `../dep` in a slot is the user's `../dep`, and, in every slot,
+    /// `node_modules` to the workspace's own, so a branch measures the
+    /// packages the user installed without a copy per branch. Existing
+    /// links are refreshed. Nothing outside the cache directory is written.
     pub fn link_outside_paths(
         &self,
         snapshot: &Snapshot,
@@ -162,6 +164,8 @@ impl Slots {
             }
         }
         let links = outside_links(&self.root, &manifests);
+        let node_modules = self.root.join(NODE_MODULES);
+        let node_modules = node_modules.is_dir().then_some(node_modules);
         let slots = std::iter::once(self.view())
             .chain((0..MAX_BRANCH_SLOTS).map(|index| self.branch(index)));
         for slot in slots {
@@ -170,20 +174,35 @@ impl Slots {
                     continue;
                 };
                 std::fs::create_dir_all(parent)?;
-                let at = parent.join(&link.name);
-                match std::fs::read_link(&at) {
-                    Ok(current) if current == link.real => continue,
-                    Ok(_) => std::fs::remove_file(&at)?,
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    // Not a link (nothing of ours): leave it, cargo will
-                    // say what it cannot read.
-                    Err(err) if err.kind() == io::ErrorKind::InvalidInput => continue,
-                    Err(err) => return Err(err),
-                }
-                std::os::unix::fs::symlink(&link.real, &at)?;
+                refresh_link(&parent.join(&link.name), Some(&link.real))?;
             }
+            if node_modules.is_some() {
+                std::fs::create_dir_all(&slot)?;
+            }
+            refresh_link(&slot.join(NODE_MODULES), node_modules.as_deref())?;
         }
         Ok(())
+    }
+}
+
+/// The workspace's installed Node.js packages: never in a snapshot, and in
+/// every slot a link to the user's own directory, read where it is.
+const NODE_MODULES: &str = "node_modules";
+
+/// Makes `at` a link to `real`, or removes a link there when `real` is
+/// `None`. Something at `at` that is not a link is nothing of ours: it is
+/// left, and the tool will say what it cannot read.
+fn refresh_link(at: &Path, real: Option<&Path>) -> io::Result<()> {
+    match std::fs::read_link(at) {
+        Ok(current) if Some(current.as_path()) == real => return Ok(()),
+        Ok(_) => std::fs::remove_file(at)?,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) if err.kind() == io::ErrorKind::InvalidInput => return Ok(()),
+        Err(err) => return Err(err),
+    }
+    match real {
+        Some(real) => std::os::unix::fs::symlink(real, at),
+        None => Ok(()),
     }
 }
 
@@ -348,6 +367,31 @@ mod tests {
                 (2, "x".to_owned(), "/home/me/x".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn every_slot_links_the_users_node_modules_and_drops_the_link_once_it_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("app");
+        std::fs::create_dir_all(root.join("node_modules/left-pad")).unwrap();
+        std::fs::write(root.join("package.json"), "{}").unwrap();
+        let slots = Slots {
+            base: dir.path().join("cache"),
+            root: root.clone(),
+        };
+        let snapshot = crate::snapshot::Snapshotter::new(&root, None)
+            .snapshot(&crate::snapshot::Overlay::default())
+            .unwrap();
+        let source = crate::snapshot::DirSource::new(root.clone(), Default::default());
+        slots.link_outside_paths(&snapshot, &source).unwrap();
+        for slot in [slots.view(), slots.branch(0), slots.branch(2)] {
+            let link = slot.join(NODE_MODULES);
+            assert_eq!(std::fs::read_link(&link).unwrap(), root.join(NODE_MODULES));
+            assert!(link.join("left-pad").is_dir());
+        }
+        std::fs::remove_dir_all(root.join(NODE_MODULES)).unwrap();
+        slots.link_outside_paths(&snapshot, &source).unwrap();
+        assert!(std::fs::symlink_metadata(slots.view().join(NODE_MODULES)).is_err());
     }
 
     #[test]

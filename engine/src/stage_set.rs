@@ -12,7 +12,7 @@ use crate::language::Language;
 use crate::sensor::Sensor;
 use crate::sensor::cargo::rust_sensors;
 use crate::sensor::python::{PythonSetup, python_sensors};
-use crate::sensor::unavailable::UnavailableStage;
+use crate::sensor::typescript::typescript_sensors;
 
 /// The sensors of every detected language of the workspace at `root`.
 /// Missing tools still yield every stage; each run then reports why it
@@ -39,25 +39,6 @@ async fn language_sensors(
             };
             python_sensors(root, &setup).await
         }
-        Language::TypeScript => not_sensed(language),
+        Language::TypeScript => typescript_sensors(root).await,
     }
-}
-
-/// Every stage of a language this build has no sensors for, unavailable.
-fn not_sensed(language: Language) -> Vec<Box<dyn Sensor>> {
-    language
-        .stages()
-        .iter()
-        .map(|stage| {
-            Box::new(UnavailableStage::new(
-                stage.id,
-                stage.id,
-                format!(
-                    "this build of Trellis has no sensor for {} stage `{}`",
-                    language.name(),
-                    stage.id
-                ),
-            )) as Box<dyn Sensor>
-        })
-        .collect()
 }

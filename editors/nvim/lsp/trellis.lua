@@ -8,6 +8,6 @@
 -- :Trellis command and one-line status messages on top of this.
 return {
   cmd = { "trellis", "lsp" },
-  filetypes = { "rust", "python" },
-  root_markers = { "Cargo.toml", "pyproject.toml", ".git" },
+  filetypes = { "rust", "python", "typescript" },
+  root_markers = { "Cargo.toml", "pyproject.toml", "tsconfig.json", ".git" },
 }

@@ -12,7 +12,10 @@ export interface Sensor {
   marker: string;
 }
 
-export const SENSORS: readonly Sensor[] = [{ language: "rust", checks: "cargo check, cargo test", marker: "Cargo.toml" }];
+export const SENSORS: readonly Sensor[] = [
+  { language: "rust", checks: "cargo check, cargo test", marker: "Cargo.toml" },
+  { language: "typescript", checks: "tsc --noEmit, the package.json test script", marker: "tsconfig.json" },
+];
 
 /** The activation events for the sensors: their languages and workspace markers. */
 export function activationEvents(sensors: readonly Sensor[] = SENSORS): string[] {

@@ -235,7 +235,7 @@ fn finish_capture(section: &mut Section, failures: &mut [ParsedFailure]) {
     failure.output = cap_output(output.trim_matches('\n'));
 }
 
-fn cap_output(output: &str) -> String {
+pub(super) fn cap_output(output: &str) -> String {
     if output.len() <= OUTPUT_CAP {
         return output.to_owned();
     }

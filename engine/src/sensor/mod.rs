@@ -13,6 +13,7 @@ pub mod rustc_json;
 mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
+pub mod typescript;
 pub mod unavailable;
 
 use std::path::Path;

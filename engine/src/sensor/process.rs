@@ -102,12 +102,33 @@ pub fn format_duration(duration: Duration) -> String {
 /// of the group outlives the call: whatever is left of it when the call
 /// returns, or when its future is dropped, is killed.
 pub async fn run_bounded(
+    cmd: Command,
+    limits: &ProcessLimits,
+    cancel: &CancellationToken,
+) -> Result<ProcessOutput, ProcessError> {
+    run_bounded_reading(cmd, Stdio::null(), limits, cancel).await
+}
+
+/// [`run_bounded`] with `input` (a file of requests, read to its end) as
+/// the child's standard input instead of a closed one: for a tool that
+/// answers requests until its input ends, such as `tsserver`.
+pub async fn run_bounded_with_input(
+    cmd: Command,
+    input: std::fs::File,
+    limits: &ProcessLimits,
+    cancel: &CancellationToken,
+) -> Result<ProcessOutput, ProcessError> {
+    run_bounded_reading(cmd, Stdio::from(input), limits, cancel).await
+}
+
+async fn run_bounded_reading(
     mut cmd: Command,
+    stdin: Stdio,
     limits: &ProcessLimits,
     cancel: &CancellationToken,
 ) -> Result<ProcessOutput, ProcessError> {
     let program = program_name(&cmd);
-    cmd.stdin(Stdio::null())
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);

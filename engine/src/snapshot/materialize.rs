@@ -131,7 +131,9 @@ fn check_copyable(snapshot: &Snapshot) -> Result<(), SnapshotError> {
     for path in snapshot.entries.keys() {
         check_rel_path(path)?;
         let first = path.split('/').next().unwrap_or_default();
-        if first == "target" || first == ".trellis" || path.split('/').any(|c| c == ".git") {
+        if matches!(first, "target" | ".trellis" | "node_modules")
+            || path.split('/').any(|c| c == ".git")
+        {
             return Err(SnapshotError::InvalidPath {
                 path: path.clone(),
                 reason: "lies in a directory that snapshots always exclude",

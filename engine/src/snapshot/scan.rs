@@ -447,9 +447,13 @@ impl Walked {
     }
 }
 
-/// Paths left out of every snapshot whatever the ignore files say.
+/// Paths left out of every snapshot whatever the ignore files say. The
+/// root's `node_modules` holds installed packages, not the project's
+/// sources: a slot links the user's (`slots`), and its lock file, which is
+/// in the snapshot, says what it holds.
 fn always_excluded(depth: usize, name: &[u8]) -> bool {
-    name == b".git" || (depth == 1 && (name == b"target" || name == b".trellis"))
+    name == b".git"
+        || (depth == 1 && (name == b"target" || name == b".trellis" || name == b"node_modules"))
 }
 
 /// The file that marks a directory as build output or a cache

@@ -160,10 +160,10 @@ fn a_changed_ignored_file_is_another_root_and_stays_context() {
 fn a_bounded_walk_refuses_a_huge_ignored_directory_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, ".gitignore", b"node_modules/\n");
+    write(root, ".gitignore", b"vendor/\n");
     write(root, "src/lib.rs", b"fn f() {}");
     for i in 0..20 {
-        write(root, &format!("node_modules/p{i}/index.js"), b"x");
+        write(root, &format!("vendor/p{i}/index.js"), b"x");
     }
     let mut snapshotter = Snapshotter::new(root, None);
     snapshotter.bound(10, u64::MAX);
@@ -173,12 +173,31 @@ fn a_bounded_walk_refuses_a_huge_ignored_directory_naming_it() {
         "{err}"
     );
     let message = err.to_string();
-    assert!(message.contains("node_modules/ ("), "{message}");
+    assert!(message.contains("vendor/ ("), "{message}");
     assert!(message.contains("CACHEDIR.TAG"), "{message}");
     // Tagging it as a cache takes it out, and the bound is met.
-    write(root, "node_modules/CACHEDIR.TAG", CACHEDIR_SIGNATURE);
+    write(root, "vendor/CACHEDIR.TAG", CACHEDIR_SIGNATURE);
     let snapshot = snapshotter.snapshot(&Overlay::default()).unwrap();
     assert_eq!(paths(&snapshot), [".gitignore", "src/lib.rs"]);
+}
+
+#[test]
+fn the_roots_node_modules_is_never_in_a_snapshot_however_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "package.json", b"{}");
+    write(root, "packages/a/node_modules/x/index.js", b"x");
+    for i in 0..20 {
+        write(root, &format!("node_modules/p{i}/index.js"), b"x");
+    }
+    let mut snapshotter = Snapshotter::new(root, None);
+    snapshotter.bound(10, u64::MAX);
+    let snapshot = snapshotter.snapshot(&Overlay::default()).unwrap();
+    // Only the root's: a slot links it (`slots`); a package's own is content.
+    assert_eq!(
+        paths(&snapshot),
+        ["package.json", "packages/a/node_modules/x/index.js"]
+    );
 }
 
 #[test]

@@ -44,8 +44,8 @@ H.run("setup", function()
   if vim.fn.has("nvim-0.11") == 1 then
     local config = vim.lsp.config.trellis
     assert(vim.deep_equal(config.cmd, { "/opt/trellis/bin/trellis", "lsp", "--verbose" }), vim.inspect(config.cmd))
-    assert(vim.deep_equal(config.filetypes, { "rust", "python" }), vim.inspect(config.filetypes))
-    assert(vim.deep_equal(config.root_markers, { "Cargo.toml", "pyproject.toml", ".git" }))
+    assert(vim.deep_equal(config.filetypes, { "rust", "python", "typescript" }), vim.inspect(config.filetypes))
+    assert(vim.deep_equal(config.root_markers, { "Cargo.toml", "pyproject.toml", "tsconfig.json", ".git" }))
     assert(config.handlers["trellis/searchStatus"], "the searchStatus handler is installed")
     assert(config.handlers["window/showMessage"], "server messages are shown in one line")
     assert(config.handlers["window/showMessageRequest"] == nil, "Neovim's own prompt handler is left alone")

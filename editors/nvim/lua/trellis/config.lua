@@ -8,8 +8,8 @@ M.defaults = {
   name = "trellis",
   cmd = { "trellis", "lsp" },
   -- Languages with a trellis sensor (see sensors.lua); others get nothing.
-  filetypes = { "rust", "python" },
-  root_markers = { "Cargo.toml", "pyproject.toml", ".git" },
+  filetypes = { "rust", "python", "typescript" },
+  root_markers = { "Cargo.toml", "pyproject.toml", "tsconfig.json", ".git" },
   -- Passed to the server as initializationOptions (it overrides trellis.toml).
   init_options = nil,
   -- Extra or replacement handlers, merged over the plugin's.

@@ -13,4 +13,9 @@ return {
     tool = "ty",
     markers = { "pyproject.toml" },
   },
+  typescript = {
+    sensor = "tsc (tsc --noEmit, the package.json test script or node --test)",
+    tool = "tsc",
+    markers = { "tsconfig.json", "package.json" },
+  },
 }

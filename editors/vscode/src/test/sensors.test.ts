@@ -13,10 +13,13 @@ test("package.json activates only where a sensor exists", () => {
 });
 
 test("the extension attaches to files of the sensors' languages only", () => {
-  assert.deepEqual(documentSelector(), [{ scheme: "file", language: "rust" }]);
+  assert.deepEqual(documentSelector(), [
+    { scheme: "file", language: "rust" },
+    { scheme: "file", language: "typescript" },
+  ]);
   assert.deepEqual(
     SENSORS.map((sensor) => sensor.language),
-    ["rust"],
+    ["rust", "typescript"],
   );
 });
 

@@ -1,0 +1,555 @@
+//! Stage `typescript.test`: the project's own test command,
+//! its failing tests read from Node's test runner as counterexamples.
+//!
+//! The command is the `test` script of the workspace's `package.json`, run
+//! the way `npm test` runs it (`sh -c` in the project directory, with
+//! `node_modules/.bin` first on `PATH`), or `node --test` when there is
+//! none. It is read once per session from the user's workspace, never from
+//! a branch, so a candidate that edits `package.json` cannot change how it
+//! is verified. `NODE_OPTIONS` asks every `node --test` the command starts
+//! for a TAP report into a file below the slot's target directory
+//! ([`super::tap`]): each failing test is a [`TestFailure`] keyed by its
+//! file and its name within its suites, with the report's failure text. A
+//! command whose runner writes no report (another test framework) is judged
+//! by its exit code alone, and says so in a note.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tokio::process::Command;
+
+use super::position;
+use super::tap::{self, TapResult};
+use super::tsc::span_of;
+use super::{NodeTools, Observation, Tool, tail};
+use crate::diagnostic::{Span, TestFailure};
+use crate::digest::CanonicalHasher;
+use crate::sensor::libtest::cap_output;
+use crate::sensor::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
+use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
+use crate::workspace_path::WorkspacePath;
+
+const STAGE: &str = "typescript.test";
+
+/// What `NODE_OPTIONS` gains for a run, before the report's path.
+const REPORTER: &str = "--test-reporter=tap --test-reporter-destination=";
+
+/// The script `npm init` writes: a placeholder, not a test command.
+const NPM_PLACEHOLDER: &str = "echo \"Error: no test specified\" && exit 1";
+
+/// The most of a report that is read (a test printing without end must
+/// not exhaust memory); the rest is left unread and noted.
+const REPORT_CAP: u64 = 8 * 1024 * 1024;
+
+/// How the project runs its tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TestCommand {
+    /// `scripts.test` of `package.json`.
+    Script(String),
+    /// No script: Node's runner on the project's test files.
+    NodeTest,
+}
+
+impl TestCommand {
+    /// The command of the project at `workspace`, or why `package.json`
+    /// cannot say.
+    fn of(workspace: &Path) -> Result<TestCommand, String> {
+        let manifest = workspace.join("package.json");
+        let text = match std::fs::read_to_string(&manifest) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(TestCommand::NodeTest);
+            }
+            Err(error) => return Err(format!("{}: {error}", manifest.display())),
+        };
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|error| format!("{} is not JSON: {error}", manifest.display()))?;
+        match &value["scripts"]["test"] {
+            serde_json::Value::String(script)
+                if !script.trim().is_empty() && script.trim() != NPM_PLACEHOLDER =>
+            {
+                Ok(TestCommand::Script(script.clone()))
+            }
+            serde_json::Value::Null | serde_json::Value::String(_) => Ok(TestCommand::NodeTest),
+            _ => Err(format!(
+                "{}: `scripts.test` is not a string",
+                manifest.display()
+            )),
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            TestCommand::Script(script) => format!("sh -c {script:?}"),
+            TestCommand::NodeTest => "node --test".into(),
+        }
+    }
+}
+
+/// Stage `typescript.test`: the project's test command under Node's TAP
+/// reporter.
+pub struct NodeTest {
+    node: Tool,
+    command: Result<TestCommand, String>,
+    fingerprint: SensorFingerprint,
+}
+
+impl NodeTest {
+    /// The test stage of the project at `workspace`, its command read now.
+    pub fn new(tools: &NodeTools, workspace: &Path) -> Self {
+        let command = TestCommand::of(workspace);
+        let shown = command
+            .as_ref()
+            .map_or_else(|error| format!("unreadable: {error}"), TestCommand::shown);
+        NodeTest {
+            node: tools.node.clone(),
+            fingerprint: SensorFingerprint {
+                tool: "node-test".into(),
+                version: tools.node.identity("node"),
+                config: format!("NODE_OPTIONS={REPORTER}<file> FORCE_COLOR=0 {shown}"),
+            },
+            command,
+        }
+    }
+
+    async fn measure(&self, run: SensorRun<'_>) -> StageReport {
+        let started = Instant::now();
+        let observation = match (&self.node.version, &self.command) {
+            (Err(reason), _) | (_, Err(reason)) => Observation::unavailable(reason.clone()),
+            (Ok(_), Ok(command)) => self.observe(command, &run).await,
+        };
+        observation.into_report(STAGE, &self.fingerprint, started)
+    }
+
+    async fn observe(&self, command: &TestCommand, run: &SensorRun<'_>) -> Observation {
+        let report = report_path(run);
+        if let Err(error) = std::fs::create_dir_all(run.target_dir).and_then(|()| {
+            match std::fs::remove_file(&report) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+                _ => Ok(()),
+            }
+        }) {
+            return Observation::unavailable(format!(
+                "cannot prepare the test report {}: {error}",
+                report.display()
+            ));
+        }
+        let mut cmd = match command {
+            TestCommand::Script(script) => {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(script);
+                cmd
+            }
+            TestCommand::NodeTest => {
+                let mut cmd = Command::new(&self.node.program);
+                cmd.arg("--test");
+                cmd
+            }
+        };
+        let mut options: OsString = std::env::var_os("NODE_OPTIONS").unwrap_or_default();
+        if !options.is_empty() {
+            options.push(" ");
+        }
+        options.push(REPORTER);
+        options.push(&report);
+        cmd.current_dir(run.dir)
+            .env("PATH", search_path(run.dir))
+            .env("NODE_OPTIONS", options)
+            .env("FORCE_COLOR", "0");
+        let limits = ProcessLimits::with_deadline(run.deadline);
+        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+            Ok(output) => output,
+            Err(error @ ProcessError::Launch { .. }) => {
+                return Observation::unavailable(format!("the test command cannot start: {error}"));
+            }
+            Err(error) => return Observation::unavailable(error.to_string()),
+        };
+        let (report, report_truncated) = read_report(&report);
+        let mut paths = match WorkspacePaths::new(run.dir, run.target_dir) {
+            Ok(paths) => paths,
+            Err(error) => {
+                return Observation::unavailable(format!(
+                    "workspace {} cannot be read: {error}",
+                    run.dir.display()
+                ));
+            }
+        };
+        let mut observation = interpret(command, &output, report.as_deref(), run.dir, &mut paths);
+        if report_truncated {
+            observation.notes.push(format!(
+                "the test report exceeded {} MiB; later results were not read",
+                REPORT_CAP / (1024 * 1024)
+            ));
+        }
+        observation
+    }
+}
+
+impl Sensor for NodeTest {
+    fn stage(&self) -> &str {
+        STAGE
+    }
+
+    fn fingerprint(&self) -> &SensorFingerprint {
+        &self.fingerprint
+    }
+
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+        Box::pin(self.measure(run))
+    }
+}
+
+/// The report file of a run in `run.dir`: one per measured tree, below the
+/// slots' target directory.
+fn report_path(run: &SensorRun<'_>) -> PathBuf {
+    let id = CanonicalHasher::new("trellis.node-test-report.v1")
+        .bytes(run.dir.as_os_str().as_encoded_bytes())
+        .finish()
+        .short(12);
+    run.target_dir.join(format!("node-test-{id}.tap"))
+}
+
+/// `PATH` as `npm test` sets it: the project's `node_modules/.bin` first.
+fn search_path(dir: &Path) -> OsString {
+    let mut path = dir.join("node_modules").join(".bin").into_os_string();
+    if let Some(inherited) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(inherited);
+    }
+    path
+}
+
+/// The report, if the run wrote one, and whether it was cut at the cap.
+fn read_report(path: &Path) -> (Option<String>, bool) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return (None, false);
+    };
+    let mut bytes = Vec::new();
+    if file.take(REPORT_CAP + 1).read_to_end(&mut bytes).is_err() {
+        return (None, false);
+    }
+    let truncated = bytes.len() as u64 > REPORT_CAP;
+    if truncated {
+        // Keep whole lines only: a cut line is incomplete, not malformed.
+        let end = bytes
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        bytes.truncate(end);
+    }
+    (
+        Some(String::from_utf8_lossy(&bytes).into_owned()),
+        truncated,
+    )
+}
+
+/// Workspace-relative text: the measured tree's absolute paths (as files
+/// and as `file://` URLs) removed, so a failure reads the same in every
+/// slot.
+fn relative_text(text: &str, prefixes: &[String]) -> String {
+    let mut text = text.to_owned();
+    for prefix in prefixes {
+        text = text
+            .replace(&format!("file://{prefix}"), "")
+            .replace(prefix, "");
+    }
+    text
+}
+
+/// `/w/src/a.ts:3:29` in a stack frame or a `location`: the file, line and
+/// column, from `summary (file:///w/src/a.ts:3:29)` too.
+fn frame_position(frame: &str) -> Option<(String, u32, u32)> {
+    let frame = frame.trim();
+    let inner = match (frame.rfind('('), frame.strip_suffix(')')) {
+        (Some(open), Some(_)) => &frame[open + 1..frame.len() - 1],
+        _ => frame,
+    };
+    let mut parts = inner.rsplitn(3, ':');
+    let column = parts.next()?.parse().ok()?;
+    let line = parts.next()?.parse().ok()?;
+    let file = parts.next()?;
+    let file = match file.strip_prefix("file://") {
+        Some(path) => path.replace("%20", " "),
+        None => file.to_owned(),
+    };
+    Some((file, line, column))
+}
+
+/// Files' texts, each read once per interpretation.
+struct Sources<'a> {
+    paths: &'a mut WorkspacePaths,
+    texts: HashMap<WorkspacePath, Option<String>>,
+}
+
+impl Sources<'_> {
+    fn span(&mut self, file: &str, line: u32, column: u32) -> Option<Span> {
+        let path = self.paths.relative(file)?;
+        let paths = &*self.paths;
+        let text = self
+            .texts
+            .entry(path.clone())
+            .or_insert_with(|| paths.source(&path))
+            .as_deref()?;
+        let start = position::byte_offset(text, line, column)?;
+        Some(span_of(path, text, start, position::token_end(text, start)))
+    }
+}
+
+fn failure(result: &TapResult, prefixes: &[String], sources: &mut Sources<'_>) -> TestFailure {
+    let declared = result.location.as_deref().and_then(frame_position);
+    let binary = declared
+        .as_ref()
+        .and_then(|(file, _, _)| sources.paths.relative(file))
+        .map_or_else(|| "node --test".to_owned(), |path| path.to_string());
+    // Where it failed: the innermost frame in a workspace file (the
+    // assertion, or the function that threw), else where the test is.
+    let location = result
+        .stack
+        .iter()
+        .filter_map(|frame| frame_position(frame))
+        .find_map(|(file, line, column)| sources.span(&file, line, column))
+        .or_else(|| {
+            let (file, line, column) = declared.as_ref()?;
+            sources.span(file, *line, *column)
+        });
+    TestFailure {
+        binary,
+        name: relative_text(&result.name(), prefixes),
+        output: cap_output(&relative_text(&result.detail, prefixes)),
+        location,
+        calls: Vec::new(),
+        rerun: None,
+    }
+}
+
+/// Turns a run and its report into the stage's observation.
+fn interpret(
+    command: &TestCommand,
+    output: &ProcessOutput,
+    report: Option<&str>,
+    dir: &Path,
+    paths: &mut WorkspacePaths,
+) -> Observation {
+    let mut prefixes = vec![format!("{}/", dir.display())];
+    if let Ok(canonical) = dir.canonicalize() {
+        prefixes.insert(0, format!("{}/", canonical.display()));
+    }
+    let run = report.map(tap::parse).unwrap_or_default();
+    let mut sources = Sources {
+        paths,
+        texts: HashMap::new(),
+    };
+    let mut failures: Vec<TestFailure> = run
+        .results
+        .iter()
+        .filter(|result| result.is_counterexample())
+        .map(|result| failure(result, &prefixes, &mut sources))
+        .collect();
+    let mut notes = Vec::new();
+    if report.is_none() {
+        notes.push(format!(
+            "`{}` wrote no report from Node's test runner; its tests are judged by its exit code",
+            command.shown()
+        ));
+    }
+    if run.unread_lines > 0 {
+        notes.push(format!(
+            "skipped {} line(s) of the test report that were no TAP",
+            run.unread_lines
+        ));
+    }
+    if output.truncated() {
+        notes.push("the test command's output exceeded the retained-byte cap".into());
+    }
+    let printed = || {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        relative_text(&tail(&format!("{stdout}\n{stderr}"), 4096), &prefixes)
+    };
+    let status = match output.status.code() {
+        _ if !failures.is_empty() => StageStatus::Failed,
+        Some(0) => StageStatus::Passed,
+        // The shell's "not found" and "not executable": the command never ran.
+        Some(126 | 127) => StageStatus::Unavailable {
+            reason: format!(
+                "`{}` could not run its command (exit {}): {}",
+                command.shown(),
+                output.status,
+                printed()
+            ),
+        },
+        _ => {
+            // It failed without a failing test to show: a build step of the
+            // script, a crash of the runner, another framework's failure.
+            failures.push(TestFailure {
+                binary: "package.json".into(),
+                name: command.shown(),
+                output: cap_output(&printed()),
+                location: None,
+                calls: Vec::new(),
+                rerun: None,
+            });
+            StageStatus::Failed
+        }
+    };
+    Observation {
+        status,
+        diagnostics: Vec::new(),
+        failures,
+        tests_passed: run.passed(),
+        truncated: output.truncated(),
+        notes,
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn output(code: i32, stdout: &str) -> ProcessOutput {
+        ProcessOutput {
+            status: ExitStatus::from_raw(code << 8),
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: Vec::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// A tree like the recording's `/w`, in a temp dir.
+    fn workspace() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("test")).unwrap();
+        std::fs::write(
+            dir.path().join("test/a.test.mjs"),
+            include_str!("../../../tests/fixtures/recorded/typescript/suites/test/a.test.mjs"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("test/broken.test.mjs"),
+            include_str!("../../../tests/fixtures/recorded/typescript/suites/test/broken.test.mjs"),
+        )
+        .unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let report = include_str!("../../../tests/fixtures/recorded/typescript/suites.test.tap")
+            .replace("/w/", &format!("{}/", root.display()));
+        (dir, report)
+    }
+
+    fn interpret_in(dir: &Path, code: i32, report: Option<&str>) -> Observation {
+        let mut paths = WorkspacePaths::new(dir, &dir.join("target")).unwrap();
+        interpret(
+            &TestCommand::NodeTest,
+            &output(code, "out"),
+            report,
+            dir,
+            &mut paths,
+        )
+    }
+
+    #[test]
+    fn failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed() {
+        let (dir, report) = workspace();
+        let observation = interpret_in(dir.path(), 1, Some(&report));
+        assert_eq!(observation.status, StageStatus::Failed);
+        assert_eq!(observation.tests_passed, 2);
+        let keys: Vec<(&str, &str)> = observation
+            .failures
+            .iter()
+            .map(|f| (f.binary.as_str(), f.name.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("test/a.test.mjs", "adds"),
+                ("test/a.test.mjs", "suite > inner fails"),
+                ("test/a.test.mjs", "suite > nested # hash > deepest fails"),
+                ("test/broken.test.mjs", "test/broken.test.mjs"),
+            ]
+        );
+        let adds = &observation.failures[0];
+        let at = adds.location.as_ref().unwrap();
+        assert_eq!(
+            (at.path.as_str(), at.line_start),
+            ("test/a.test.mjs", 5),
+            "the assertion, not the declaration"
+        );
+        assert!(adds.output.contains("2 !== 3"), "{}", adds.output);
+        let root = dir.path().canonicalize().unwrap();
+        for failure in &observation.failures {
+            assert!(
+                !failure.output.contains(&*root.to_string_lossy()),
+                "{}",
+                failure.output
+            );
+        }
+        assert!(observation.notes.is_empty(), "{:?}", observation.notes);
+    }
+
+    #[test]
+    fn without_a_report_the_exit_code_decides_and_a_note_says_so() {
+        let (dir, _) = workspace();
+        let passed = interpret_in(dir.path(), 0, None);
+        assert_eq!(passed.status, StageStatus::Passed);
+        assert!(
+            passed.notes[0].contains("judged by its exit code"),
+            "{:?}",
+            passed.notes
+        );
+        let failed = interpret_in(dir.path(), 1, None);
+        assert_eq!(failed.status, StageStatus::Failed);
+        assert_eq!(failed.failures[0].name, "node --test");
+        assert_eq!(failed.failures[0].output, "out");
+        let missing = interpret_in(dir.path(), 127, None);
+        assert!(matches!(missing.status, StageStatus::Unavailable { .. }));
+    }
+
+    #[test]
+    fn the_command_is_the_test_script_unless_it_is_npms_placeholder() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |manifest: &str| {
+            std::fs::write(dir.path().join("package.json"), manifest).unwrap();
+            TestCommand::of(dir.path())
+        };
+        assert_eq!(
+            with(r#"{"scripts": {"test": "node --test test/"}}"#),
+            Ok(TestCommand::Script("node --test test/".into()))
+        );
+        assert_eq!(with(r#"{"name": "x"}"#), Ok(TestCommand::NodeTest));
+        assert_eq!(
+            with(&format!(
+                r#"{{"scripts": {{"test": {NPM_PLACEHOLDER:?}}}}}"#
+            )),
+            Ok(TestCommand::NodeTest)
+        );
+        let error = with(r#"{"scripts": {"test": 3}}"#).unwrap_err();
+        assert!(
+            error.contains("package.json") && error.contains("scripts.test"),
+            "{error}"
+        );
+        let error = with("{").unwrap_err();
+        assert!(error.contains("package.json is not JSON"), "{error}");
+    }
+
+    #[test]
+    fn frames_name_their_file_line_and_column() {
+        assert_eq!(
+            frame_position("summary (file:///w/my%20src/a.ts:3:29)"),
+            Some(("/w/my src/a.ts".into(), 3, 29))
+        );
+        assert_eq!(
+            frame_position("/w/a.ts:1:2"),
+            Some(("/w/a.ts".into(), 1, 2))
+        );
+        assert_eq!(frame_position("new Promise (<anonymous>)"), None);
+    }
+}
