@@ -449,3 +449,58 @@ fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is
     assert_eq!(parent.as_deref(), first["branch_id"].as_str());
     assert_replay_reproduces(&ws, &received);
 }
+
+#[test]
+fn the_model_continues_a_compiler_branch_partial_checkpoint_the_compiler_left() {
+    // With one deterministic branch and no local retries, the import the
+    // compiler suggests leaves a partial checkpoint (two borrow errors)
+    // nothing deterministic continues; the model works on from it.
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "let seen", "new": "let mut seen" }),
+        ),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "let total", "new": "let mut total" }),
+        ),
+        finish("both bindings are mutated"),
+    ]);
+    let ws = Workspace::of("local-repair");
+    configure(
+        &ws,
+        &server,
+        "[exploration]\nmax_branches = 1\nlocal_retries = 0\n",
+    );
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let lib = ws.read("src/lib.rs");
+    assert!(
+        lib.contains("HashSet;") && lib.contains("let mut seen") && lib.contains("let mut total"),
+        "{lib}"
+    );
+    let branches: Vec<Value> = doc["steps"][0]["branches"].as_array().cloned().unwrap();
+    let compiler = &branches[0];
+    assert!(
+        compiler["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("partial checkpoint"),
+        "{compiler:#}"
+    );
+    let model = branches
+        .iter()
+        .find(|b| b["proposer"] == "model:m0")
+        .unwrap();
+    assert_eq!(model["strategy"], "local_repair", "{model:#}");
+    assert_eq!(model["hard_pass"], true, "{model:#}");
+    let forked = ledger_events(&ws, "branch_forked");
+    let SearchEvent::BranchForked { parent, .. } = forked
+        .iter()
+        .find(|e| e.branch_id() == model["branch_id"].as_str().unwrap())
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(parent.as_deref(), compiler["branch_id"].as_str());
+}
