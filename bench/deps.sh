@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # First repair, first diagnostics and a warm repair on a crate with a realistic
 # set of crates.io dependencies that the user has already built, each against
-# the user's own in-place cargo after the same edit. Medians of --runs N (3).
+# the user's own in-place cargo after the same edit. Medians of --runs N (3),
+# of wall time and of CPU time (the load-independent figure).
 #   bash bench/deps.sh [--runs N] [--trellis PATH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,7 +97,21 @@ mod tests {
 RS
 good="$work/lib.rs.good"
 cp "$app/src/lib.rs" "$good"
-ms() { python3 -c 'import time; print(int(time.monotonic() * 1000))'; }
+# Runs a command (output discarded); prints its wall and CPU milliseconds
+# (user + system of it and every child it waited for: load-independent,
+# unlike wall time on a shared machine) and its exit status.
+timed() {
+  python3 -c '
+import resource, subprocess, sys, time
+start = time.monotonic()
+status = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+wall = time.monotonic() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(int(wall * 1000), int((usage.ru_utime + usage.ru_stime) * 1000), status)
+' "$@"
+}
+# The user's in-place check + test, each allowed to fail (the broken edit).
+inplace() { timed sh -c 'cd "$1" && { cargo check --quiet --all-targets; cargo test --quiet; }' _ "$app"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 user_build() { (cd "$app" && cargo check --quiet --all-targets >/dev/null 2>&1; cargo test --quiet >/dev/null 2>&1) || true; }
 
@@ -107,30 +122,35 @@ echo "fixture: $packages packages in Cargo.lock, user target $(du -sh "$app/targ
 
 : > "$work/inplace"; : > "$work/repair"; : > "$work/lsp"; : > "$work/check"
 : > "$work/warm"; : > "$work/inplace_warm"
+: > "$work/inplace_cpu"; : > "$work/repair_cpu"; : > "$work/warm_cpu"; : > "$work/inplace_warm_cpu"
 for i in $(seq 1 "$runs"); do
   cp "$good" "$app/src/lib.rs"
   user_build
   # The broken edit: the `BTreeMap` import removed.
   sed -i '/^use std::collections::BTreeMap;$/d' "$app/src/lib.rs"
-  t0=$(ms); (cd "$app" && cargo check --quiet --all-targets >/dev/null 2>&1 || true); t1=$(ms)
-  (cd "$app" && cargo test --quiet >/dev/null 2>&1 || true); t2=$(ms)
-  echo $((t2 - t0)) >> "$work/inplace"
-  echo $((t1 - t0)) >> "$work/check"
+  read -r wall cpu _ < <(timed sh -c 'cd "$1" && cargo check --quiet --all-targets' _ "$app")
+  echo "$wall" >> "$work/check"
+  read -r wall2 cpu2 _ < <(timed sh -c 'cd "$1" && cargo test --quiet' _ "$app")
+  echo $((wall + wall2)) >> "$work/inplace"
+  echo $((cpu + cpu2)) >> "$work/inplace_cpu"
   # The same broken edit, seen by the user's check and test, then Trellis cold.
   rm -rf "$app/.trellis"
   export TRELLIS_CACHE_DIR="$work/cache-lsp-$i"
   python3 bench/lsp_first_diagnostics.py "$trellis" "$app" src/lib.rs >> "$work/lsp"
   rm -rf "$TRELLIS_CACHE_DIR" "$app/.trellis"
   export TRELLIS_CACHE_DIR="$work/cache-$i"
-  t0=$(ms); status=0; "$trellis" repair "$app" >/dev/null 2>&1 || status=$?; t1=$(ms)
+  read -r wall cpu status < <(timed "$trellis" repair "$app")
   [ "$status" = 0 ] || { echo "bench/deps.sh: trellis repair exited $status" >&2; exit 1; }
-  echo $((t1 - t0)) >> "$work/repair"
+  echo "$wall" >> "$work/repair"
+  echo "$cpu" >> "$work/repair_cpu"
   # Steady state: one more line edited (a string in a function body), warm.
   sed -i 's/"bad pattern"/"invalid pattern"/' "$app/src/lib.rs"
-  t0=$(ms); (cd "$app" && cargo check --quiet --all-targets >/dev/null 2>&1; cargo test --quiet >/dev/null 2>&1) || true; t1=$(ms)
-  echo $((t1 - t0)) >> "$work/inplace_warm"
-  t0=$(ms); "$trellis" repair "$app" >/dev/null 2>&1 || true; t1=$(ms)
-  echo $((t1 - t0)) >> "$work/warm"
+  read -r wall cpu _ < <(inplace)
+  echo "$wall" >> "$work/inplace_warm"
+  echo "$cpu" >> "$work/inplace_warm_cpu"
+  read -r wall cpu _ < <(timed "$trellis" repair "$app")
+  echo "$wall" >> "$work/warm"
+  echo "$cpu" >> "$work/warm_cpu"
   rm -rf "$TRELLIS_CACHE_DIR"
 done
 
@@ -143,3 +163,7 @@ echo "medians of $runs (Trellis / baseline):"
 row "first repair, cold cache vs in-place check + test" repair inplace
 row "lsp: initialize to first diagnostics vs in-place check" lsp check
 row "warm repair after a one-line edit vs in-place check + test" warm inplace_warm
+echo "CPU time (user + system, every child included), medians of $runs:"
+row "first repair, cold cache vs in-place check + test" repair_cpu inplace_cpu
+row "warm repair after a one-line edit vs in-place check + test" warm_cpu inplace_warm_cpu
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

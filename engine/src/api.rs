@@ -17,7 +17,7 @@ use crate::error::EngineError;
 use crate::failpoint;
 use crate::ledger::event::PromotionRecovered;
 use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
-use crate::measure::{Measurement, MeasurementCache, measure};
+use crate::measure::{self, Measurement, MeasurementCache};
 use crate::promote;
 use crate::prompt_policy::{PromptPolicy, SessionPrompts, pin_prompt_bundles};
 use crate::records;
@@ -204,20 +204,41 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancellationToken,
     ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
+        self.measure_view_staged(view, progress, cancel, &|_| {})
+            .await
+    }
+
+    /// [`Engine::measure_view`], showing `staged` the measurement of every
+    /// stage prefix before the last stage runs (none for a cached root).
+    async fn measure_view_staged(
+        &self,
+        view: &View,
+        progress: &dyn Progress,
+        cancel: &CancellationToken,
+        staged: &(dyn Fn(&Measurement) + Sync),
+    ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
         let overlay = Overlay::from(view);
         let snapshot = self.snapshot(&overlay)?;
         self.ledger
             .append(&records::snapshot_taken(&snapshot, &overlay))?;
-        if let Some(m) = self
-            .measurements
-            .lock()
-            .expect("measurement cache")
-            .get(&snapshot.root)
-        {
-            return Ok((snapshot, overlay, m.clone()));
+        let cached = || {
+            self.measurements
+                .lock()
+                .expect("measurement cache")
+                .get(&snapshot.root)
+                .cloned()
+        };
+        if let Some(m) = cached() {
+            return Ok((snapshot, overlay, m));
         }
         let sensors = self.sensors().await?;
         let _view = self.view_lock.lock().await;
+        // The run this one waited for may have measured the same root: a
+        // repair asked for once the build's diagnostics were shown, while
+        // their run still tests.
+        if let Some(m) = cached() {
+            return Ok((snapshot, overlay, m));
+        }
         let _view_slot = slot_lock(&self.slots, "view").await?;
         let source = DirSource::new(self.root.clone(), overlay.clone());
         let limits = CopyLimits {
@@ -232,17 +253,16 @@ impl Engine {
             }
         })?;
         blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
-        let m = measure(
-            snapshot.root,
-            &self.slots.view(),
-            &self.slots.view_target(),
-            sensors,
-            &self.config,
-            "workspace",
+        let (dir, target_dir) = (self.slots.view(), self.slots.view_target());
+        let run = measure::Run {
+            dir: &dir,
+            target_dir: &target_dir,
+            config: &self.config,
+            label: "workspace",
             progress,
             cancel,
-        )
-        .await;
+        };
+        let m = measure::measure_staged(snapshot.root, sensors, run, staged).await;
         if !cancel.is_cancelled() && m.unavailable().is_empty() {
             self.measurements
                 .lock()
@@ -263,7 +283,24 @@ impl Engine {
         progress: &dyn Progress,
         cancel: CancellationToken,
     ) -> Result<CheckReport, EngineError> {
-        let (_, _, m) = self.measure_view(view, progress, &cancel).await?;
+        self.check_staged(view, progress, cancel, &|_| {}).await
+    }
+
+    /// [`Engine::check`], handing `staged` the report of the stages run so
+    /// far before each later stage starts (the build's diagnostics while
+    /// the tests still run); the result is the report of every stage. A
+    /// root measured before reports once, as the result.
+    pub async fn check_staged(
+        &self,
+        view: &View,
+        progress: &dyn Progress,
+        cancel: CancellationToken,
+        staged: &(dyn Fn(CheckReport) + Sync),
+    ) -> Result<CheckReport, EngineError> {
+        let partial = |m: &Measurement| staged(self.check_report(m));
+        let (_, _, m) = self
+            .measure_view_staged(view, progress, &cancel, &partial)
+            .await?;
         Ok(self.check_report(&m))
     }
 
@@ -279,6 +316,23 @@ impl Engine {
         let _branch_slots = slot_lock(&self.slots, "branches").await?;
         let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
         let repair_id = records::repair_id(&snapshot.root);
+        if cancel.is_cancelled() {
+            // Cancelled while the view was measured (or waited for the
+            // sensing run measuring it): its measurement is incomplete,
+            // so nothing is recorded or searched from it.
+            return Ok(RepairOutcome {
+                repair_id,
+                status: RepairStatus::Cancelled,
+                start_root: snapshot.root,
+                final_root: snapshot.root,
+                initial: self.check_report(&m0),
+                steps: Vec::new(),
+                changes: Vec::new(),
+                summary: "cancelled while the workspace was measured".into(),
+                model_would_help: false,
+                unfixed: Vec::new(),
+            });
+        }
         // Folds the ledger first: an ambiguous interrupted search refuses
         // the repair before anything is recorded for it.
         let mut session = Session::begin(&self.ledger, snapshot.root)?;
@@ -324,6 +378,7 @@ impl Engine {
                 changes: Vec::new(),
                 summary: "nothing to repair: every required stage passes".into(),
                 model_would_help: false,
+                unfixed: Vec::new(),
             });
         }
         let sensors = self.sensors().await?;
@@ -371,6 +426,7 @@ impl Engine {
             changes,
             summary,
             model_would_help: result.model_would_help,
+            unfixed: result.unfixed,
         })
     }
 
@@ -404,7 +460,7 @@ impl Engine {
             .iter()
             .map(|c| promote::Target {
                 path: c.path(),
-                old: current.entries.get(c.path()).map(|e| e.blob),
+                old: current.entries.get(c.path().as_str()).map(|e| e.blob),
                 new: c.new_text().map(str::as_bytes),
             })
             .collect();

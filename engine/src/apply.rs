@@ -64,6 +64,7 @@ mod tests {
             changes: Vec::new(),
             summary: String::new(),
             model_would_help: false,
+            unfixed: Vec::new(),
         }
     }
 

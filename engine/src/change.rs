@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::RelPath;
 use crate::digest::Digest;
 pub use crate::edit::TextEdit;
+use crate::workspace_path::WorkspacePath;
 
 /// One file's change from an old snapshot to a new one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,7 +12,7 @@ pub use crate::edit::TextEdit;
 pub enum FileChange {
     /// Edits against the old text, ordered and non-overlapping.
     Modify {
-        path: RelPath,
+        path: WorkspacePath,
         old: Digest,
         new: Digest,
         edits: Vec<TextEdit>,
@@ -20,12 +20,12 @@ pub enum FileChange {
         new_text: String,
     },
     Create {
-        path: RelPath,
+        path: WorkspacePath,
         new: Digest,
         text: String,
     },
     Delete {
-        path: RelPath,
+        path: WorkspacePath,
         old: Digest,
     },
 }
@@ -40,7 +40,7 @@ impl FileChange {
         }
     }
 
-    pub fn path(&self) -> &str {
+    pub fn path(&self) -> &WorkspacePath {
         match self {
             FileChange::Modify { path, .. }
             | FileChange::Create { path, .. }

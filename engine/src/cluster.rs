@@ -30,9 +30,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::{Diagnostic, Level, RelPath, Span, TestFailure};
+use crate::diagnostic::{Diagnostic, Level, Span, TestFailure};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::sensor::{StageReport, StageStatus};
+use crate::workspace_path::WorkspacePath;
 
 /// The kind of residual a cluster represents: the vocabulary shared with the
 /// prompt plane, re-exported here where clusters are classified.
@@ -101,7 +102,7 @@ impl EnergyModel {
 /// One place a cluster shows up.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Site {
-    pub path: Option<RelPath>,
+    pub path: Option<WorkspacePath>,
     pub span: Option<Span>,
     pub message: String,
 }
@@ -505,7 +506,7 @@ mod tests {
 
     fn span(path: &str, line: u32) -> Span {
         Span {
-            path: path.into(),
+            path: crate::workspace_path::WorkspacePath::new(path).unwrap(),
             byte_start: line * 10,
             byte_end: line * 10 + 5,
             line_start: line,
@@ -719,6 +720,7 @@ mod tests {
             output: "assertion failed".into(),
             location: Some(span("src/lib.rs", 12)),
             calls: vec![],
+            rerun: None,
         };
         let a = assess(
             &[
@@ -773,6 +775,7 @@ mod tests {
                     defined_at: (*c == "price").then(|| span("src/lib.rs", 3)),
                 })
                 .collect(),
+            rerun: None,
         }
     }
 

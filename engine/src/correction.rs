@@ -7,12 +7,13 @@ use serde::{Deserialize, Serialize};
 use trellis_core::vocabulary::OperatorKind;
 
 use crate::cluster::{Assessment, Cluster, ResidualClass};
-use crate::diagnostic::{Applicability, Diagnostic, RelPath, Span, TestFailure};
+use crate::diagnostic::{Applicability, Diagnostic, Span, TestFailure};
+use crate::workspace_path::WorkspacePath;
 
 /// The paths, spans and tests a correction is expected to touch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AffectedSet {
-    pub paths: BTreeSet<RelPath>,
+    pub paths: BTreeSet<WorkspacePath>,
     pub spans: Vec<Span>,
     pub tests: Vec<String>,
 }

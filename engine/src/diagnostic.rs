@@ -7,8 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A workspace-relative path with `/` separators, never absolute, never `..`.
-pub type RelPath = String;
+use crate::workspace_path::WorkspacePath;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -23,7 +22,9 @@ pub enum Level {
 /// reports them (columns count chars); byte offsets are 0-based into the file.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Span {
-    pub path: RelPath,
+    /// Checked when a sensor builds the span ([`WorkspacePath::under`] takes
+    /// what a tool reports) and again when a ledgered one is read.
+    pub path: WorkspacePath,
     pub byte_start: u32,
     pub byte_end: u32,
     pub line_start: u32,
@@ -132,6 +133,31 @@ pub struct TestFailure {
     /// assertions but call the same function are grouped by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<Call>,
+    /// How its re-run went, when its stage is declared nondeterministic;
+    /// `None` for a deterministic stage (never re-run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<Rerun>,
+}
+
+impl TestFailure {
+    /// It failed, then passed when re-run: flaky.
+    pub fn is_flaky(&self) -> bool {
+        self.rerun == Some(Rerun::Passed)
+    }
+}
+
+/// The one re-run of a failing test in a nondeterministic stage. Only a
+/// failure that failed again is deterministic evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rerun {
+    /// It failed again.
+    FailedAgain,
+    /// It passed: the failure is flaky.
+    Passed,
+    /// It could not be re-run (no selector for its binary, the re-run
+    /// itself could not run): unconfirmed.
+    NotRerun,
 }
 
 /// A function a failing test calls before it fails.

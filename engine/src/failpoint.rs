@@ -16,7 +16,8 @@
 //! (before the ledger and the disk are checked), `promote-after-stage` (a
 //! new content was staged), `promote-before-rename` (a target's old file was
 //! moved aside and checked; its new one is about to be renamed in) and
-//! `promote-after-rename` (a target was replaced). This
+//! `promote-after-rename` (a target was replaced); and `gc-collect` (a
+//! storage collection starts). This
 //! module must never change behaviour when the variable is unset, and is
 //! never a configuration surface: nothing documents it to users.
 

@@ -200,6 +200,7 @@ pub fn collect(
     slots: &Slots,
     dry_run: bool,
 ) -> std::io::Result<GcReport> {
+    crate::failpoint::hit("gc-collect");
     let mut report = GcReport {
         dry_run,
         objects: collect_objects(state, rows, slots, dry_run)?,

@@ -19,6 +19,7 @@ mod apply;
 pub mod change;
 pub mod cluster;
 pub mod config;
+pub mod context;
 mod correction;
 pub mod diagnostic;
 pub mod digest;
@@ -43,6 +44,7 @@ mod slots;
 pub mod snapshot;
 mod statedir;
 pub mod workspace;
+mod workspace_path;
 
 pub use api::Engine;
 pub use apply::ApplyOffer;
@@ -51,11 +53,12 @@ pub use measure::StageSummary;
 pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
 pub use repair::{BranchState, BranchStatus, ForestStatus, SearchStatus};
 pub use report::{
-    BranchOutcome, BranchReport, CheckReport, Promotion, RepairOptions, RepairOutcome,
-    RepairStatus, StepReport,
+    BranchOutcome, BranchReport, CheckReport, Help, NotUsed, Promotion, RepairOptions,
+    RepairOutcome, RepairStatus, StepReport, Unfixed, UnfixedReason,
 };
 pub use runtime::{NoProgress, Progress};
-pub use snapshot::{View, WorkspacePath};
+pub use snapshot::View;
+pub use workspace_path::WorkspacePath;
 
 /// Unit tests count what each thread allocates, so the parsers' property
 /// tests can bound it (`trellis_core::fuzz::bounded`).

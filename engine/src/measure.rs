@@ -20,6 +20,10 @@ pub struct StageSummary {
     #[serde(flatten)]
     pub status: StageStatus,
     pub duration_ms: u64,
+    /// Failing tests that passed when re-run (`binary::name`): reported,
+    /// still failing the stage, never a no-good.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flaky: Vec<String>,
 }
 
 /// Everything the sensors said about one state root.
@@ -31,8 +35,6 @@ pub struct Measurement {
     /// The sensor profile (fingerprints, required stages, energy model):
     /// energies are comparable only under one profile.
     pub profile: Digest,
-    /// Recorded cost: total sensor time in milliseconds.
-    pub cost_ms: u64,
 }
 
 impl Measurement {
@@ -71,9 +73,24 @@ impl Measurement {
                 required: config.stages.required.contains(&r.stage),
                 status: r.status.clone(),
                 duration_ms: r.duration_ms,
+                flaky: flaky_in(r).collect(),
             })
             .collect()
     }
+
+    /// Failing tests that passed when re-run, as `binary::name`.
+    pub fn flaky(&self) -> Vec<String> {
+        self.reports.iter().flat_map(flaky_in).collect()
+    }
+}
+
+/// The failing tests of `report` that passed when re-run, as `binary::name`.
+fn flaky_in(report: &StageReport) -> impl Iterator<Item = String> + '_ {
+    report
+        .failures
+        .iter()
+        .filter(|f| f.is_flaky())
+        .map(|f| format!("{}::{}", f.binary, f.name))
 }
 
 /// The profile digest of a sensor set under a configuration.
@@ -105,32 +122,109 @@ pub async fn measure(
     progress: &dyn Progress,
     cancel: &CancellationToken,
 ) -> Measurement {
-    let model = EnergyModel::V1;
+    let run = Run {
+        dir,
+        target_dir,
+        config,
+        label,
+        progress,
+        cancel,
+    };
+    measure_staged(root, sensors, run, &|_| {}).await
+}
+
+/// Where and how [`measure_staged`] runs its sensors.
+pub struct Run<'a> {
+    pub dir: &'a Path,
+    pub target_dir: &'a Path,
+    pub config: &'a Config,
+    pub label: &'a str,
+    pub progress: &'a dyn Progress,
+    pub cancel: &'a CancellationToken,
+}
+
+/// [`measure`], showing `staged` the measurement of the stages run so far
+/// after every stage but the last (whose measurement is the result), so a
+/// caller can show the build's diagnostics while the tests still run. Not
+/// called once `cancel` fired: a cancelled run has nothing to show.
+pub async fn measure_staged(
+    root: Digest,
+    sensors: &[Box<dyn Sensor>],
+    run: Run<'_>,
+    staged: &(dyn Fn(&Measurement) + Sync),
+) -> Measurement {
     let mut reports = Vec::with_capacity(sensors.len());
-    for sensor in sensors {
-        progress.report(&format!("{label}: {}", sensor.stage()), None);
+    for (index, sensor) in sensors.iter().enumerate() {
+        if index > 0 && !run.cancel.is_cancelled() {
+            staged(&measured(root, reports.clone(), sensors, run.config));
+        }
+        run.progress
+            .report(&format!("{}: {}", run.label, sensor.stage()), None);
         let deadline = match sensor.stage() {
-            "test" => config.stages.test_timeout_secs,
-            _ => config.stages.build_timeout_secs,
+            "test" => run.config.stages.test_timeout_secs,
+            _ => run.config.stages.build_timeout_secs,
         };
-        let report = sensor
-            .run(SensorRun {
-                dir,
-                target_dir,
-                deadline: Duration::from_secs(deadline),
-                cancel: cancel.clone(),
-            })
-            .await;
+        let sensor_run = || SensorRun {
+            dir: run.dir,
+            target_dir: run.target_dir,
+            deadline: Duration::from_secs(deadline),
+            cancel: run.cancel.clone(),
+        };
+        let mut report = sensor.run(sensor_run()).await;
+        if run
+            .config
+            .stages
+            .nondeterministic
+            .iter()
+            .any(|s| s == sensor.stage())
+            && !report.failures.is_empty()
+            && !run.cancel.is_cancelled()
+        {
+            // Declared nondeterministic (PSP-10 Assumption 2): each failing
+            // test once more, so only a reproduced failure is evidence.
+            run.progress.report(
+                &format!(
+                    "{}: {}: re-running {} failing test(s)",
+                    run.label,
+                    sensor.stage(),
+                    report.failures.len()
+                ),
+                None,
+            );
+            report.failures = sensor.rerun(sensor_run(), &report.failures).await;
+            let flaky: Vec<String> = report
+                .failures
+                .iter()
+                .filter(|f| f.is_flaky())
+                .map(|f| f.name.clone())
+                .collect();
+            if !flaky.is_empty() {
+                report.notes.push(format!(
+                    "flaky: {} failed, then passed when re-run",
+                    flaky.join(", ")
+                ));
+            }
+        }
         reports.push(report);
     }
+    measured(root, reports, sensors, run.config)
+}
+
+/// The measurement of `root` by `reports` (of `sensors`, or of the first of
+/// them), assessed.
+fn measured(
+    root: Digest,
+    reports: Vec<StageReport>,
+    sensors: &[Box<dyn Sensor>],
+    config: &Config,
+) -> Measurement {
+    let model = EnergyModel::V1;
     let assessment = assess(&reports, &config.stages.required, &model);
-    let cost_ms = reports.iter().map(|r| r.duration_ms).sum();
     Measurement {
         root,
         reports,
         assessment,
         profile: profile(sensors, config, &model),
-        cost_ms,
     }
 }
 
@@ -189,7 +283,6 @@ mod cache_tests {
                 hard_pass: true,
             },
             profile: Digest::ZERO,
-            cost_ms: 0,
         }
     }
 

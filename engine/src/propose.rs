@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
-use crate::diagnostic::RelPath;
 use crate::diagnostic::{Applicability, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::edit::TextEdit;
+use crate::workspace_path::WorkspacePath;
 
 /// A proposed change to the accepted state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,7 +24,7 @@ pub struct Candidate {
     /// Which proposer made it (`rustc-suggestions`, a model route, ...).
     pub proposer: String,
     /// Byte-range edits, each with the file it edits.
-    pub edits: Vec<(RelPath, TextEdit)>,
+    pub edits: Vec<(WorkspacePath, TextEdit)>,
     /// Which of the tools' alternatives this candidate takes (0-based), or
     /// `None` when it only applies single-fix suggestions.
     pub alternative: Option<u32>,
@@ -64,7 +64,7 @@ fn usable(s: &Suggestion) -> bool {
     s.applicability != Applicability::HasPlaceholders && !s.replacements.is_empty()
 }
 
-fn edits_of(s: &Suggestion) -> impl Iterator<Item = (RelPath, TextEdit)> + '_ {
+fn edits_of(s: &Suggestion) -> impl Iterator<Item = (WorkspacePath, TextEdit)> + '_ {
     s.replacements.iter().map(|r| {
         let edit = TextEdit {
             byte_start: r.span.byte_start as usize,
@@ -114,7 +114,7 @@ impl Proposer for SuggestionProposer {
             .filter(|g| !g.alternatives.is_empty())
             .collect();
 
-        let mut unambiguous: Vec<(RelPath, TextEdit)> = Vec::new();
+        let mut unambiguous: Vec<(WorkspacePath, TextEdit)> = Vec::new();
         let mut labels: BTreeSet<String> = BTreeSet::new();
         for g in groups.iter().filter(|g| g.alternatives.len() == 1) {
             unambiguous.extend(edits_of(&g.alternatives[0]));
@@ -167,7 +167,7 @@ mod tests {
 
     fn span(at: u32) -> Span {
         Span {
-            path: "src/lib.rs".into(),
+            path: crate::workspace_path::WorkspacePath::new("src/lib.rs").unwrap(),
             byte_start: at,
             byte_end: at,
             line_start: 1,

@@ -4,20 +4,22 @@
 use std::path::Path;
 
 use crate::config::Config;
-use crate::diagnostic::RelPath;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{GateDecision, Verdict};
 use crate::ledger::{
     AcceptedStateStored, CandidateMeasured, ClusterSummary, GateDecisionRecorded, GateVerdict,
-    LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchEvent, SessionStarted,
-    SnapshotTaken, StageOutcome, StoredFile,
+    LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchEvent, SelectionKeys,
+    SessionStarted, SnapshotTaken, StageOutcome, StoredFile,
 };
 use crate::measure::Measurement;
 use crate::prompt_policy::{PinnedBundleSection, PromptPolicy};
 use crate::report::{Promotion, RepairStatus};
-use crate::search::{PartialCheckpointRef, SearchBranch, SearchForest};
+use crate::search::{
+    CandidateObservation, PartialCheckpointRef, SearchBranch, SearchForest, Selection,
+};
 use crate::sensor::{Sensor, StageStatus};
 use crate::snapshot::{Overlay, Snapshot};
+use crate::workspace_path::WorkspacePath;
 
 /// A repair's id: `r` and 12 hex digits of its start root and start time.
 pub fn repair_id(start_root: &Digest) -> String {
@@ -166,7 +168,7 @@ pub fn accepted_state_stored(
     generation: u32,
     candidate_id: &str,
     root: Digest,
-    files: Vec<(RelPath, Digest)>,
+    files: Vec<(WorkspacePath, Digest)>,
 ) -> LedgerEvent {
     LedgerEvent::AcceptedStateStored(AcceptedStateStored {
         node: node.to_owned(),
@@ -228,12 +230,6 @@ pub fn refused_not_hard_pass(repair_id: &str, status: RepairStatus) -> LedgerEve
         RefusalReason::NotHardPass,
         format!("the repair ended as {status:?}"),
     )
-}
-
-/// The provisional id of a branch's measurement; the gate assigns the
-/// `node/gen/cN` id only to the submitted candidate.
-fn branch_candidate(forest_id: &str, branch_id: &str) -> String {
-    format!("{forest_id}/{branch_id}")
 }
 
 pub fn search_opened(forest: &SearchForest) -> SearchEvent {
@@ -314,20 +310,31 @@ pub fn search_abandoned(forest_id: &str, branch_id: &str, reason: &str) -> Searc
     }
 }
 
+/// A branch's measurement, under its own `candidate_id` (see
+/// [`SearchForest::candidate_id`]; the gate assigns the `node/gen/cN` id
+/// only to the submitted candidate), with every key selection compares.
 pub fn search_candidate_measured(
-    forest_id: &str,
+    forest: &SearchForest,
     branch_id: &str,
-    root: Digest,
-    energy: f64,
-    hard_pass: bool,
+    observation: &CandidateObservation,
+    eligible: bool,
+    flaky: Vec<String>,
 ) -> SearchEvent {
+    let branch = forest.branch(branch_id);
     SearchEvent::BranchCandidateMeasured {
-        forest_id: forest_id.to_owned(),
+        forest_id: forest.forest_id.clone(),
         branch_id: branch_id.to_owned(),
-        candidate_id: branch_candidate(forest_id, branch_id),
-        root,
-        energy,
-        hard_pass,
+        candidate_id: forest.candidate_id(branch_id).unwrap_or_default(),
+        root: observation.root,
+        energy: observation.energy,
+        hard_pass: observation.hard_pass,
+        keys: Some(SelectionKeys {
+            eligible,
+            targeted_improvement: observation.targeted_improvement,
+            cost: branch.map_or(0, |b| b.cost),
+            profile: observation.profile,
+        }),
+        flaky,
     }
 }
 
@@ -342,8 +349,7 @@ pub fn partial_checkpointed(
         forest_id: forest_id.to_owned(),
         branch_id: branch_id.to_owned(),
         candidate_id: format!(
-            "{}/partial/{}",
-            branch_candidate(forest_id, branch_id),
+            "{forest_id}/{branch_id}/partial/{}",
             checkpoint.digest().short(12)
         ),
         root: checkpoint.state_root,
@@ -366,11 +372,12 @@ pub fn search_not_selected(forest_id: &str, branch_id: &str, selected: &str) -> 
     }
 }
 
-pub fn search_selected(forest_id: &str, branch_id: &str) -> SearchEvent {
+pub fn search_selected(forest_id: &str, selection: &Selection, profile: Digest) -> SearchEvent {
     SearchEvent::BranchSelected {
         forest_id: forest_id.to_owned(),
-        branch_id: branch_id.to_owned(),
-        candidate_id: branch_candidate(forest_id, branch_id),
+        branch_id: selection.selected.clone(),
+        candidate_id: selection.candidate_id.clone(),
+        profile: Some(profile),
     }
 }
 

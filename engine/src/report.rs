@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use crate::change::FileChange;
 use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::diagnostic::{Diagnostic, RelPath, TestFailure};
+use crate::diagnostic::{Diagnostic, TestFailure};
 use crate::digest::Digest;
 use crate::gate::{GateDecision, Verdict};
 use crate::measure::{Measurement, StageSummary};
+use crate::workspace_path::WorkspacePath;
 
 /// What sensing the view found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,7 +82,10 @@ pub enum RepairStatus {
 pub enum BranchOutcome {
     Selected,
     NotSelected,
+    /// `cause` is what a front end renders; `reason` is the engine's precise
+    /// wording, as the ledger records it.
     Ineligible {
+        cause: NotUsed,
         reason: String,
     },
     /// Ineligible, but kept as a partial checkpoint that a later quantum
@@ -89,6 +93,87 @@ pub enum BranchOutcome {
     Partial {
         reason: String,
     },
+}
+
+impl BranchOutcome {
+    pub(crate) fn ineligible(cause: NotUsed, reason: impl Into<String>) -> BranchOutcome {
+        BranchOutcome::Ineligible {
+            cause,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Why a candidate fix was not used. Serialized as `{"kind": ...}` with the
+/// variant's fields: stable names a front end renders in its own words.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NotUsed {
+    /// Measured: it leaves no fewer or less severe problems.
+    NoDescent,
+    /// A required stage could not run on it, so it cannot be verified.
+    StageUnavailable { stages: Vec<String> },
+    /// The search's budget ran out first; `limit` names the
+    /// `[exploration.limits]` counter when one is known.
+    BudgetExhausted { limit: Option<String> },
+    /// The same change on the same files failed before (an exact no-good).
+    TriedBefore,
+    /// The diagnostic probe: tried alone, no alternative built better.
+    NoBetterAlternative,
+    /// It changed nothing, or led to a state already measured.
+    NothingNew,
+    /// The tests as they were fail against it (`backward-compatible`): a
+    /// changed test does not make a fix.
+    OriginalTestsFail,
+    /// The configured model could not be used for it.
+    ModelUnavailable,
+    /// Its private copy or its edits could not be made.
+    NotMade,
+    /// An operational barrier does not hold on it.
+    Barrier,
+    /// The search stopped (cancelled, or its forest closed) before it was
+    /// checked.
+    Stopped,
+}
+
+/// A problem a repair ended without fixing: why, and what would help.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfixed {
+    pub cluster_id: String,
+    pub cluster_title: String,
+    pub reason: UnfixedReason,
+    /// `None` when nothing the user can change would help (a cancelled
+    /// repair, candidates that were all worse).
+    pub help: Option<Help>,
+}
+
+/// Why a cluster was left as it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum UnfixedReason {
+    /// The compiler offers no fix for it and no model worked on it.
+    NoSuggestion,
+    /// `tried` candidate fixes were tried and none could be used, for
+    /// these (distinct) reasons.
+    NoneUsable { tried: usize, reasons: Vec<NotUsed> },
+    /// It is a required stage that could not run.
+    StageUnavailable { stages: Vec<String> },
+    /// The search stopped before it reached this cluster.
+    NotReached,
+}
+
+/// What would let a later repair do better.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Help {
+    /// No `[[models]]` is configured; a model could try what the compiler
+    /// offers no fix for.
+    ConfigureModel,
+    /// These required stages must be able to run.
+    MakeStageRunnable { stages: Vec<String> },
+    /// A search limit ran out: `max_steps` of `[exploration]`, a counter of
+    /// `[exploration.limits]`, or (`None`) one of those not known which.
+    RaiseLimit { limit: Option<String> },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -142,6 +227,10 @@ pub struct RepairOutcome {
     /// the compiler offers nothing for: configuring a model would let one try.
     #[serde(default)]
     pub model_would_help: bool,
+    /// Every problem left when the repair did not reach a hard pass,
+    /// dominant first, with why and what would help; empty otherwise.
+    #[serde(default)]
+    pub unfixed: Vec<Unfixed>,
 }
 
 impl RepairOutcome {
@@ -170,5 +259,5 @@ impl RepairOutcome {
 pub struct Promotion {
     pub root_before: Digest,
     pub root_after: Digest,
-    pub files: Vec<RelPath>,
+    pub files: Vec<WorkspacePath>,
 }

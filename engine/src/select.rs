@@ -5,6 +5,12 @@
 //! recorded cost; lexicographically smaller branch id. No vote and no model
 //! confidence enters. Candidates measured under a different sensor profile
 //! than the accepted root are not comparable and are never selected.
+//!
+//! The recorded cost is the action units the forest settled on the
+//! branch's behalf, carried in its `branch_candidate_measured` event; never
+//! wall-clock sensor time, so the same evidence selects the same candidate
+//! however long the sensors took, and [`rederive`] repeats every recorded
+//! selection from the events alone.
 
 use std::cmp::Ordering;
 
@@ -20,7 +26,7 @@ pub struct BranchMeasurement {
     pub energy: f64,
     /// Reduction of the targeted cluster's magnitude (before − after).
     pub targeted_improvement: f64,
-    /// Recorded cost (milliseconds of sensor time).
+    /// Recorded cost: action units settled for the branch.
     pub cost: u64,
     /// Digest of the sensor profile the branch was measured under.
     pub profile: Digest,

@@ -276,6 +276,8 @@ mod run_over_http {
         fn turn_completed(&mut self, record: &TurnRecord) {
             self.turns.push(record.clone());
         }
+        // The plans are checked where paging is tested (`context_paging.rs`).
+        fn context(&mut self, _: &trellis_engine::actor::ContextEvent) {}
     }
 
     struct Passing;

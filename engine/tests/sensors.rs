@@ -248,7 +248,7 @@ fn failing_test_is_a_counterexample_with_identity_and_location() {
     assert_eq!(
         failure.location,
         Some(Span {
-            path: "src/lib.rs".into(),
+            path: trellis_engine::WorkspacePath::new("src/lib.rs").unwrap(),
             byte_start: assert_at,
             byte_end: assert_at,
             line_start: 15,

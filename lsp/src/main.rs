@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use trellis_engine::PromptPolicy;
 
 mod cli;
@@ -35,12 +35,43 @@ static ALLOCATOR: trellis_core::fuzz::CountingAllocator = trellis_core::fuzz::Co
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    // Still accepted before any subcommand and after those they do not
+    // apply to, as before, but shown only in the help of the subcommands
+    // that open a workspace's prompts (`PromptFlags`): clap gives a
+    // subcommand's own flag of the same name the place of this hidden global.
+    #[command(flatten)]
+    prompts: HiddenPromptFlags,
+}
+
+/// The prompt flags of the subcommands whose engine resolves prompts
+/// (`check`, `repair`, `gc`, `lsp`), listed in their help.
+#[derive(Args, Clone, Copy, Debug, Default)]
+struct PromptFlags {
     /// Let experimental prompt overrides and bundles resolve (recorded in the ledger).
-    #[arg(long, global = true)]
+    #[arg(long)]
     allow_experimental_prompts: bool,
     /// Let a prompt bundle replace platform sections (recorded in the ledger).
-    #[arg(long, global = true)]
+    #[arg(long)]
     allow_core_prompt_override: bool,
+}
+
+/// [`PromptFlags`] as the top level accepts them everywhere, out of every help.
+#[derive(Args, Clone, Copy, Debug, Default)]
+struct HiddenPromptFlags {
+    #[arg(long, global = true, hide = true)]
+    allow_experimental_prompts: bool,
+    #[arg(long, global = true, hide = true)]
+    allow_core_prompt_override: bool,
+}
+
+impl HiddenPromptFlags {
+    /// The policy of the flags given before the subcommand or after it.
+    fn policy(self, own: PromptFlags) -> PromptPolicy {
+        PromptPolicy {
+            allow_experimental: self.allow_experimental_prompts || own.allow_experimental_prompts,
+            allow_core_override: self.allow_core_prompt_override || own.allow_core_prompt_override,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -67,6 +98,8 @@ enum Command {
         /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
         #[arg(long, short)]
         verbose: bool,
+        #[command(flatten)]
+        prompts: PromptFlags,
     },
     /// Search for a verified repair; with --commit, write it to your files.
     ///
@@ -95,6 +128,8 @@ enum Command {
         /// Also show the precise terms: energy, clusters, strategies (see docs/user-guide.md).
         #[arg(long, short)]
         verbose: bool,
+        #[command(flatten)]
+        prompts: PromptFlags,
     },
     /// Remove stored content and branch workspaces nothing needs any more.
     ///
@@ -110,9 +145,14 @@ enum Command {
         dry_run: bool,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        #[command(flatten)]
+        prompts: PromptFlags,
     },
     /// Serve the Language Server Protocol on stdin/stdout (for editors).
-    Lsp,
+    Lsp {
+        #[command(flatten)]
+        prompts: PromptFlags,
+    },
     /// Show the last repair search: the candidate fixes it tried, the limits left.
     ///
     /// With --verbose: every search, each candidate's state, the budget left
@@ -141,6 +181,11 @@ enum Command {
     Prompts {
         #[command(subcommand)]
         command: cli::prompts::PromptsCommand,
+    },
+    /// The model's resident context, turn by turn, as the ledger recorded it.
+    Context {
+        #[command(subcommand)]
+        command: cli::context::ContextCommand,
     },
 }
 
@@ -184,10 +229,7 @@ fn parse_head(text: &str) -> Result<trellis_engine::ledger::Head, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let prompts = PromptPolicy {
-        allow_experimental: cli.allow_experimental_prompts,
-        allow_core_override: cli.allow_core_prompt_override,
-    };
+    let given = cli.prompts;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -205,7 +247,8 @@ fn main() -> ExitCode {
                 path,
                 format,
                 verbose,
-            } => cli::check::run(path, format, detail(verbose), prompts).await,
+                prompts,
+            } => cli::check::run(path, format, detail(verbose), given.policy(prompts)).await,
             Command::Repair {
                 path,
                 commit,
@@ -213,9 +256,11 @@ fn main() -> ExitCode {
                 cluster,
                 format,
                 verbose,
+                prompts,
             } => {
                 let detail = detail(verbose);
                 let branches = max_branches.into();
+                let prompts = given.policy(prompts);
                 cli::repair::run(path, commit, branches, cluster, format, detail, prompts).await
             }
             Command::Status {
@@ -227,15 +272,16 @@ fn main() -> ExitCode {
                 path,
                 dry_run,
                 format,
-            } => cli::gc::run(path, dry_run, format, prompts),
+                prompts,
+            } => cli::gc::run(path, dry_run, format, given.policy(prompts)),
             Command::Ledger { command } => cli::ledger::run(command),
-            Command::Lsp => {
+            Command::Lsp { prompts } => {
                 // stdout carries the protocol: logs go to stderr only.
                 tracing_subscriber::fmt()
                     .with_writer(std::io::stderr)
                     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                     .init();
-                match server::serve_stdio(prompts).await {
+                match server::serve_stdio(given.policy(prompts)).await {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("error: {e:#}");
@@ -244,6 +290,7 @@ fn main() -> ExitCode {
                 }
             }
             Command::Prompts { command } => cli::prompts::run(command),
+            Command::Context { command } => cli::context::run(command),
         }
     });
     ExitCode::from(code)

@@ -568,13 +568,14 @@ fn a_repeated_repair_refuses_a_recorded_no_good_for_free() {
 
 #[test]
 fn gate_w_abandoned_and_unselected_branches_leave_the_user_tree_byte_identical() {
-    // The trap's only candidate is never promoted; the ambiguous import's
-    // approximate alternative loses the selection; the mistyped one is
-    // rejected as ineligible. None of them may touch the user's files.
+    // The trap's only candidate is never promoted; the rough trait's import
+    // is eligible but loses the selection to the exact one; the mistyped
+    // alternative is rejected as ineligible. None of them may touch the
+    // user's files.
     let cases: [(Workspace, &[&str], Option<&str>); 3] = [
         (Workspace::of("trap"), &["repair", "--commit"], None),
         (
-            Workspace::of("ambiguous-import"),
+            Workspace::of("two-traits"),
             &["repair"],
             Some("branch_not_selected"),
         ),

@@ -89,3 +89,64 @@ fn progress_is_printed_as_plain_lines_when_stderr_is_not_a_terminal() {
         "no terminal control in a log: {stderr:?}"
     );
 }
+
+/// `trellis <args> --help`, as the user reads it.
+fn help(ws: &Workspace, args: &[&str]) -> String {
+    let mut args = args.to_vec();
+    args.push("--help");
+    let out = ws.trellis(&args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_prompt_flags_are_shown_only_where_they_apply_and_accepted_where_they_were() {
+    let ws = Workspace::of("missing-mut");
+    const FLAGS: [&str; 2] = [
+        "--allow-experimental-prompts",
+        "--allow-core-prompt-override",
+    ];
+    for command in [&["check"][..], &["repair"], &["gc"], &["lsp"]] {
+        let text = help(&ws, command);
+        for flag in FLAGS {
+            assert!(
+                text.contains(flag),
+                "`{command:?} --help` lacks {flag}:\n{text}"
+            );
+        }
+    }
+    for command in [
+        &[][..],
+        &["status"],
+        &["ledger", "verify"],
+        &["ledger", "replay"],
+        &["prompts", "list"],
+    ] {
+        let text = help(&ws, command);
+        for flag in FLAGS {
+            assert!(
+                !text.contains(flag),
+                "`{command:?} --help` shows {flag}:\n{text}"
+            );
+        }
+    }
+    // Before the subcommand (as `trellis --allow-… lsp` was written) and
+    // after one they do not apply to, they are still accepted.
+    for args in [
+        &["--allow-experimental-prompts", "status"][..],
+        &["status", "--allow-core-prompt-override"],
+        &["gc", "--dry-run", "--allow-experimental-prompts"],
+    ] {
+        let out = ws.trellis(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // What the editor packages run: `trellis lsp` and its extra arguments.
+    let out = trellis_in(&ws, ws.path(), &["lsp", "--allow-experimental-prompts"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
+}

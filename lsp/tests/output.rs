@@ -158,3 +158,166 @@ fn json_reports_carry_energies_rounded_to_six_decimals() {
         assert!(decimals <= 6, "{text}");
     }
 }
+
+/// The fixture `name` with `toml` as its `trellis.toml`.
+fn configured(name: &str, toml: &str) -> Workspace {
+    let ws = Workspace::of(name);
+    std::fs::write(ws.path().join("trellis.toml"), toml).unwrap();
+    ws
+}
+
+#[test]
+fn status_says_whether_the_verified_repair_was_written() {
+    let ws = Workspace::of("local-repair");
+    stdout(&ws, &["repair"], 0);
+    let dry = stdout(&ws, &["status"], 0);
+    assert!(dry.contains("closed: verified, not written"), "{dry}");
+    assert!(!dry.contains("committed"), "{dry}");
+    let verbose = stdout(&ws, &["status", "--verbose"], 0);
+    assert!(verbose.contains("committed (not written)"), "{verbose}");
+    stdout(&ws, &["repair", "--commit"], 0);
+    insta::assert_snapshot!("status_local_written", stdout(&ws, &["status"], 0));
+}
+
+#[test]
+fn the_limits_say_whether_a_model_is_configured() {
+    let ws = Workspace::of("local-repair");
+    stdout(&ws, &["repair"], 0);
+    let status = stdout(&ws, &["status"], 0);
+    let limits = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("limits left: "))
+        .unwrap();
+    assert!(
+        !limits.contains("model_turns") && !limits.contains("tokens"),
+        "{status}"
+    );
+    let model = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("limits left for a model: "))
+        .unwrap();
+    assert!(
+        model.contains("model_turns") && model.contains("no model configured"),
+        "{status}"
+    );
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        "[[models]]\nname = \"local\"\nadapter = \"openai-chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"qwen2.5-coder:7b\"\n",
+    )
+    .unwrap();
+    let status = stdout(&ws, &["status"], 0);
+    assert!(
+        status.contains("model `local` (qwen2.5-coder:7b); no model turn used here"),
+        "{status}"
+    );
+}
+
+#[test]
+fn the_verified_summary_names_every_fix_in_the_diff_and_its_route() {
+    // The import was kept as a partial state the `mut` fix continued: both
+    // are in the diff, so both are in the summary.
+    let ws = Workspace::of("local-repair");
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let diff: String = doc["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["new_text"].as_str().unwrap())
+        .collect();
+    assert!(diff.contains("use std::collections::HashSet;"), "{doc:#}");
+    let summary = doc["summary"].as_str().unwrap();
+    for fix in [
+        "use std::collections::HashSet;",
+        "consider making this binding mutable",
+        "consider changing this to be mutable",
+    ] {
+        assert!(summary.contains(fix), "`{fix}` missing from: {summary}");
+    }
+    let human = stdout(&ws, &["repair"], 0);
+    let verified = human
+        .lines()
+        .find(|l| l.starts_with("verified repair: "))
+        .unwrap();
+    assert!(
+        verified.contains("HashSet") && verified.ends_with("(by a compiler suggestion)"),
+        "{verified}"
+    );
+}
+
+#[test]
+fn repair_output_never_advises_running_repair() {
+    let ws = Workspace::of("trap");
+    let text = stdout(&ws, &["repair"], 1);
+    assert!(!text.contains("`trellis repair`"), "{text}");
+    assert!(
+        stdout(&ws, &["check"], 1).contains("`trellis repair` searches"),
+        "`check` still points to it"
+    );
+}
+
+#[test]
+fn a_refusal_says_why_and_what_would_help_per_reason() {
+    // The step limit: the second problem is never reached.
+    let ws = configured("local-repair", "[exploration]\nmax_steps = 1\n");
+    insta::assert_snapshot!("repair_step_limit", stdout(&ws, &["repair"], 1));
+    let (_, doc) = ws.json(&["repair"]);
+    let unfixed = &doc["unfixed"][0];
+    assert_eq!(unfixed["reason"]["kind"], "not_reached", "{doc:#}");
+    assert_eq!(unfixed["help"]["kind"], "raise_limit", "{doc:#}");
+    assert_eq!(unfixed["help"]["limit"], "max_steps", "{doc:#}");
+
+    // A compiler suggestion that makes things worse: tried, not usable.
+    let ws = Workspace::of("next-cluster");
+    insta::assert_snapshot!("repair_next_cluster", stdout(&ws, &["repair"], 1));
+    // Run again, the same fix is remembered as failed and not tried.
+    let (_, doc) = ws.json(&["repair"]);
+    let unfixed = &doc["unfixed"][0];
+    assert_eq!(unfixed["reason"]["kind"], "none_usable", "{doc:#}");
+    assert_eq!(
+        unfixed["reason"]["reasons"],
+        serde_json::json!([{ "kind": "tried_before" }]),
+        "{doc:#}"
+    );
+    let branches: Vec<&serde_json::Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["branches"].as_array().unwrap())
+        .filter(|b| b["outcome"] == "ineligible")
+        .collect();
+    assert!(
+        branches
+            .iter()
+            .all(|b| b["cause"]["kind"].is_string() && b["reason"].is_string()),
+        "every unused fix carries a typed cause and the precise reason: {doc:#}"
+    );
+
+    // No suggestion at all, no model: a model could try.
+    let ws = Workspace::of("trap");
+    let (_, doc) = ws.json(&["repair"]);
+    let unfixed = &doc["unfixed"][0];
+    assert_eq!(unfixed["reason"]["kind"], "no_suggestion", "{doc:#}");
+    assert_eq!(unfixed["help"]["kind"], "configure_model", "{doc:#}");
+}
+
+#[test]
+fn long_branch_outcomes_wrap_inside_their_column() {
+    let ws = Workspace::of("local-repair");
+    let text = stdout(&ws, &["repair", "--verbose"], 0);
+    // The partial's outcome is far longer than its column.
+    let header = text.lines().find(|l| l.contains("outcome")).unwrap();
+    let column = header.find("outcome").unwrap();
+    let candidate = header.find("candidate").unwrap();
+    let mut wrapped = 0;
+    for line in text.lines() {
+        if line.len() > column && line[..column].trim().is_empty() && !line.trim().is_empty() {
+            wrapped += 1;
+            assert!(
+                line.chars().count() < candidate,
+                "a continuation runs into the candidate column:\n{line}\n{text}"
+            );
+        }
+    }
+    assert!(wrapped > 0, "the long outcome wraps:\n{text}");
+}

@@ -4,8 +4,10 @@
 //! sources; a seeded slot never writes into the user's `target/`, even when
 //! cargo rebuilds a seeded dependency over its hard link; a path dependency
 //! outside the workspace resolves to the real directory, read-only; a
-//! configured `RUSTC_WRAPPER` sees every slot compilation. Each test drives
-//! the shipped binary and real cargo on a crate written here.
+//! configured `RUSTC_WRAPPER` sees every slot compilation; members are
+//! built without debug information, seeded dependencies as the user built
+//! them. Each test drives the shipped binary and real cargo on a crate
+//! written here.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -401,4 +403,49 @@ fn rustc_wrapper_from_the_environment_reaches_slot_builds() {
     assert_eq!(code(&out), 0, "{}", shown(&out));
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(logged.contains("--crate-name app"), "{logged}");
+}
+
+#[test]
+fn members_build_without_debuginfo_while_the_seeded_dependencies_are_reused_as_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, cache, log) = (
+        dir.path().join("app"),
+        dir.path().join("cache"),
+        dir.path().join("wrapper.log"),
+    );
+    itoa_crate(&root, 1);
+    assert!(
+        user_cargo(&root, &["check", "--all-targets"])
+            .status
+            .success()
+    );
+    assert!(user_cargo(&root, &["test"]).status.success());
+    let wrapper = logging_wrapper(dir.path(), &log);
+    write(
+        &root.join("trellis.toml"),
+        &format!("[build]\nrustc_wrapper = \"{}\"\n", wrapper.display()),
+    );
+    let out = trellis(&root, &cache, &["check"]);
+    assert_eq!(code(&out), 0, "{}", shown(&out));
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let member: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("--crate-name app"))
+        .collect();
+    // The library and its unit tests, each checked and built.
+    assert!(member.len() >= 4, "{logged}");
+    for line in &member {
+        assert!(
+            !line.contains("debuginfo=") || line.contains("debuginfo=0"),
+            "a member compiled with debug information: {line}"
+        );
+        assert!(
+            !line.contains(" --test ") || line.contains("-C strip=debuginfo"),
+            "a test executable linked with debug information: {line}"
+        );
+    }
+    assert!(
+        !logged.contains("--crate-name itoa"),
+        "the seeded dependency was compiled again: {logged}"
+    );
 }

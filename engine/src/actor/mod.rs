@@ -30,6 +30,7 @@
 
 mod failover;
 mod http;
+mod paging;
 mod replay;
 mod runner;
 mod scripted;
@@ -44,6 +45,7 @@ pub use failover::{
     ObservedBody,
 };
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
+pub use paging::ContextEvent;
 pub use replay::{ModelCall, model_calls};
 pub use runner::{
     ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,

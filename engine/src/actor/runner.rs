@@ -15,7 +15,6 @@
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_prompts::bundles::PinnedReplacement;
 use trellis_prompts::composers::{
@@ -37,7 +36,9 @@ use super::transport::{
     request_body, text_tool_call,
 };
 
+use super::paging::{ContextEvent, Paging};
 use crate::config::models::TurnLimits;
+use crate::context::{Allowance, ResidentPlan, apply_plan, messages_tokens};
 
 #[cfg(doc)]
 use super::transport::Transport;
@@ -67,6 +68,9 @@ pub trait TurnLedger: Send {
     fn observed(&mut self, turn: u32, invocation_digest: &str, attempt: &Attempt);
     /// The turn as it ended, with its actual usage to settle.
     fn turn_completed(&mut self, record: &TurnRecord);
+    /// A `context_*` fact: a request's resident plan or its refusal, a
+    /// recall or a miss (Gate AF).
+    fn context(&mut self, event: &ContextEvent);
 }
 
 /// How a turn's call ended.
@@ -102,6 +106,10 @@ pub struct PreparedRequest {
     pub max_tokens: u64,
     /// How many conversation messages (the deltas of earlier turns) it carried.
     pub conversation_len: usize,
+    /// Which of those pages were resident and which tombstoned (Definition
+    /// 6); replay lays the conversation out by it, without selecting again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ResidentPlan>,
 }
 
 /// One tool call, what it was parsed into, and its result.
@@ -205,9 +213,10 @@ pub async fn run_actor(
     let specs = tool_specs();
     let spec_hash = tool_spec_hash();
     let mut correction = inputs.correction.clone();
-    correction.tool_names = BoundedList::new(TOOL_NAMES).expect("eight short tool names fit");
+    correction.tool_names = BoundedList::new(TOOL_NAMES).expect("the short tool names fit");
     let mut cache = ProgramCache::default();
     let mut conversation: Vec<ChatMessage> = Vec::new();
+    let mut paging = Paging::default();
     let mut total = TurnUsage::default();
     let mut turns = 0;
     let stop = 'run: {
@@ -219,6 +228,7 @@ pub async fn run_actor(
                 break 'run StopReason::BudgetRefused { reason };
             }
             let turn_block = turn_context(turn, limits);
+            let live = paging.live(branch);
             let mut digests = Vec::new();
             let call = {
                 let mut build = |_: usize, endpoint: &ChainEndpoint| {
@@ -245,6 +255,38 @@ pub async fn run_actor(
                         })
                         .map_err(|e| e.to_string())?;
                     let digest = &compiled.invocation_digest;
+                    let head = assemble(&compiled, dialect, &turn_block, &[]);
+                    let allowance = Allowance::for_route(
+                        endpoint.config.context_window_tokens,
+                        endpoint.config.max_output_tokens,
+                        &specs,
+                    );
+                    let plan = paging
+                        .plan(&conversation, messages_tokens(&head), &allowance, &live)
+                        .map_err(|e| {
+                            if let crate::context::FitError::Infeasible(figures) = &e {
+                                ledger.context(&ContextEvent::Infeasible {
+                                    turn,
+                                    endpoint: endpoint.config.name.clone(),
+                                    infeasible: figures.clone(),
+                                });
+                            }
+                            e.to_string()
+                        })?;
+                    let mut messages = head;
+                    messages.extend(apply_plan(&plan, &conversation)?);
+                    if messages_tokens(&messages) > allowance.input {
+                        return Err(format!(
+                            "the composed request is over its input allowance of {} tokens",
+                            allowance.input
+                        ));
+                    }
+                    ledger.context(&ContextEvent::PagesSelected {
+                        turn,
+                        endpoint: endpoint.config.name.clone(),
+                        plan_digest: plan.digest(),
+                        plan: plan.clone(),
+                    });
                     ledger.request_prepared(&PreparedRequest {
                         turn,
                         endpoint: endpoint.config.name.clone(),
@@ -269,10 +311,9 @@ pub async fn run_actor(
                         model: endpoint.config.model.clone(),
                         max_tokens: endpoint.config.max_output_tokens,
                         conversation_len: conversation.len(),
+                        context: Some(plan),
                     });
                     digests.push(digest.clone());
-                    let messages = assemble(&compiled, dialect, &turn_block, &conversation);
-                    check_context(dialect, endpoint, &messages, &specs)?;
                     Ok(request_body(&ChatRequest {
                         model: &endpoint.config.model,
                         messages: &messages,
@@ -335,6 +376,7 @@ pub async fn run_actor(
                                 branch,
                                 verifier,
                                 &mut conversation,
+                                &mut paging,
                                 &mut record,
                             )
                             .await;
@@ -345,6 +387,10 @@ pub async fn run_actor(
                 }
             }
             record.appended = conversation[before..].to_vec();
+            paging.turn_ended(branch, turn, &conversation, before, &record.tools);
+            for event in paging.take_events() {
+                ledger.context(&event);
+            }
             add(&mut total, &record.usage);
             ledger.turn_completed(&record);
             if let Some(summary) = finished {
@@ -365,6 +411,10 @@ pub async fn run_actor(
 /// JSON envelope in text for a JSON-in-text dialect) run as governed
 /// proposals within the turn's allowances, and the reply and every result
 /// join the conversation. Returns the summary when `finish` was called.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the turn's effects: branch, verifier, conversation and its pages, record"
+)]
 async fn act(
     reply: &ChatReply,
     dialect: &ModelDialect,
@@ -372,6 +422,7 @@ async fn act(
     branch: &Path,
     verifier: &mut dyn BranchVerifier,
     conversation: &mut Vec<ChatMessage>,
+    paging: &mut Paging,
     record: &mut TurnRecord,
 ) -> Option<String> {
     let calls: Vec<ToolCall> = if !reply.tool_calls.is_empty() {
@@ -422,7 +473,12 @@ async fn act(
             }
             Ok(r) => {
                 record.usage.tool_calls += 1;
-                let result = execute(&r, branch, verifier, limits.result_bytes).await;
+                let result = match &r {
+                    ToolRequest::ContextRecall(key) => {
+                        paging.recall(record.turn, conversation, key)
+                    }
+                    _ => execute(&r, branch, verifier, limits.result_bytes).await,
+                };
                 match result.as_ref().map(|o| &o.effect) {
                     Ok(ToolEffect::Mutated { .. }) => record.usage.mutations += 1,
                     Ok(ToolEffect::Verified { .. }) => record.usage.verifier_runs += 1,
@@ -495,7 +551,11 @@ pub fn replay_request(
     let conversation = conversation
         .get(..request.conversation_len)
         .ok_or("the recorded conversation is shorter than the request's")?;
-    let messages = assemble(&invocation, dialect, &turn_block, conversation);
+    let paged = match &request.context {
+        Some(plan) => apply_plan(plan, conversation)?,
+        None => conversation.to_vec(),
+    };
+    let messages = assemble(&invocation, dialect, &turn_block, &paged);
     Ok(request_body(&ChatRequest {
         model: &request.model,
         messages: &messages,
@@ -548,45 +608,6 @@ fn turn_context(turn: u32, limits: &TurnLimits) -> String {
         .render()
 }
 
-/// Refuses a request that cannot fit the endpoint's context window with
-/// its output reserved (Definition 6's bound, under the dialect's
-/// conservative accountant), before anything is sent.
-fn check_context(
-    dialect: &ModelDialect,
-    endpoint: &ChainEndpoint,
-    messages: &[ChatMessage],
-    specs: &[Value],
-) -> Result<(), String> {
-    let texts = messages.iter().map(|m| match m {
-        ChatMessage::System { content }
-        | ChatMessage::User { content }
-        | ChatMessage::ToolResult { content, .. } => content.clone(),
-        ChatMessage::Assistant {
-            content,
-            tool_calls,
-        } => {
-            let mut text = content.clone().unwrap_or_default();
-            for call in tool_calls {
-                text.push_str(&call.name);
-                text.push_str(&call.arguments);
-            }
-            text
-        }
-    });
-    let texts: Vec<String> = texts.chain(specs.iter().map(Value::to_string)).collect();
-    let estimate = dialect
-        .token_accountant
-        .estimate(texts.iter().map(String::as_str));
-    let allowance = endpoint.config.context_window_tokens - endpoint.config.max_output_tokens;
-    if estimate > allowance {
-        return Err(format!(
-            "the request needs up to {estimate} tokens, over the input allowance of {allowance} \
-             (context_window_tokens minus max_output_tokens)"
-        ));
-    }
-    Ok(())
-}
-
 fn add(total: &mut TurnUsage, turn: &TurnUsage) {
     total.tokens.prompt_tokens += turn.tokens.prompt_tokens;
     total.tokens.completion_tokens += turn.tokens.completion_tokens;
@@ -602,7 +623,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    use serde_json::json;
+    use serde_json::{Value, json};
     use trellis_prompts::plan::{
         OperatorKind, PlanInput, RemainingBudget, ResidualClass, WitnessKind, plan,
     };
@@ -695,6 +716,7 @@ mod tests {
         attempts: Vec<Attempt>,
         prepared: Vec<PreparedRequest>,
         turns: Vec<TurnRecord>,
+        context: Vec<ContextEvent>,
     }
 
     impl TurnLedger for Recorder {
@@ -724,6 +746,9 @@ mod tests {
         fn turn_completed(&mut self, record: &TurnRecord) {
             self.events.push(format!("turn {}", record.turn));
             self.turns.push(record.clone());
+        }
+        fn context(&mut self, event: &ContextEvent) {
+            self.context.push(event.clone());
         }
     }
 

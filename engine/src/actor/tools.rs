@@ -20,11 +20,12 @@ use serde_json::{Value, json};
 use trellis_prompts::bounded::render_observation;
 
 use super::transport::BoxFuture;
+use crate::context::{RecallKey, synopsis};
 use crate::digest::CanonicalHasher;
 use crate::snapshot::fsutil::{confine, write_atomic};
 
 /// The tool names, in the order they are offered.
-pub const TOOL_NAMES: [&str; 8] = [
+pub const TOOL_NAMES: [&str; 9] = [
     "read_file",
     "list_files",
     "search",
@@ -33,6 +34,7 @@ pub const TOOL_NAMES: [&str; 8] = [
     "run_build",
     "run_tests",
     "finish",
+    "context_recall",
 ];
 
 /// Directories no tool reads, lists or writes, at any depth: version
@@ -112,6 +114,18 @@ pub fn tool_specs() -> Vec<Value> {
             json!({ "summary": string("what you changed and why") }),
             &["summary"],
         ),
+        spec(
+            "context_recall",
+            "Have an earlier page of this conversation (shown as [trellis:context-page ...]) back in your next request: by page id or its first 16 hex digits, or by a path, tool, call id or turn it holds.",
+            json!({
+                "page": string("page id, or its first 16 hex digits"),
+                "path": path,
+                "tool": string("a tool the page called"),
+                "call_id": string("a tool call id of the page"),
+                "turn": line("the turn the page is from"),
+            }),
+            &[],
+        ),
     ]
 }
 
@@ -161,6 +175,8 @@ pub enum ToolRequest {
     Finish {
         summary: String,
     },
+    /// Answered by the runner, which holds the conversation's pages.
+    ContextRecall(RecallKey),
 }
 
 impl ToolRequest {
@@ -182,6 +198,7 @@ impl ToolRequest {
             ToolRequest::RunBuild => "run_build",
             ToolRequest::RunTests { .. } => "run_tests",
             ToolRequest::Finish { .. } => "finish",
+            ToolRequest::ContextRecall(_) => "context_recall",
         }
     }
 
@@ -192,9 +209,10 @@ impl ToolRequest {
             | ToolRequest::Replace { path, .. }
             | ToolRequest::WriteFile { path, .. } => Some(path),
             ToolRequest::ListFiles { path } | ToolRequest::Search { path, .. } => path.as_deref(),
-            ToolRequest::RunBuild | ToolRequest::RunTests { .. } | ToolRequest::Finish { .. } => {
-                None
-            }
+            ToolRequest::RunBuild
+            | ToolRequest::RunTests { .. }
+            | ToolRequest::Finish { .. }
+            | ToolRequest::ContextRecall(_) => None,
         }
     }
 }
@@ -303,6 +321,15 @@ pub fn parse_call(name: &str, arguments: &str) -> Result<ToolRequest, ToolError>
         "finish" => ToolRequest::Finish {
             summary: args::<FinishArgs>(name, arguments)?.summary,
         },
+        "context_recall" => {
+            let key: RecallKey = args(name, arguments)?;
+            if key.is_empty() {
+                return Err(ToolError(
+                    "`context_recall`: give at least one of page, path, tool, call_id, turn".into(),
+                ));
+            }
+            ToolRequest::ContextRecall(key)
+        }
         _ => {
             return Err(ToolError(format!(
                 "there is no tool `{name}`; the tools are: {}",
@@ -382,7 +409,19 @@ pub async fn execute(
             end_line,
         } => {
             let text = read_text(branch, path)?;
-            let (note, data) = select_lines(&text, *start_line, *end_line)?;
+            let (note, data) = match synopsis_of(path, &text) {
+                Some(outline) => {
+                    let end = end_line.or(start_line.is_none().then_some(synopsis::HEAD_LINES));
+                    let (lines, data) = select_lines(&text, *start_line, end)?;
+                    let note = format!(
+                        "a large file ({} bytes): its outline, then {lines}; read other ranges \
+                         with start_line and end_line",
+                        text.len()
+                    );
+                    (note, format!("{outline}---\n{data}"))
+                }
+                None => select_lines(&text, *start_line, *end_line)?,
+            };
             Ok(output(note, data, ToolEffect::None))
         }
         ToolRequest::ListFiles { path } => {
@@ -470,7 +509,20 @@ pub async fn execute(
                 summary: summary.clone(),
             },
         )),
+        // Recall reads the conversation's pages, which only the runner holds.
+        ToolRequest::ContextRecall(_) => Err(ToolError(
+            "`context_recall` is answered by the turn runner, not on the branch".into(),
+        )),
     }
+}
+
+/// The outline of a file too large to stay resident, when its language
+/// has a grammar ([`synopsis`]).
+fn synopsis_of(path: &str, text: &str) -> Option<String> {
+    if text.len() <= synopsis::LARGE_FILE_BYTES {
+        return None;
+    }
+    synopsis::outline(path, text).map(|items| synopsis::render(&items))
 }
 
 /// The message a call's result becomes: a trusted header line naming the
@@ -716,6 +768,58 @@ mod tests {
     ) -> Result<ToolOutput, ToolError> {
         let request = parse_call(name, &args.to_string())?;
         execute(&request, dir, &mut NoVerifier, result_bytes).await
+    }
+
+    #[tokio::test]
+    async fn a_large_source_file_reads_as_its_outline_and_the_lines_asked_for() {
+        let body: String = (0..400)
+            .map(|i| format!("pub fn item_{i:03}(x: i32) -> i32 {{\n    x + {i}\n}}\n"))
+            .collect();
+        let dir = branch(&[("src/big.rs", &body), ("notes.txt", &body)]);
+        let head = run(
+            dir.path(),
+            "read_file",
+            json!({"path":"src/big.rs"}),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        assert!(
+            head.note.contains("its outline, then lines 1-40 of 1200"),
+            "{}",
+            head.note
+        );
+        let (outline, lines) = head.data.split_once("---\n").unwrap();
+        assert!(outline.starts_with("pub fn item_000(x: i32) -> i32  [lines 1-3]\n"));
+        assert!(
+            outline.contains(
+                "pub fn item_199(x: i32) -> i32  [lines 598-600]\n… and 200 more items\n"
+            )
+        );
+        assert_eq!(lines.lines().count(), 40);
+        let range = run(
+            dir.path(),
+            "read_file",
+            json!({"path":"src/big.rs","start_line":1198,"end_line":1200}),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        assert!(
+            range
+                .data
+                .ends_with("---\npub fn item_399(x: i32) -> i32 {\n    x + 399\n}\n")
+        );
+        // No grammar for the path: the file as asked for, as before.
+        let plain = run(
+            dir.path(),
+            "read_file",
+            json!({"path":"notes.txt"}),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        assert_eq!(plain.data, body);
     }
 
     #[test]

@@ -28,6 +28,7 @@ fn recorded_calls() -> Vec<(&'static str, &'static str)> {
         ("run_build", r#"{}"#),
         ("run_tests", r#"{"filter":"adds"}"#),
         ("finish", r#"{"summary":"fixed the operator"}"#),
+        ("context_recall", r#"{"path":"src/lib.rs","turn":2}"#),
     ]
 }
 

@@ -60,6 +60,10 @@ pub struct StagesConfig {
     pub required: Vec<String>,
     pub build_timeout_secs: u64,
     pub test_timeout_secs: u64,
+    /// Stages declared nondeterministic (PSP-10 Assumption 2): a failing
+    /// test there is re-run once, alone and by exact name, before it may
+    /// support a no-good. `["test"]` by default; see [`RERUNNABLE_STAGES`].
+    pub nondeterministic: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -95,6 +99,10 @@ impl Default for Config {
                 required: vec!["build".into(), "test".into()],
                 build_timeout_secs: 300,
                 test_timeout_secs: 600,
+                // A failure that does not reproduce would otherwise block
+                // its exact repair until the files change; re-running only
+                // the failing tests of an already built binary costs little.
+                nondeterministic: vec!["test".into()],
             },
             exploration: ExplorationConfig {
                 initial_branches: 1,
@@ -151,6 +159,7 @@ struct StagesLayer {
     required: Option<Vec<String>>,
     build_timeout_secs: Option<u64>,
     test_timeout_secs: Option<u64>,
+    nondeterministic: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -207,6 +216,10 @@ pub struct ConfigError {
 }
 
 const KNOWN_STAGES: &[&str] = &["build", "test"];
+
+/// The stages whose failures can be re-run one by one (they report tests
+/// by name), so the only ones that may be declared nondeterministic.
+pub const RERUNNABLE_STAGES: &[&str] = &["test"];
 
 /// Why `[prompts]` outside the workspace file is refused: its bundles are
 /// workspace files, pinned into that workspace's `.trellis/`, so a user-wide
@@ -370,6 +383,9 @@ impl Config {
                 .unwrap_or(self.stages.build_timeout_secs);
             self.stages.test_timeout_secs =
                 s.test_timeout_secs.unwrap_or(self.stages.test_timeout_secs);
+            if let Some(nondeterministic) = s.nondeterministic {
+                self.stages.nondeterministic = nondeterministic;
+            }
         }
         if let Some(s) = layer.exploration {
             let e = &mut self.exploration;
@@ -445,6 +461,15 @@ impl Config {
                 ));
             }
         }
+        for stage in &self.stages.nondeterministic {
+            if !RERUNNABLE_STAGES.contains(&stage.as_str()) {
+                return Err(format!(
+                    "`stages.nondeterministic` names `{stage}`, which cannot re-run its failures \
+                     one by one (allowed: {}; `[]` declares every stage deterministic)",
+                    RERUNNABLE_STAGES.join(", ")
+                ));
+            }
+        }
         if self.stages.build_timeout_secs == 0 || self.stages.test_timeout_secs == 0 {
             return Err(
                 "`stages.build_timeout_secs` and `stages.test_timeout_secs` must be at least 1"
@@ -510,6 +535,25 @@ mod tests {
         );
         let err = load_with("[exploration.limits]\nbranches = 2\n").unwrap_err();
         assert!(err.message.contains("branches"), "{err}");
+    }
+
+    /// Item 12: the test stage is declared nondeterministic unless a layer
+    /// says otherwise; a stage that cannot re-run its failures is refused
+    /// by name.
+    #[test]
+    fn nondeterministic_stages_default_to_test_and_are_validated() {
+        let c = load_with("").unwrap();
+        assert_eq!(c.stages.nondeterministic, vec!["test".to_owned()]);
+        let c = load_with("[stages]\nnondeterministic = []\n").unwrap();
+        assert!(c.stages.nondeterministic.is_empty());
+        let err = load_with("[stages]\nnondeterministic = [\"build\"]\n").unwrap_err();
+        assert!(
+            err.message
+                .contains("`stages.nondeterministic` names `build`"),
+            "{err}"
+        );
+        let err = load_with("[stages]\nnondeterministic = \"test\"\n").unwrap_err();
+        assert!(err.message.contains("nondeterministic"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::Digest;
 use crate::search::{NoGood, NoGoodComponents, Support};
 use crate::sensor::SensorFingerprint;
+use crate::workspace_path::WorkspacePath;
 
 /// The `kind` column of every search row.
 pub const SEARCH_KIND: &str = "search";
@@ -128,8 +129,7 @@ pub struct AcceptedStateStored {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoredFile {
-    /// Workspace-relative, `/`-separated.
-    pub path: String,
+    pub path: WorkspacePath,
     /// [`crate::digest::blob_digest`] of the content.
     pub blob: Digest,
 }
@@ -141,7 +141,7 @@ pub struct Promoted {
     pub repair_id: String,
     pub root_before: Digest,
     pub root_after: Digest,
-    pub files: Vec<String>,
+    pub files: Vec<WorkspacePath>,
     pub via: PromotionRoute,
 }
 
@@ -395,6 +395,18 @@ impl fmt::Display for RefusalReason {
 /// to round-trip exactly and deterministically.
 pub type SearchCounters = BTreeMap<String, u64>;
 
+/// What a measurement contributes to selection besides its energy and
+/// hard pass: whether it was eligible at all, the targeted improvement, the
+/// recorded cost (action units, never wall time) and its sensor profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectionKeys {
+    pub eligible: bool,
+    pub targeted_improvement: f64,
+    pub cost: u64,
+    pub profile: Digest,
+}
+
 /// A runtime search fact (the PSP-10 system 21 list).
 ///
 /// Every event names its `forest_id` and `branch_id`; forest-level events
@@ -443,6 +455,14 @@ pub enum SearchEvent {
         root: Digest,
         energy: f64,
         hard_pass: bool,
+        /// The rest of what selection compares (Proposition 5), so replay
+        /// re-derives it; absent in ledgers written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        keys: Option<SelectionKeys>,
+        /// Failing tests that passed when re-run (`binary::name`): flaky,
+        /// so this measurement supports no no-good.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        flaky: Vec<String>,
     },
     PartialCheckpointed {
         forest_id: String,
@@ -480,6 +500,10 @@ pub enum SearchEvent {
         forest_id: String,
         branch_id: String,
         candidate_id: String,
+        /// The sensor profile selection compared under; absent in ledgers
+        /// written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<Digest>,
     },
     BranchCommitted {
         forest_id: String,
@@ -552,6 +576,14 @@ pub enum SearchEvent {
         branch_id: String,
         reason: String,
     },
+    /// A running branch stopped by a containment certificate: a copy into
+    /// its slot went over its reservation. Its workspace is removed.
+    BranchContained {
+        forest_id: String,
+        branch_id: String,
+        certificate_id: String,
+        reason: String,
+    },
     /// What a model branch working on `cluster_id` tried (its `finish`
     /// summary, or why it stopped) and how its state measured: the previous
     /// hypothesis a later model attempt on the cluster is shown.
@@ -561,6 +593,44 @@ pub enum SearchEvent {
         cluster_id: String,
         hypothesis: String,
         measured: String,
+    },
+    /// System 21 (Definition 6): the resident plan of one attempt's
+    /// request: the allowance, every page in order with its residency and
+    /// digest. The same plan rides in the request's `model_programs_compiled`
+    /// row, from which replay rebuilds the request without selecting again.
+    ContextPagesSelected {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        endpoint: String,
+        plan_digest: String,
+        /// The `context::ResidentPlan`, as recorded.
+        plan: serde_json::Value,
+    },
+    /// The instructions and mandatory pages exceed β_in: nothing was sent.
+    ContextInfeasible {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        endpoint: String,
+        /// The `context::Infeasible` figures.
+        figures: serde_json::Value,
+    },
+    /// `context_recall` named an earlier page: a candidate for the next request.
+    ContextPageRecalled {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        page_id: String,
+        key: serde_json::Value,
+    },
+    /// `context_recall` named no page.
+    ContextMiss {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        key: serde_json::Value,
+        reason: String,
     },
 }
 
@@ -691,7 +761,32 @@ impl SearchEvent {
                 branch_id,
                 ..
             }
+            | BranchContained {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextPagesSelected {
+                forest_id,
+                branch_id,
+                ..
+            }
             | ModelHypothesisMeasured {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextInfeasible {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextPageRecalled {
+                forest_id,
+                branch_id,
+                ..
+            }
+            | ContextMiss {
                 forest_id,
                 branch_id,
                 ..
@@ -723,7 +818,12 @@ impl SearchEvent {
             ModelTurnObserved { .. } => "model_turn_observed",
             ModelTurnRecorded { .. } => "model_turn_recorded",
             ModelRouteUnavailable { .. } => "model_route_unavailable",
+            BranchContained { .. } => "branch_contained",
             ModelHypothesisMeasured { .. } => "model_hypothesis_measured",
+            ContextPagesSelected { .. } => "context_pages_selected",
+            ContextInfeasible { .. } => "context_infeasible",
+            ContextPageRecalled { .. } => "context_page_recalled",
+            ContextMiss { .. } => "context_miss",
         }
     }
 }
@@ -769,12 +869,19 @@ impl fmt::Display for SearchEvent {
                 candidate_id,
                 energy,
                 hard_pass,
+                flaky,
                 ..
-            } => write!(
-                f,
-                ": {candidate_id} energy {energy}{}",
-                if *hard_pass { ", hard pass" } else { "" }
-            ),
+            } => {
+                write!(
+                    f,
+                    ": {candidate_id} energy {energy}{}",
+                    if *hard_pass { ", hard pass" } else { "" }
+                )?;
+                if !flaky.is_empty() {
+                    write!(f, ", flaky: {}", flaky.join(", "))?;
+                }
+                Ok(())
+            }
             PartialCheckpointed {
                 candidate_id, root, ..
             } => {
@@ -787,6 +894,11 @@ impl fmt::Display for SearchEvent {
             | BranchAbandoned { reason, .. }
             | SearchClosed { reason, .. }
             | ModelRouteUnavailable { reason, .. } => write!(f, ": {reason}"),
+            BranchContained {
+                certificate_id,
+                reason,
+                ..
+            } => write!(f, ": {certificate_id}: {reason}"),
             ModelProgramsCompiled {
                 turn,
                 invocation_digest,
@@ -805,6 +917,14 @@ impl fmt::Display for SearchEvent {
                 measured,
                 ..
             } => write!(f, ": on {cluster_id}: {hypothesis} ({measured})"),
+            ContextPagesSelected {
+                turn, plan_digest, ..
+            } => write!(f, ": turn {turn} plan {plan_digest}"),
+            ContextInfeasible { turn, endpoint, .. } => {
+                write!(f, ": turn {turn} at {endpoint}, nothing sent")
+            }
+            ContextPageRecalled { turn, page_id, .. } => write!(f, ": turn {turn} page {page_id}"),
+            ContextMiss { turn, reason, .. } => write!(f, ": turn {turn}: {reason}"),
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }

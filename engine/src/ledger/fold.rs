@@ -843,6 +843,8 @@ mod tests {
                         candidate_id,
                         energy: f64::from(energy),
                         hard_pass,
+                        keys: None,
+                        flaky: vec![],
                     }
                 }),
             (forest.clone(), candidate).prop_map(|(forest_id, candidate_id)| {

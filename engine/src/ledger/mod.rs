@@ -13,6 +13,7 @@
 
 pub mod event;
 pub mod fold;
+mod selections;
 pub mod store;
 pub mod verify;
 pub mod witness;
@@ -25,13 +26,14 @@ pub(crate) mod test_support;
 pub use event::{
     AcceptedStateStored, CandidateMeasured, ClusterSummary, DecodedRow, GateDecisionRecorded,
     GateVerdict, LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchCounters,
-    SearchEncoding, SearchEnvelopeV1, SearchEvent, SessionStarted, SnapshotTaken, StageOutcome,
-    StoredFile,
+    SearchEncoding, SearchEnvelopeV1, SearchEvent, SelectionKeys, SessionStarted, SnapshotTaken,
+    StageOutcome, StoredFile,
 };
 pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,
     NoGoodRecord, ResumeFold, fold_accepted, fold_resume,
 };
+pub use selections::{Rederived, SelectionDiverges, rederive_selections};
 pub use store::{EventRef, Ledger, LedgerError, Row};
 pub use verify::{ChainError, VerifyReport};
 pub use witness::{Head, HeadSource};

@@ -72,7 +72,7 @@ pub fn stored(node: &str, generation: u32, candidate: &str) -> LedgerEvent {
         candidate_id: candidate.into(),
         root: root(candidate),
         files: vec![StoredFile {
-            path: "src/lib.rs".into(),
+            path: crate::workspace_path::WorkspacePath::new("src/lib.rs").unwrap(),
             blob: blob_digest(candidate.as_bytes()),
         }],
     })
@@ -83,7 +83,7 @@ pub fn promoted(repair_id: &str) -> LedgerEvent {
         repair_id: repair_id.into(),
         root_before: root("before"),
         root_after: root("after"),
-        files: vec!["src/lib.rs".into()],
+        files: vec![crate::workspace_path::WorkspacePath::new("src/lib.rs").unwrap()],
         via: PromotionRoute::Cli,
     })
 }

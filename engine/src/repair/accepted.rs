@@ -22,6 +22,7 @@ use crate::measure::Measurement;
 use crate::records;
 use crate::runtime::blocking;
 use crate::snapshot::{self, BlobStore, DirSource, Entry, EntryKind, Overlay, Snapshot};
+use crate::workspace_path::WorkspacePath;
 
 use super::Ctx;
 use super::session::Session;
@@ -45,12 +46,27 @@ impl Accepted {
         y: Snapshot,
         m: Measurement,
     ) -> Result<Accepted, EngineError> {
+        Ok(Accepted {
+            overlay: self.overlay_toward(ctx, slot, &y)?,
+            snapshot: y,
+            measurement: m,
+        })
+    }
+
+    /// The overlay over the user's disk that holds state `y` of `slot`:
+    /// this state's overlay and the content `y` changed, read from `slot`.
+    pub(super) fn overlay_toward(
+        &self,
+        ctx: &Ctx<'_>,
+        slot: PathBuf,
+        y: &Snapshot,
+    ) -> Result<Overlay, EngineError> {
         let accepted_source = DirSource::new(ctx.root.to_path_buf(), self.overlay.clone());
         let mut overlay = self.overlay.clone();
         let changes = snapshot::diff(
             &self.snapshot,
             &accepted_source,
-            &y,
+            y,
             &DirSource::new(slot, Overlay::default()),
         )?;
         for change in &changes {
@@ -63,13 +79,9 @@ impl Accepted {
             };
             overlay
                 .buffers
-                .insert(change.path().to_owned(), text.as_bytes().to_vec());
+                .insert(change.path().to_string(), text.as_bytes().to_vec());
         }
-        Ok(Accepted {
-            snapshot: y,
-            overlay,
-            measurement: m,
-        })
+        Ok(overlay)
     }
 }
 
@@ -89,7 +101,7 @@ pub(super) fn store_accepted_state(
     x0: &Snapshot,
     accepted: &Accepted,
 ) -> Result<(), EngineError> {
-    let files = blocking(|| -> Result<Vec<(String, Digest)>, String> {
+    let files = blocking(|| -> Result<Vec<(WorkspacePath, Digest)>, String> {
         if let Some(path) = x0
             .entries
             .keys()
@@ -116,7 +128,10 @@ pub(super) fn store_accepted_state(
                     entry.blob.short(12)
                 ));
             }
-            files.push((path.clone(), blob));
+            files.push((
+                WorkspacePath::new(path.clone()).map_err(|e| e.to_string())?,
+                blob,
+            ));
         }
         Ok(files)
     })
@@ -147,22 +162,21 @@ pub(super) fn rebuild_accepted(
     let mut entries = start.0.entries.clone();
     let mut overlay = start.1.clone();
     for file in &stored.files {
-        snapshot::fsutil::check_rel_path(&file.path).map_err(|e| e.to_string())?;
         let content = store
             .get(&file.blob)
             .map_err(|e| format!("`{}`: {e}", file.path))?;
         let kind = entries
-            .get(&file.path)
+            .get(file.path.as_str())
             .map_or(EntryKind::File { executable: false }, |entry| entry.kind);
         entries.insert(
-            file.path.clone(),
+            file.path.to_string(),
             Entry {
                 kind,
                 blob: file.blob,
                 size: content.len() as u64,
             },
         );
-        overlay.buffers.insert(file.path.clone(), content);
+        overlay.buffers.insert(file.path.to_string(), content);
     }
     let snapshot = Snapshot::from_entries(entries);
     if snapshot.root != stored.root {
@@ -205,7 +219,7 @@ mod tests {
             candidate_id: "n/0/c1".into(),
             root,
             files: vec![ledger::StoredFile {
-                path: path.into(),
+                path: crate::workspace_path::WorkspacePath::new(path).unwrap(),
                 blob: blob_digest(b"new"),
             }],
         };
@@ -227,8 +241,13 @@ mod tests {
         let moved = rebuild_accepted(&objects, start_view, &stored("src/main.rs", accepted.root))
             .unwrap_err();
         assert!(moved.contains("rebuild root"), "{moved}");
-        let escaping = rebuild_accepted(&objects, start_view, &stored("../lib.rs", accepted.root))
-            .unwrap_err();
+        // A stored file outside the workspace cannot even be read back.
+        let escaping = serde_json::from_value::<ledger::StoredFile>(serde_json::json!({
+            "path": "../lib.rs",
+            "blob": blob_digest(b"new"),
+        }))
+        .unwrap_err()
+        .to_string();
         assert!(escaping.contains("../lib.rs"), "{escaping}");
     }
 }

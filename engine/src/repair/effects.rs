@@ -19,11 +19,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::actor::ContextEvent;
 use crate::actor::{
     ActorContext, ActorOutcome, Attempt, BoxFuture, BranchVerifier, FailoverChain, PreparedRequest,
     PromptInputs, StopReason, TurnLedger, TurnLimits, TurnRecord, TurnUsage, VerifierReport,
     run_actor,
 };
+use crate::context::Residency;
 use crate::digest::Digest;
 use crate::edit;
 use crate::error::EngineError;
@@ -45,7 +47,7 @@ use crate::snapshot::{
 
 use super::Ctx;
 use super::session::Session;
-use crate::report::{BranchOutcome, BranchReport};
+use crate::report::{BranchOutcome, BranchReport, NotUsed};
 
 /// One forest and the ledger it writes to: every budget move is followed by
 /// a usage snapshot, and a closed forest writes nothing more.
@@ -392,6 +394,26 @@ impl ForestRun<'_> {
         self.forest.start(branch_id).map_err(EngineError::from)
     }
 
+    /// Stops a running branch by a containment certificate (a copy into its
+    /// slot went over its reservation), removes its workspace and ledgers
+    /// the certificate, named by the digest of what it certifies.
+    pub(super) fn contain(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
+        let certificate_id = crate::digest::CanonicalHasher::new("trellis.containment.v1")
+            .str(self.id())
+            .str(branch_id)
+            .str(reason)
+            .finish()
+            .short(12);
+        self.forest.contain(branch_id, &certificate_id)?;
+        remove_slot(self.ctx, branch_id);
+        self.append(&SearchEvent::BranchContained {
+            forest_id: self.id().to_owned(),
+            branch_id: branch_id.to_owned(),
+            certificate_id,
+            reason: reason.to_owned(),
+        })
+    }
+
     /// Abandons a running branch and removes its workspace.
     pub(super) fn abandon(&mut self, branch_id: &str, reason: &str) -> Result<(), EngineError> {
         self.forest.abandon(branch_id, reason)?;
@@ -402,6 +424,7 @@ impl ForestRun<'_> {
     pub(super) fn reject(
         &mut self,
         report: &mut BranchReport,
+        cause: NotUsed,
         reason: String,
     ) -> Result<(), EngineError> {
         self.forest.reject(&report.branch_id, &reason)?;
@@ -411,7 +434,7 @@ impl ForestRun<'_> {
             &report.branch_id,
             &reason,
         ))?;
-        report.outcome = BranchOutcome::Ineligible { reason };
+        report.outcome = BranchOutcome::ineligible(cause, reason);
         Ok(())
     }
 
@@ -421,6 +444,7 @@ impl ForestRun<'_> {
         &mut self,
         branch_id: &str,
         observation: &CandidateObservation,
+        flaky: Vec<String>,
         trajectory: &AcceptedTrajectory,
         receipt: Receipt,
     ) -> Result<Eligibility, EngineError> {
@@ -428,11 +452,11 @@ impl ForestRun<'_> {
             .forest
             .measure(branch_id, observation, trajectory, receipt)?;
         self.append(&records::search_candidate_measured(
-            self.id(),
+            &self.forest,
             branch_id,
-            observation.root,
-            observation.energy,
-            observation.hard_pass,
+            observation,
+            eligibility == Eligibility::Eligible,
+            flaky,
         ))?;
         Ok(eligibility)
     }
@@ -459,7 +483,7 @@ impl ForestRun<'_> {
     /// Selects among the measured branches; the losers lose their slots.
     pub(super) fn select(&mut self, profile: Digest) -> Result<Selection, EngineError> {
         let selection = self.forest.select(profile)?;
-        self.append(&records::search_selected(self.id(), &selection.selected))?;
+        self.append(&records::search_selected(self.id(), &selection, profile))?;
         for loser in &selection.not_selected {
             remove_slot(self.ctx, loser);
             self.append(&records::search_not_selected(
@@ -613,6 +637,78 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
             record: serde_json::to_value(record).unwrap_or_default(),
         };
         meter.append(event);
+    }
+
+    fn context(&mut self, event: &ContextEvent) {
+        let Ok(mut meter) = self.0.try_lock() else {
+            return;
+        };
+        if let Some(message) = context_progress(event) {
+            meter.run.ctx.progress.report(&message, None);
+        }
+        let (forest_id, branch_id) = (meter.run.id().to_owned(), meter.branch_id.clone());
+        let event = match event {
+            ContextEvent::PagesSelected {
+                turn,
+                endpoint,
+                plan_digest,
+                plan,
+            } => SearchEvent::ContextPagesSelected {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                endpoint: endpoint.clone(),
+                plan_digest: plan_digest.clone(),
+                plan: serde_json::to_value(plan).unwrap_or_default(),
+            },
+            ContextEvent::Infeasible {
+                turn,
+                endpoint,
+                infeasible,
+            } => SearchEvent::ContextInfeasible {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                endpoint: endpoint.clone(),
+                figures: serde_json::to_value(infeasible).unwrap_or_default(),
+            },
+            ContextEvent::PageRecalled { turn, page_id, key } => SearchEvent::ContextPageRecalled {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                page_id: page_id.clone(),
+                key: serde_json::to_value(key).unwrap_or_default(),
+            },
+            ContextEvent::Miss { turn, key, reason } => SearchEvent::ContextMiss {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                key: serde_json::to_value(key).unwrap_or_default(),
+                reason: reason.clone(),
+            },
+        };
+        meter.append(event);
+    }
+}
+
+/// A refitted request as work-done progress, so the editor shows when a
+/// turn's context was paged to fit the route's window.
+fn context_progress(event: &ContextEvent) -> Option<String> {
+    match event {
+        ContextEvent::PagesSelected { turn, plan, .. } if plan.refitted() => {
+            let evicted = plan.count(Residency::Evicted);
+            Some(format!(
+                "turn {turn}: context refitted to {} of {} tokens ({evicted} {} evicted, {} stale)",
+                plan.request_tokens,
+                plan.allowance.input,
+                if evicted == 1 { "page" } else { "pages" },
+                plan.count(Residency::Stale)
+            ))
+        }
+        ContextEvent::Infeasible { turn, .. } => Some(format!(
+            "turn {turn}: the context does not fit, nothing sent"
+        )),
+        _ => None,
     }
 }
 

@@ -30,7 +30,9 @@
 //! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;
 //! - [`effects`]: the only code that copies, measures or moves the budget;
 //! - [`accepted`]: the accepted-state store and its rebuild;
-//! - [`status`]: the ledger's search rows folded for display.
+//! - [`status`]: the ledger's search rows folded for display;
+//! - [`unfixed`]: pure: why each problem a repair left was left, and what
+//!   would help.
 
 mod accepted;
 mod effects;
@@ -44,6 +46,7 @@ mod status;
 mod step;
 #[cfg(test)]
 mod test_support;
+mod unfixed;
 
 use std::path::Path;
 
@@ -51,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::ledger::Ledger;
-use crate::report::{RepairStatus, StepReport};
+use crate::report::{RepairStatus, StepReport, Unfixed};
 use crate::runtime::Progress;
 use crate::sensor::Sensor;
 use crate::slots::Slots;
@@ -82,4 +85,5 @@ pub(crate) struct SearchResult {
     /// No model is configured, and one could have worked a cluster the
     /// compiler offers nothing for.
     pub model_would_help: bool,
+    pub unfixed: Vec<Unfixed>,
 }

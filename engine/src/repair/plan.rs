@@ -23,7 +23,7 @@ use crate::search::{
     build_digest, probe_attempt, probe_first,
 };
 use crate::sensor::Sensor;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Overlay, Snapshot};
 
 /// Clusters worth repairing, the requested one first, warnings never.
 fn repair_order<'m>(m: &'m Measurement, target: Option<&str>) -> Vec<&'m Cluster> {
@@ -296,14 +296,22 @@ impl Plan {
     }
 }
 
-/// A partial checkpoint kept in its branch's slot, with the plan that
-/// continuing it works from. It never enters the accepted fold.
+/// A partial checkpoint, with the plan that continuing it works from. It
+/// never enters the accepted fold.
 pub(super) struct KeptPartial {
     pub(super) checkpoint: PartialCheckpointRef,
+    /// The branch that reached it.
     pub(super) branch_id: String,
     pub(super) snapshot: Snapshot,
+    /// The checkpoint's content as an overlay over the user's disk (the
+    /// accepted overlay and what the branch changed): a child copies it
+    /// from here, whatever its branch's slot holds since.
+    pub(super) overlay: Overlay,
     pub(super) measurement: Measurement,
     pub(super) plan: Plan,
+    /// The labels of every fix its state holds, oldest first, so the fix
+    /// that continues it names them all.
+    pub(super) labels: Vec<String>,
 }
 
 /// What one branch has shown so far: system 20's inputs.
@@ -313,6 +321,29 @@ pub(super) struct Track {
     pub(super) energies: Vec<f64>,
     pub(super) signatures: Vec<Digest>,
     pub(super) local_retries_left: u32,
+    /// The latest ineligible measurement's dominant residual carries no
+    /// diagnostic and no counterexample (see [`correction_is_empty`]).
+    pub(super) correction_empty: bool,
+}
+
+impl Track {
+    /// A branch about to make `attempt`, nothing measured yet.
+    pub(super) fn new(attempt: Attempt, local_retries_left: u32) -> Track {
+        Track {
+            attempt,
+            energies: Vec::new(),
+            signatures: Vec::new(),
+            local_retries_left,
+            correction_empty: false,
+        }
+    }
+}
+
+/// Whether the correction packet the dominant residual of `m` offers is
+/// empty: no residual to explain the failure, or one with neither a
+/// diagnostic nor a counterexample (a required stage that could not run).
+pub(super) fn correction_is_empty(m: &Measurement, target: &str) -> bool {
+    dominant_cluster(m, target).is_none_or(|c| c.diagnostics.is_empty() && c.failures.is_empty())
 }
 
 /// The next quantum: an attempt, where it runs, and its candidate.
@@ -402,4 +433,57 @@ pub(super) fn packet_energy(m: &Measurement, cluster_id: &str) -> f64 {
         .iter()
         .find(|c| c.id == cluster_id)
         .map_or(0.0, |c| c.energy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{EnergyModel, assess};
+    use crate::sensor::{StageStatus, test_report};
+
+    fn measured(reports: Vec<crate::sensor::StageReport>) -> Measurement {
+        let assessment = assess(&reports, &["build".into(), "test".into()], &EnergyModel::V1);
+        Measurement {
+            root: Digest::ZERO,
+            reports,
+            assessment,
+            profile: Digest::ZERO,
+        }
+    }
+
+    /// Item 15: `EmptyCorrection` is reachable. A state whose dominant
+    /// residual is a required stage that could not run offers a packet
+    /// with no diagnostic and no counterexample; a failing test does not.
+    #[test]
+    fn a_stage_that_could_not_run_leaves_an_empty_correction() {
+        let unavailable = measured(vec![
+            test_report("build", StageStatus::Passed, vec![], vec![]),
+            test_report(
+                "test",
+                StageStatus::Unavailable {
+                    reason: "timed out after 2s".into(),
+                },
+                vec![],
+                vec![],
+            ),
+        ]);
+        assert!(correction_is_empty(&unavailable, "no-such-cluster"));
+        let failing = measured(vec![
+            test_report("build", StageStatus::Passed, vec![], vec![]),
+            test_report(
+                "test",
+                StageStatus::Failed,
+                vec![],
+                vec![crate::diagnostic::TestFailure {
+                    binary: "--lib".into(),
+                    name: "tests::adds".into(),
+                    output: "assertion failed".into(),
+                    location: None,
+                    calls: vec![],
+                    rerun: None,
+                }],
+            ),
+        ]);
+        assert!(!correction_is_empty(&failing, "no-such-cluster"));
+    }
 }

@@ -29,12 +29,12 @@ use crate::snapshot::{DirSource, Snapshot};
 use super::accepted::Accepted;
 use super::effects::{ForestRun, Probed, realize};
 use super::plan::{
-    KeptPartial, Plan, Quantum, Track, cluster_signature, dominant_cluster, evidence_digest,
-    obligations, packet_energy,
+    KeptPartial, Plan, Quantum, Track, cluster_signature, correction_is_empty, dominant_cluster,
+    evidence_digest, obligations, packet_energy,
 };
 use super::session::Session;
 use super::step::Eligible;
-use crate::report::{BranchOutcome, BranchReport};
+use crate::report::{BranchOutcome, BranchReport, NotUsed};
 
 /// How one quantum ended.
 pub(super) enum QuantumEnd {
@@ -48,6 +48,15 @@ pub(super) enum QuantumEnd {
     Stop,
 }
 
+/// How syncing a probed slot back to its seed went.
+enum Restored {
+    Synced,
+    /// The budget refused the copy.
+    Refused,
+    /// The copy went over its reservation: the branch must be contained.
+    Exceeded,
+}
+
 /// The seed a quantum starts from: its content, its measurement and the
 /// plan its evidence offers.
 pub(super) struct SeedView<'p> {
@@ -55,6 +64,8 @@ pub(super) struct SeedView<'p> {
     pub(super) source: DirSource,
     pub(super) measurement: &'p Measurement,
     pub(super) plan: &'p Plan,
+    /// The fixes the seed already holds (a partial checkpoint's labels).
+    pub(super) labels: &'p [String],
 }
 
 /// One quantum of the running branch `branch_id`, borrowing what it needs
@@ -72,6 +83,9 @@ pub(super) struct QuantumRun<'q, 'a> {
     pub(super) branch_id: String,
     pub(super) slot: PathBuf,
     pub(super) report: &'q mut BranchReport,
+    /// The fixes the seed already holds, named with this quantum's own in
+    /// what it leads to: the summary lists every change of the diff.
+    pub(super) seed_labels: &'q [String],
 }
 
 impl QuantumRun<'_, '_> {
@@ -126,13 +140,25 @@ impl QuantumRun<'_, '_> {
             }
             // Syncing the slot back to its seed is a copy of what the probe
             // touched: reserved and settled like any other.
-            if !self.restore_seed(candidate, seed)? {
-                // A slot that cannot be restored must not be edited further.
-                self.run.observe(
-                    branch_id,
-                    "probe stopped: its slot could not be synced back to the seed",
-                )?;
-                return Ok(None);
+            match self.restore_seed(candidate, seed)? {
+                Restored::Synced => {}
+                Restored::Refused => {
+                    // A slot that cannot be restored must not be edited further.
+                    self.run.observe(
+                        branch_id,
+                        "probe stopped: the budget refused syncing its slot back to the seed",
+                    )?;
+                    return Ok(None);
+                }
+                Restored::Exceeded => {
+                    // Something in the slot changed beyond what the probe
+                    // touched (a build writing sources): contained.
+                    let reason = "contained: syncing the probed slot back to its seed copied \
+                                  more than the probe touched";
+                    self.run.contain(branch_id, reason)?;
+                    self.report.outcome = BranchOutcome::ineligible(NotUsed::Barrier, reason);
+                    return Ok(None);
+                }
             }
             let alternative = candidate.alternative.map_or(0, |i| i + 1);
             let energy = match probed {
@@ -178,13 +204,12 @@ impl QuantumRun<'_, '_> {
             .map(|(_, candidate)| candidate.clone()))
     }
 
-    /// Syncs the probed slot back to its seed. `false` when the budget
-    /// refuses the copy or it exceeded its reservation.
+    /// Syncs the probed slot back to its seed.
     fn restore_seed(
         &mut self,
         candidate: &Candidate,
         seed: &SeedView<'_>,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<Restored, EngineError> {
         let touched: BTreeSet<&str> = candidate
             .edits
             .iter()
@@ -194,7 +219,7 @@ impl QuantumRun<'_, '_> {
             .run
             .sync_back(seed.snapshot, &seed.source, &self.slot, &touched)?
         else {
-            return Ok(false);
+            return Ok(Restored::Refused);
         };
         let synced = copied.copy?;
         if synced.root != seed.snapshot.root {
@@ -203,7 +228,11 @@ impl QuantumRun<'_, '_> {
                 self.slot.display()
             )));
         }
-        Ok(!copied.exceeded)
+        Ok(if copied.exceeded {
+            Restored::Exceeded
+        } else {
+            Restored::Synced
+        })
     }
 
     /// Realizes `candidate` in the slot, measures it under a verifier
@@ -226,13 +255,16 @@ impl QuantumRun<'_, '_> {
         let y = match realize(&self.slot, candidate) {
             Ok(y) => y,
             Err(reason) => {
-                self.reject(format!("candidate could not be realized: {reason}"))?;
+                self.reject(
+                    NotUsed::NotMade,
+                    format!("candidate could not be realized: {reason}"),
+                )?;
                 return Ok(QuantumEnd::Ineligible);
             }
         };
         self.report.root = Some(y.root);
         if y.root == seed_root {
-            self.reject("the candidate changed nothing".into())?;
+            self.reject(NotUsed::NothingNew, "the candidate changed nothing".into())?;
             let support = Support::from_evidence(Evidence::UnchangedState { root: y.root });
             self.run
                 .record_no_good(self.session, &branch_id, components, support)?;
@@ -240,7 +272,10 @@ impl QuantumRun<'_, '_> {
         }
         if self.run.forest().is_measured_root(&y.root) || self.measured_roots.contains(&y.root) {
             // Not re-measured (system 20): no verifier reservation.
-            self.reject("duplicate of an already measured state".into())?;
+            self.reject(
+                NotUsed::NothingNew,
+                "duplicate of an already measured state".into(),
+            )?;
             return Ok(QuantumEnd::Ineligible);
         }
 
@@ -248,9 +283,12 @@ impl QuantumRun<'_, '_> {
         let Some((m, receipt)) = self.run.measure(y.root, &self.slot, &label).await? else {
             self.run
                 .abandon(&branch_id, "no verifier run left in the budget")?;
-            self.report.outcome = BranchOutcome::Ineligible {
-                reason: "the search budget has no verifier run left".into(),
-            };
+            self.report.outcome = BranchOutcome::ineligible(
+                NotUsed::BudgetExhausted {
+                    limit: Some("verifier_runs".into()),
+                },
+                "the search budget has no verifier run left",
+            );
             return Ok(QuantumEnd::Stop);
         };
         if !ctx.cancel.is_cancelled() {
@@ -273,20 +311,20 @@ impl QuantumRun<'_, '_> {
             .map(|c| c.title.clone())
             .collect();
         track.energies.push(m.energy());
+        track.correction_empty = false;
         if let Some(dominant) = dominant_cluster(&m, &self.plan.packet.cluster_id) {
             track.signatures.push(cluster_signature(&dominant.id));
         }
         if self.run.forest().is_closed() {
-            self.report.outcome = BranchOutcome::Ineligible {
-                reason: "the search budget closed the forest".into(),
-            };
+            self.report.outcome = BranchOutcome::ineligible(
+                NotUsed::BudgetExhausted { limit: None },
+                "the search budget closed the forest",
+            );
             return Ok(QuantumEnd::Stop);
         }
         if ctx.cancel.is_cancelled() {
             self.run.abandon(&branch_id, "cancelled")?;
-            self.report.outcome = BranchOutcome::Ineligible {
-                reason: "cancelled".into(),
-            };
+            self.report.outcome = BranchOutcome::ineligible(NotUsed::Stopped, "cancelled");
             return Ok(QuantumEnd::Stop);
         }
         let observation = CandidateObservation {
@@ -295,38 +333,41 @@ impl QuantumRun<'_, '_> {
             hard_pass: m.hard_pass(),
             targeted_improvement: self.targeted_before
                 - packet_energy(&m, &self.plan.packet.cluster_id),
-            cost: m.cost_ms,
             profile: m.profile,
             barriers_hold: true,
             required_sensors_ran: m.required_ran(ctx.config),
         };
-        let reasons = match self
-            .run
-            .judge(&branch_id, &observation, self.trajectory, receipt)?
-        {
+        let reasons = match self.run.judge(
+            &branch_id,
+            &observation,
+            m.flaky(),
+            self.trajectory,
+            receipt,
+        )? {
             Eligibility::Eligible => {
                 return Ok(QuantumEnd::Eligible(Box::new(Eligible {
                     branch_id,
-                    label: candidate.label.clone(),
+                    label: self.labels_with(candidate).join("; "),
                     y,
                     m,
                 })));
             }
             Eligibility::Ineligible(reasons) => reasons,
         };
-        let reason = if reasons.contains(&Ineligibility::RequiredSensorMissing) {
-            format!(
-                "a required stage could not run: {}",
-                m.unavailable().join(", ")
-            )
+        let (cause, reason) = if reasons.contains(&Ineligibility::RequiredSensorMissing) {
+            let stages = m.unavailable();
+            let reason = format!("a required stage could not run: {}", stages.join(", "));
+            (NotUsed::StageUnavailable { stages }, reason)
         } else if reasons.contains(&Ineligibility::NotDescending) {
-            format!(
+            let reason = format!(
                 "no descent: energy {:.2} is not below {:.2} − ρ",
                 m.energy(),
                 self.trajectory.v_best()
-            )
+            );
+            (NotUsed::NoDescent, reason)
         } else {
-            "an operational barrier does not hold".to_owned()
+            let reason = "an operational barrier does not hold".to_owned();
+            (NotUsed::Barrier, reason)
         };
         // A state measured by every required stage and failing only on descent
         // is worth keeping when the proposer can act on a cluster whose
@@ -359,15 +400,19 @@ impl QuantumRun<'_, '_> {
                     next_plan.packet.cluster_title
                 ),
             };
+            let overlay = self.accepted.overlay_toward(ctx, self.slot.clone(), &y)?;
             return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
                 checkpoint,
-                branch_id,
+                branch_id: self.branch_id.clone(),
+                overlay,
                 snapshot: y,
                 measurement: m,
                 plan: next_plan,
+                labels: self.labels_with(candidate),
             })));
         }
-        self.reject(reason)?;
+        track.correction_empty = correction_is_empty(&m, &self.plan.packet.cluster_id);
+        self.reject(cause, reason)?;
         // Only deterministic evidence supports a no-good: a stage that could not
         // run is environmental, and a retry may succeed.
         let support = if observation.required_sensors_ran {
@@ -387,8 +432,15 @@ impl QuantumRun<'_, '_> {
         Ok(QuantumEnd::Ineligible)
     }
 
+    /// The seed's fixes and then `candidate`'s.
+    fn labels_with(&self, candidate: &Candidate) -> Vec<String> {
+        let mut labels = self.seed_labels.to_vec();
+        labels.push(candidate.label.clone());
+        labels
+    }
+
     /// Rejects the running branch (see [`ForestRun::reject`]).
-    pub(super) fn reject(&mut self, reason: String) -> Result<(), EngineError> {
-        self.run.reject(self.report, reason)
+    pub(super) fn reject(&mut self, cause: NotUsed, reason: String) -> Result<(), EngineError> {
+        self.run.reject(self.report, cause, reason)
     }
 }

@@ -30,6 +30,7 @@ use super::effects::{ForestRun, branch_slot};
 use super::plan::Plan;
 use super::session::{Continuation, Session};
 use super::step::{Eligible, Step, StepEnd};
+use super::unfixed::{Ended, unfixed};
 use super::{Ctx, SearchResult};
 
 /// One repair's search from its measured start state.
@@ -242,12 +243,14 @@ impl<'a> Search<'a> {
         // state; cleared when a step is accepted.
         let mut exhausted: BTreeSet<String> = BTreeSet::new();
         let mut model_would_help = false;
+        let mut out_of_steps = false;
 
         let status = loop {
             if ctx.cancel.is_cancelled() {
                 break RepairStatus::Cancelled;
             }
             if continued_steps + steps.len() >= ctx.config.exploration.max_steps {
+                out_of_steps = true;
                 break RepairStatus::ResidualsRemain;
             }
             let target = if steps.is_empty() {
@@ -352,12 +355,26 @@ impl<'a> Search<'a> {
             // The loop ended before any step ran in it.
             ForestRun::resumed(ctx, forest).close("no step ran from the resumed state")?;
         }
+        let ended = match status {
+            RepairStatus::HardPass | RepairStatus::AlreadyClean => Ended::HardPass,
+            RepairStatus::Cancelled => Ended::Cancelled,
+            RepairStatus::BoundReached => Ended::DecisionBound,
+            _ if out_of_steps => Ended::StepLimit,
+            _ => Ended::NothingToTry,
+        };
+        let unfixed = unfixed(
+            &self.accepted.measurement.assessment.clusters,
+            &steps,
+            ended,
+            !ctx.config.models.is_empty(),
+        );
         Ok(SearchResult {
             status,
             steps,
             last: self.accepted,
             labels,
             model_would_help,
+            unfixed,
         })
     }
 

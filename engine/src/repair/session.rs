@@ -609,7 +609,10 @@ mod tests {
                     0,
                     &decision.candidate_id,
                     y1,
-                    vec![("src/lib.rs".into(), blob_digest(b"fixed"))],
+                    vec![(
+                        crate::workspace_path::WorkspacePath::new("src/lib.rs").unwrap(),
+                        blob_digest(b"fixed"),
+                    )],
                 ))
                 .unwrap();
         }

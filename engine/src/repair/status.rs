@@ -105,6 +105,11 @@ pub struct SearchStatus {
     pub no_goods: usize,
     /// Search rows of a newer envelope version: shown, never interpreted.
     pub unreadable_rows: usize,
+    /// A promotion was recorded after the last search opened: what the
+    /// forests committed reached the user's files. `false` after a dry run
+    /// (`trellis repair` without `--commit`, an editor Preview not applied).
+    #[serde(default)]
+    pub written: bool,
 }
 
 /// The fold's accumulator: every forest so far, and the distinct no-good
@@ -114,6 +119,7 @@ struct Fold {
     forests: Vec<ForestStatus>,
     keys: BTreeSet<Digest>,
     unreadable_rows: usize,
+    written: bool,
 }
 
 impl Fold {
@@ -121,6 +127,7 @@ impl Fold {
         match &row.event {
             ledger::DecodedRow::Search { event, .. } => self.search(event),
             ledger::DecodedRow::UnknownVersion { .. } => self.unreadable_rows += 1,
+            ledger::DecodedRow::Ledger(ledger::LedgerEvent::Promoted(_)) => self.written = true,
             ledger::DecodedRow::Ledger(_) => {}
         }
         self
@@ -137,6 +144,7 @@ impl Fold {
             ..
         } = event
         {
+            self.written = false;
             self.forests.push(ForestStatus {
                 forest_id: forest_id.clone(),
                 node: node.clone(),
@@ -179,6 +187,7 @@ impl Fold {
             forests,
             no_goods: self.keys.len(),
             unreadable_rows: self.unreadable_rows,
+            written: self.written,
         }
     }
 }
@@ -222,6 +231,11 @@ impl ForestStatus {
                 branch_id, reason, ..
             } => self.set_branch(branch_id, S::NotSelected, Some(reason)),
             SearchEvent::BranchAbandoned {
+                branch_id, reason, ..
+            }
+            // Status shows the seed's dashboard states: a contained branch
+            // was given up, with its certificate's reason.
+            | SearchEvent::BranchContained {
                 branch_id, reason, ..
             } => self.set_branch(branch_id, S::Abandoned, Some(reason)),
             SearchEvent::BranchSelected { branch_id, .. } => {
@@ -290,6 +304,28 @@ mod tests {
             Counters::DEFAULT_LIMITS.actions - 5
         );
         assert_eq!((forest.no_goods, status.no_goods), (1, 1));
+    }
+
+    /// A contained branch is ledgered with its certificate, decodes from a
+    /// real ledger, and shows as given up with the certificate's reason.
+    #[test]
+    fn a_contained_branch_shows_as_abandoned_with_its_reason() {
+        let (_dir, ledger) = ledger_with(&[
+            opened("f", "n", 0, blob_digest(b"x0")),
+            SearchEvent::BranchContained {
+                forest_id: "f".into(),
+                branch_id: "b1".into(),
+                certificate_id: "c0ffee".into(),
+                reason: "contained: the sync copied more than reserved".into(),
+            },
+        ]);
+        let rows = ledger.rows().unwrap();
+        assert!(matches!(
+            &rows.last().unwrap().event,
+            crate::ledger::DecodedRow::Search { event, .. } if event.name() == "branch_contained"
+        ));
+        let forest = &SearchStatus::from_rows(&rows).forests[0];
+        assert_eq!(forest.count(BranchState::Abandoned), 1);
     }
 
     #[test]

@@ -1,13 +1,18 @@
 //! One step: one forest over the accepted state, its quanta, its
 //! selection and its one commit.
 //!
-//! The first branch makes the plan's opening attempt; after every quantum,
-//! system 20 ([`next_expansion`]) decides whether that branch continues its
-//! partial checkpoint, a new branch opens (from the accepted root or from
-//! that checkpoint), or the forest selects. An exact no-good refuses a
-//! repeated attempt for free: no reservation, no branch. Branch previews
-//! never decide; the forest selects one candidate (Proposition 5) and
-//! commits it once through the gate.
+//! The first branch makes the plan's opening attempt. Every branch that can
+//! take another quantum is a live entry of the step's [`Frontier`] (system
+//! 19): served in epochs, at most once per epoch, best of the six keys
+//! first, a new entry joining the next epoch. After every quantum, system
+//! 20 ([`next_expansions`]) plans what follows: the branch continues its
+//! partial checkpoint (it stays live), a new branch forks (from the
+//! accepted root or from that checkpoint) and joins the frontier, or both,
+//! so a branch that seeded a child can still be served. The forest selects
+//! when the frontier is empty. An exact no-good refuses a repeated attempt
+//! for free: no reservation, no branch. Branch previews never decide; the
+//! forest selects one candidate (Proposition 5) and commits it once
+//! through the gate.
 //!
 //! It must never copy, measure or move the budget except through
 //! [`ForestRun`], and never change the accepted state: the committed
@@ -26,19 +31,21 @@ use crate::propose::SuggestionProposer;
 use crate::records;
 use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec, Expansion,
-    ExpansionState, ForestError, Frontier, FrontierEntry, Seed, Strategy, next_expansion,
+    ExpansionState, ForestError, Frontier, FrontierEntry, Seed, Service, Strategy, next_expansions,
 };
-use crate::snapshot::{DirSource, Overlay, Snapshot};
+use crate::snapshot::{DirSource, Snapshot};
 
+use super::Ctx;
+use super::accepted::Accepted;
 use super::effects::{ForestRun, branch_slot, realize};
 use super::model;
 use super::plan::{
-    KeptPartial, Plan, Quantum, Realization, Track, attempt_components, obligations, packet_energy,
-    proposal_digest,
+    KeptPartial, Plan, Quantum, Realization, Track, attempt_components, dominant_cluster,
+    obligations, packet_energy, proposal_digest,
 };
 use super::quantum::{QuantumEnd, QuantumRun, SeedView};
 use super::search::Search;
-use crate::report::{BranchOutcome, BranchReport, StepReport};
+use crate::report::{BranchOutcome, BranchReport, NotUsed, StepReport};
 
 /// How a step's forest ended.
 pub(super) enum StepEnd {
@@ -62,6 +69,12 @@ pub(super) struct Eligible {
     pub(super) m: Measurement,
 }
 
+/// A live branch's next quantum, admitted and waiting to be served.
+struct Pending {
+    quantum: Quantum,
+    report: BranchReport,
+}
+
 /// One step's forest and what its quanta have shown so far.
 pub(super) struct Step<'s, 'a> {
     search: &'s mut Search<'a>,
@@ -73,6 +86,8 @@ pub(super) struct Step<'s, 'a> {
     /// The targeted cluster's energy at the accepted state.
     targeted_before: f64,
     frontier: Frontier,
+    /// The next quantum of each live frontier entry, and its report so far.
+    pending: BTreeMap<String, Pending>,
     /// The rank of the last entry served in the current epoch.
     rank: u32,
     eligible: Vec<Eligible>,
@@ -124,10 +139,13 @@ impl<'s, 'a> Step<'s, 'a> {
             tried: BTreeMap::new(),
             tracks: BTreeMap::new(),
             partials: BTreeMap::new(),
+            pending: BTreeMap::new(),
         })
     }
 
-    /// Runs quanta until expansion stops, then selects and commits.
+    /// Admits the plan's opening attempt, then serves the frontier until it
+    /// is empty (or a hard pass, the budget or a cancellation stops it),
+    /// then selects and commits.
     pub(super) async fn run(mut self) -> Result<(StepEnd, StepReport), EngineError> {
         let max_branches = self.deterministic_branches;
         let plan = self.plan;
@@ -137,7 +155,7 @@ impl<'s, 'a> Step<'s, 'a> {
             return self.finish();
         }
         let (attempt, candidate) = plan.opening(max_branches);
-        let mut next = Some(Quantum {
+        self.admit(vec![Quantum {
             why: match candidate {
                 Some(_) => "the first branch applies the compiler's suggestion".to_owned(),
                 None => format!(
@@ -149,12 +167,17 @@ impl<'s, 'a> Step<'s, 'a> {
             continues: None,
             seed: Seed::Accepted,
             candidate: candidate.cloned(),
-        });
-        while let Some(quantum) = next.take() {
+        }])?;
+        loop {
             if self.search.ctx.cancel.is_cancelled() || self.run.forest().is_closed() {
                 break;
             }
-            next = self.quantum(quantum).await?;
+            let Some(service) = self.frontier.serve() else {
+                break;
+            };
+            if !self.quantum(service).await? {
+                break;
+            }
         }
         if !self.plan.candidates.is_empty() {
             self.model_route().await?;
@@ -262,15 +285,17 @@ impl<'s, 'a> Step<'s, 'a> {
         let seed = match &kept {
             Some(k) => SeedView {
                 snapshot: &k.snapshot,
-                source: DirSource::new(branch_slot(ctx, &k.branch_id), Overlay::default()),
+                source: DirSource::new(ctx.root.to_path_buf(), k.overlay.clone()),
                 measurement: &k.measurement,
                 plan: &k.plan,
+                labels: &k.labels,
             },
             None => SeedView {
                 snapshot: &accepted.snapshot,
                 source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
                 measurement: &accepted.measurement,
                 plan: self.plan,
+                labels: &[],
             },
         };
         let mut report = BranchReport {
@@ -349,7 +374,7 @@ impl<'s, 'a> Step<'s, 'a> {
                 Ok(chain) => self.search.model_chain = Some(chain),
                 Err(reason) => {
                     self.run.abandon(branch_id, &reason)?;
-                    report.outcome = BranchOutcome::Ineligible { reason };
+                    report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
                     return Ok(QuantumEnd::Ineligible);
                 }
             }
@@ -385,25 +410,24 @@ impl<'s, 'a> Step<'s, 'a> {
                 // Environmental: abandoned, never a no-good.
                 let reason = format!("the model route {route} is unavailable for this repair");
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
             StopReason::Cancelled => {
                 self.run.abandon(branch_id, "cancelled")?;
-                report.outcome = BranchOutcome::Ineligible {
-                    reason: "cancelled".into(),
-                };
+                report.outcome = BranchOutcome::ineligible(NotUsed::Stopped, "cancelled");
                 return Ok(QuantumEnd::Stop);
             }
             StopReason::Unbuildable { endpoint, reason } => {
                 let reason = format!("no request could be built for `{endpoint}`: {reason}");
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
             StopReason::BudgetRefused { reason } => {
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                let cause = NotUsed::BudgetExhausted { limit: None };
+                report.outcome = BranchOutcome::ineligible(cause, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
         };
@@ -422,7 +446,7 @@ impl<'s, 'a> Step<'s, 'a> {
             Ok(y) => model::proposal_digest(route, &y.root),
             Err(reason) => {
                 self.run.abandon(branch_id, &reason)?;
-                report.outcome = BranchOutcome::Ineligible { reason };
+                report.outcome = BranchOutcome::ineligible(NotUsed::NotMade, reason);
                 return Ok(QuantumEnd::Ineligible);
             }
         };
@@ -444,17 +468,13 @@ impl<'s, 'a> Step<'s, 'a> {
                      ({}); a changed test does not make a fix",
                     failures.join(", ")
                 );
-                self.run.reject(report, reason)?;
+                self.run
+                    .reject(report, NotUsed::OriginalTestsFail, reason)?;
                 self.record_hypothesis(&packet.cluster_id, report)?;
                 return Ok(QuantumEnd::Ineligible);
             }
         }
-        let mut track = Track {
-            attempt: quantum.attempt.clone(),
-            energies: Vec::new(),
-            signatures: Vec::new(),
-            local_retries_left: 0,
-        };
+        let mut track = Track::new(quantum.attempt.clone(), 0);
         let mut branch_run = QuantumRun {
             run: &mut self.run,
             session: &mut *self.search.session,
@@ -466,6 +486,7 @@ impl<'s, 'a> Step<'s, 'a> {
             branch_id: branch_id.to_owned(),
             slot: slot.to_path_buf(),
             report,
+            seed_labels: &[],
         };
         let end = branch_run
             .measure(quantum, &candidate, &components, &mut track)
@@ -490,121 +511,107 @@ impl<'s, 'a> Step<'s, 'a> {
         ))
     }
 
-    /// Runs one quantum; the next one, or `None` when the forest should
-    /// select (or stop).
-    async fn quantum(&mut self, quantum: Quantum) -> Result<Option<Quantum>, EngineError> {
+    /// Makes each of `quanta` (and whatever expansion offers in place of a
+    /// refused one) a live frontier entry: an exact no-good refuses an
+    /// attempt for free (no reservation, no branch); a continuation keeps
+    /// its branch live; any other forks its branch now, from a seed that
+    /// may not outlive this quantum. A new entry joins the next epoch.
+    fn admit(&mut self, quanta: Vec<Quantum>) -> Result<(), EngineError> {
+        let ctx = self.search.ctx;
+        let mut queue: std::collections::VecDeque<Quantum> = quanta.into();
+        while let Some(quantum) = queue.pop_front() {
+            let accepted = &self.search.accepted;
+            let seed = seed_view(ctx, (accepted, self.plan), &self.partials, &quantum.seed)?;
+            let plan_digest = seed.plan.digest();
+            let mut report = BranchReport {
+                branch_id: quantum.continues.clone().unwrap_or_default(),
+                label: quantum.label(seed.plan),
+                proposer: quantum.attempt.route.clone(),
+                strategy: quantum.attempt.strategy.name().to_owned(),
+                proposal: proposal_digest(&quantum, seed.plan),
+                root: None,
+                energy: None,
+                hard_pass: false,
+                preview: None,
+                stages: Vec::new(),
+                clusters: Vec::new(),
+                outcome: BranchOutcome::NotSelected,
+            };
+            let components = attempt_components(
+                (ctx.config, ctx.sensors),
+                (accepted.snapshot.root, accepted.measurement.profile),
+                quantum.attempt.strategy,
+                report.proposal,
+            );
+            let keys = (
+                obligations(seed.measurement).len() as u32,
+                dominant_cluster(seed.measurement, &self.plan.packet.cluster_id)
+                    .map_or(0.0, |c| c.energy),
+            );
+            self.tried
+                .entry(plan_digest)
+                .or_default()
+                .push(quantum.attempt.clone());
+            if let Some(key) = self.search.session.nogoods.suppresses(&components) {
+                // Refused for free (erratum 21): no reservation, no branch.
+                let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
+                self.run
+                    .observe(&report.branch_id, &format!("`{}`: {reason}", report.label))?;
+                report.outcome = BranchOutcome::ineligible(NotUsed::TriedBefore, reason);
+                self.report.branches.push(report);
+                let refused = Track::new(quantum.attempt.clone(), 0);
+                let continues = quantum.continues.clone();
+                queue.extend(self.next_quanta(
+                    &refused,
+                    QuantumOutcome::Ineligible,
+                    continues.as_deref(),
+                )?);
+                continue;
+            }
+            let branch_id = match &quantum.continues {
+                Some(branch_id) => branch_id.clone(),
+                None => {
+                    match fork_branch(&mut self.run, &quantum, &seed, &mut report)? {
+                        Some((branch_id, _)) => branch_id,
+                        None => {
+                            // The budget or the copy refused: nothing more forks.
+                            self.report.branches.push(report);
+                            return Ok(());
+                        }
+                    }
+                }
+            };
+            report.branch_id = branch_id.clone();
+            let branch =
+                self.run.forest().branch(&branch_id).ok_or_else(|| {
+                    EngineError::from(ForestError::UnknownBranch(branch_id.clone()))
+                })?;
+            self.frontier
+                .upsert(FrontierEntry::for_branch(branch, false, keys.0, keys.1));
+            self.pending.insert(branch_id, Pending { quantum, report });
+        }
+        Ok(())
+    }
+
+    /// Runs the quantum the frontier served, then admits what expansion
+    /// plans after it. `false` when the forest should select (or stop): a
+    /// hard pass, a cancellation, or a closed budget.
+    async fn quantum(&mut self, service: Service) -> Result<bool, EngineError> {
         let ctx = self.search.ctx;
         let max_branches = self.deterministic_branches;
-        let accepted = &self.search.accepted;
-        // The seed the quantum starts from: its content, its measurement and
-        // the plan its evidence offers.
-        let seed = match &quantum.seed {
-            Seed::Accepted => SeedView {
-                snapshot: &accepted.snapshot,
-                source: DirSource::new(ctx.root.to_path_buf(), accepted.overlay.clone()),
-                measurement: &accepted.measurement,
-                plan: self.plan,
-            },
-            Seed::Partial(p) => {
-                let kept = self
-                    .partials
-                    .get(&p.digest())
-                    .ok_or_else(|| EngineError::from(ForestError::UnknownPartial(p.digest())))?;
-                SeedView {
-                    snapshot: &kept.snapshot,
-                    source: DirSource::new(branch_slot(ctx, &kept.branch_id), Overlay::default()),
-                    measurement: &kept.measurement,
-                    plan: &kept.plan,
-                }
-            }
-        };
-        let plan_tried = self.tried.entry(seed.plan.digest()).or_default();
-        plan_tried.push(quantum.attempt.clone());
-        let mut report = BranchReport {
-            branch_id: quantum.continues.clone().unwrap_or_default(),
-            label: quantum.label(seed.plan),
-            proposer: quantum.attempt.route.clone(),
-            strategy: quantum.attempt.strategy.name().to_owned(),
-            proposal: proposal_digest(&quantum, seed.plan),
-            root: None,
-            energy: None,
-            hard_pass: false,
-            preview: None,
-            stages: Vec::new(),
-            clusters: Vec::new(),
-            outcome: BranchOutcome::NotSelected,
-        };
-        let components = attempt_components(
-            (ctx.config, ctx.sensors),
-            (accepted.snapshot.root, accepted.measurement.profile),
-            quantum.attempt.strategy,
-            report.proposal,
-        );
-        if let Some(key) = self.search.session.nogoods.suppresses(&components) {
-            // Refused for free (erratum 21): no reservation, no branch.
-            let reason = format!("refused: exact no-good {} (tried before)", key.short(12));
-            self.run
-                .observe(&report.branch_id, &format!("`{}`: {reason}", report.label))?;
-            report.outcome = BranchOutcome::Ineligible { reason };
-            self.report.branches.push(report);
-            let refused = Track {
-                attempt: quantum.attempt,
-                energies: Vec::new(),
-                signatures: Vec::new(),
-                local_retries_left: 0,
-            };
-            return self.next_quantum(
-                &refused,
-                QuantumOutcome::Ineligible,
-                quantum.continues.as_deref(),
-            );
-        }
-
-        let (branch_id, slot) = match &quantum.continues {
-            Some(branch_id) => (branch_id.clone(), branch_slot(ctx, branch_id)),
-            None => match fork_branch(&mut self.run, &quantum, &seed, &mut report)? {
-                Some(forked) => forked,
-                None => {
-                    self.report.branches.push(report);
-                    return Ok(None);
-                }
-            },
-        };
-        report.branch_id = branch_id.clone();
-        let branch = self
-            .run
-            .forest()
-            .branch(&branch_id)
-            .ok_or_else(|| EngineError::from(ForestError::UnknownBranch(branch_id.clone())))?
-            .clone();
-        let (obligations_now, residual) = match &quantum.seed {
-            Seed::Partial(p) => (
-                p.remaining_obligations.len() as u32,
-                self.tracks
-                    .get(&branch_id)
-                    .and_then(|t| t.energies.last().copied())
-                    .unwrap_or(self.targeted_before),
-            ),
-            Seed::Accepted => (
-                obligations(&accepted.measurement).len() as u32,
-                self.targeted_before,
-            ),
-        };
-        // Only the branch about to run is live: expansion, not the frontier,
-        // chose it; the frontier numbers its epochs and quanta.
-        self.frontier.upsert(FrontierEntry::for_branch(
-            &branch,
-            false,
-            obligations_now,
-            residual,
-            0,
-        ));
-        let Some(service) = self.frontier.serve() else {
+        let branch_id = service.branch_id.clone();
+        let Some(Pending {
+            quantum,
+            mut report,
+        }) = self.pending.remove(&branch_id)
+        else {
             return Err(EngineError::Invariant(format!(
-                "search forest {}: the frontier did not serve branch {branch_id}",
+                "search forest {}: the frontier served branch {branch_id}, which has no quantum",
                 self.run.id()
             )));
         };
+        // Served: it leaves the frontier until expansion makes it live again.
+        self.frontier.remove(&branch_id);
         if service.opens_epoch {
             self.run
                 .append(&records::epoch_started(self.run.id(), service.epoch))?;
@@ -613,12 +620,19 @@ impl<'s, 'a> Step<'s, 'a> {
         self.rank += 1;
         self.run.append(&records::entry_served(
             self.run.id(),
-            &service.branch_id,
+            &branch_id,
             service.epoch,
             self.rank,
         ))?;
+        let slot = branch_slot(ctx, &branch_id);
         self.run.start(&branch_id)?;
         if quantum.continues.is_some() {
+            let branch = self
+                .run
+                .forest()
+                .branch(&branch_id)
+                .ok_or_else(|| EngineError::from(ForestError::UnknownBranch(branch_id.clone())))?
+                .clone();
             self.run.append(&records::strategy_selected(
                 self.run.id(),
                 &branch,
@@ -629,20 +643,28 @@ impl<'s, 'a> Step<'s, 'a> {
             &format!("branch {branch_id}: {}", report.label),
             Some((100 * self.run.forest().branches.len() / (max_branches + 1)) as u32),
         );
-        let track = self
-            .tracks
-            .entry(branch_id.clone())
-            .or_insert_with(|| Track {
-                attempt: quantum.attempt.clone(),
-                energies: Vec::new(),
-                signatures: Vec::new(),
-                local_retries_left: ctx.config.exploration.local_retries,
-            });
+        let components = attempt_components(
+            (ctx.config, ctx.sensors),
+            (
+                self.search.accepted.snapshot.root,
+                self.search.accepted.measurement.profile,
+            ),
+            quantum.attempt.strategy,
+            report.proposal,
+        );
+        let track = self.tracks.entry(branch_id.clone()).or_insert_with(|| {
+            Track::new(
+                quantum.attempt.clone(),
+                ctx.config.exploration.local_retries,
+            )
+        });
         if quantum.continues.is_some() {
             track.local_retries_left = track.local_retries_left.saturating_sub(1);
             track.attempt = quantum.attempt.clone();
         }
         let started = Instant::now();
+        let accepted = &self.search.accepted;
+        let seed = seed_view(ctx, (accepted, self.plan), &self.partials, &quantum.seed)?;
         let mut branch_run = QuantumRun {
             run: &mut self.run,
             session: &mut *self.search.session,
@@ -654,6 +676,7 @@ impl<'s, 'a> Step<'s, 'a> {
             branch_id: branch_id.clone(),
             slot,
             report: &mut report,
+            seed_labels: seed.labels,
         };
         let candidate = match &quantum.candidate {
             Some(candidate) => Some(candidate.clone()),
@@ -679,9 +702,10 @@ impl<'s, 'a> Step<'s, 'a> {
         let end = match &candidate {
             _ if ctx.cancel.is_cancelled() || branch_run.run.forest().is_closed() => {
                 if branch_run.report.outcome == BranchOutcome::NotSelected {
-                    branch_run.report.outcome = BranchOutcome::Ineligible {
-                        reason: "the search stopped before the branch was measured".into(),
-                    };
+                    branch_run.report.outcome = BranchOutcome::ineligible(
+                        NotUsed::Stopped,
+                        "the search stopped before the branch was measured",
+                    );
                 }
                 QuantumEnd::Stop
             }
@@ -690,8 +714,18 @@ impl<'s, 'a> Step<'s, 'a> {
                     .measure(&quantum, candidate, &components, track)
                     .await?
             }
+            // Contained by the probe: terminal, and its outcome said why.
+            None if branch_run
+                .run
+                .forest()
+                .branch(&branch_id)
+                .is_some_and(|b| b.state.is_terminal()) =>
+            {
+                QuantumEnd::Ineligible
+            }
             None => {
                 branch_run.reject(
+                    NotUsed::NoBetterAlternative,
                     "the diagnostic probe implicated no alternative: none built better than \
                      the seed"
                         .into(),
@@ -699,22 +733,16 @@ impl<'s, 'a> Step<'s, 'a> {
                 QuantumEnd::Ineligible
             }
         };
-        self.frontier.remove(&branch_id);
         self.run.charge_elapsed(started)?;
         self.report.branches.push(report);
-        if quantum.continues.is_some() {
-            // The slot moved on from the checkpoint it continued: that
-            // checkpoint can seed nothing any more.
-            self.partials.retain(|_, kept| kept.branch_id != branch_id);
-        }
         let outcome = match end {
-            QuantumEnd::Stop => return Ok(None),
+            QuantumEnd::Stop => return Ok(false),
             QuantumEnd::Eligible(e) => {
                 let hard = e.m.hard_pass();
                 self.eligible.push(*e);
                 if hard {
                     // Nothing can outrank a hard pass on key 1.
-                    return Ok(None);
+                    return Ok(false);
                 }
                 QuantumOutcome::Eligible
             }
@@ -726,19 +754,23 @@ impl<'s, 'a> Step<'s, 'a> {
             QuantumEnd::Ineligible => QuantumOutcome::Ineligible,
         };
         let track = self.tracks[&branch_id].clone();
-        self.next_quantum(&track, outcome, Some(&branch_id))
+        let next = self.next_quanta(&track, outcome, Some(&branch_id))?;
+        self.admit(next)?;
+        Ok(true)
     }
 
-    /// Asks system 20 what follows a quantum and turns its answer into one the
-    /// deterministic proposer can carry out. An attempt it cannot realize (a
-    /// probe, a hand edit) is observed, counted as tried, and expansion asked
-    /// again; `None` when nothing warrants another quantum.
-    fn next_quantum(
+    /// Asks system 20 what follows a quantum and turns its answers into
+    /// quanta the deterministic proposer can carry out: a continuation of
+    /// the branch's partial checkpoint, and a new branch. An attempt it
+    /// cannot realize (a probe, a hand edit) is observed, counted as tried,
+    /// and expansion asked again; empty when nothing warrants another
+    /// quantum.
+    fn next_quanta(
         &mut self,
         track: &Track,
         outcome: QuantumOutcome,
         branch_id: Option<&str>,
-    ) -> Result<Option<Quantum>, EngineError> {
+    ) -> Result<Vec<Quantum>, EngineError> {
         let kept = match &outcome {
             QuantumOutcome::Partial(p) => Some(
                 self.partials
@@ -761,6 +793,14 @@ impl<'s, 'a> Step<'s, 'a> {
         let budget = forest.budget();
         let budget_remains =
             budget.admits(&fork).is_ok() && budget.admits(&ActionKind::VerifierRun).is_ok();
+        // A continuation works the partial's plan with its first candidate.
+        let continuation = match (kept, branch_id) {
+            (Some(_), Some(_)) => plan
+                .candidates
+                .first()
+                .map(|c| (c, Plan::attempt_for(c, Strategy::LocalRepair))),
+            _ => None,
+        };
         loop {
             let state = ExpansionState {
                 branches_opened: forest.branches.len(),
@@ -773,82 +813,79 @@ impl<'s, 'a> Step<'s, 'a> {
                     energies: track.energies.clone(),
                     signatures: track.signatures.clone(),
                     route_changed: false,
-                    local_retries_left: if kept.is_some() {
-                        track.local_retries_left
-                    } else {
-                        // A measured or rejected state has nothing left for the
-                        // deterministic proposer to retry in place.
-                        0
-                    },
-                    correction_empty: plan.packet.diagnostics.is_empty()
-                        && plan.packet.counterexamples.is_empty(),
+                    local_retries_left: track.local_retries_left,
+                    correction_empty: track.correction_empty,
                 },
                 operators: plan.operators(),
                 routes: vec![SuggestionProposer::ID.to_owned()],
                 context: plan.context(tried, kept.is_some()),
                 tried: tried.clone(),
+                continuation: continuation.as_ref().map(|(_, a)| a.clone()),
             };
-            match next_expansion(&state) {
-                None => return Ok(None),
-                Some(Expansion::ContinuePartial { partial }) => {
-                    let (Some(branch_id), Some(candidate)) = (branch_id, plan.candidates.first())
-                    else {
-                        return Ok(None);
-                    };
-                    return Ok(Some(Quantum {
-                        attempt: Plan::attempt_for(candidate, Strategy::LocalRepair),
-                        continues: Some(branch_id.to_owned()),
-                        why: format!(
-                            "local repair continues partial checkpoint {} on `{}` ({} local \
-                             retries left after this one)",
-                            partial.digest().short(12),
-                            plan.packet.cluster_title,
-                            track.local_retries_left.saturating_sub(1)
-                        ),
-                        seed: Seed::Partial(partial),
-                        candidate: Some(candidate.clone()),
-                    }));
-                }
-                Some(Expansion::Open {
-                    triggers,
-                    seed,
-                    attempt,
-                    novelty,
-                }) => {
-                    let fired: Vec<&str> = triggers.iter().map(|t| t.name()).collect();
-                    let candidate = match plan.realize(&attempt) {
-                        Some(Realization::Candidate(candidate)) => Some(Some(candidate.clone())),
-                        Some(Realization::Probe) => Some(None),
-                        None => None,
-                    };
-                    match candidate {
-                        Some(candidate) => {
-                            return Ok(Some(Quantum {
-                                why: format!(
-                                    "{}: a new {} ({attempt})",
-                                    fired.join(", "),
-                                    novelty.name()
-                                ),
-                                attempt,
-                                continues: None,
-                                seed,
-                                candidate,
-                            }));
-                        }
-                        None => {
-                            self.run.observe(
-                                branch_id.unwrap_or_default(),
-                                &format!(
-                                    "{}: expansion chose {attempt}, which the deterministic \
-                                     proposer cannot carry out",
-                                    fired.join(", ")
-                                ),
-                            )?;
-                            tried.push(attempt);
-                        }
+            let mut quanta = Vec::new();
+            let mut unrealizable = None;
+            for expansion in next_expansions(&state) {
+                match expansion {
+                    Expansion::ContinuePartial { partial } => {
+                        let (Some(branch_id), Some((candidate, attempt))) =
+                            (branch_id, &continuation)
+                        else {
+                            continue;
+                        };
+                        quanta.push(Quantum {
+                            attempt: attempt.clone(),
+                            continues: Some(branch_id.to_owned()),
+                            why: format!(
+                                "local repair continues partial checkpoint {} on `{}` ({} local \
+                                 retries left after this one)",
+                                partial.digest().short(12),
+                                plan.packet.cluster_title,
+                                track.local_retries_left.saturating_sub(1)
+                            ),
+                            seed: Seed::Partial(partial),
+                            candidate: Some((*candidate).clone()),
+                        });
+                    }
+                    Expansion::Open {
+                        triggers,
+                        seed,
+                        attempt,
+                        novelty,
+                    } => {
+                        let fired: Vec<&str> = triggers.iter().map(|t| t.name()).collect();
+                        let candidate = match plan.realize(&attempt) {
+                            Some(Realization::Candidate(candidate)) => Some(candidate.clone()),
+                            Some(Realization::Probe) => None,
+                            None => {
+                                unrealizable = Some((fired.join(", "), attempt));
+                                continue;
+                            }
+                        };
+                        quanta.push(Quantum {
+                            why: format!(
+                                "{}: a new {} ({attempt})",
+                                fired.join(", "),
+                                novelty.name()
+                            ),
+                            attempt,
+                            continues: None,
+                            seed,
+                            candidate,
+                        });
                     }
                 }
             }
+            let Some((fired, attempt)) = unrealizable else {
+                return Ok(quanta);
+            };
+            self.run.observe(
+                branch_id.unwrap_or_default(),
+                &format!(
+                    "{fired}: expansion chose {attempt}, which the deterministic proposer cannot \
+                     carry out"
+                ),
+            )?;
+            tried.push(attempt);
         }
     }
 
@@ -920,6 +957,45 @@ impl<'s, 'a> Step<'s, 'a> {
     }
 }
 
+/// The seed `seed` names: its content, its measurement and the plan its
+/// evidence offers. A partial checkpoint's content is its overlay over the
+/// user's disk, so it seeds a child even after its own branch moved on.
+fn seed_view<'p>(
+    ctx: &Ctx<'_>,
+    (accepted, plan): (&'p Accepted, &'p Plan),
+    partials: &'p BTreeMap<Digest, KeptPartial>,
+    seed: &Seed,
+) -> Result<SeedView<'p>, EngineError> {
+    let (snapshot, overlay, measurement, plan, labels) = match seed {
+        Seed::Accepted => (
+            &accepted.snapshot,
+            &accepted.overlay,
+            &accepted.measurement,
+            plan,
+            &[][..],
+        ),
+        Seed::Partial(p) => {
+            let kept = partials
+                .get(&p.digest())
+                .ok_or_else(|| EngineError::from(ForestError::UnknownPartial(p.digest())))?;
+            (
+                &kept.snapshot,
+                &kept.overlay,
+                &kept.measurement,
+                &kept.plan,
+                &kept.labels[..],
+            )
+        }
+    };
+    Ok(SeedView {
+        snapshot,
+        source: DirSource::new(ctx.root.to_path_buf(), overlay.clone()),
+        measurement,
+        plan,
+        labels,
+    })
+}
+
 /// Forks a new branch from a seed: a metered copy of the seed, whose root
 /// must be the seed's. `None` (with the report saying why) when no branch
 /// could be made; nothing more should be tried.
@@ -931,9 +1007,10 @@ fn fork_branch(
 ) -> Result<Option<(String, std::path::PathBuf)>, EngineError> {
     let slot = run.ctx.slots.branch(run.forest().branches.len());
     let Some(copied) = run.copy_state(seed.snapshot, &seed.source, &slot)? else {
-        report.outcome = BranchOutcome::Ineligible {
-            reason: "the search budget has no fork left".into(),
-        };
+        report.outcome = BranchOutcome::ineligible(
+            NotUsed::BudgetExhausted { limit: None },
+            "the search budget has no fork left",
+        );
         return Ok(None);
     };
     let made = match copied.copy {
@@ -947,16 +1024,18 @@ fn fork_branch(
     if let Err(reason) = made {
         let _ = std::fs::remove_dir_all(&slot);
         run.observe("", &format!("`{}`: no branch: {reason}", report.label))?;
-        report.outcome = BranchOutcome::Ineligible {
-            reason: format!("the branch workspace could not be made: {reason}"),
-        };
+        report.outcome = BranchOutcome::ineligible(
+            NotUsed::NotMade,
+            format!("the branch workspace could not be made: {reason}"),
+        );
         return Ok(None);
     }
     if run.forest().is_closed() {
         let _ = std::fs::remove_dir_all(&slot);
-        report.outcome = BranchOutcome::Ineligible {
-            reason: "the search budget closed the forest".into(),
-        };
+        report.outcome = BranchOutcome::ineligible(
+            NotUsed::BudgetExhausted { limit: None },
+            "the search budget closed the forest",
+        );
         return Ok(None);
     }
     let spec = BranchSpec {

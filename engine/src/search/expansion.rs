@@ -1,7 +1,7 @@
 //! Adaptive expansion (PSP-10 system 20): when to open another branch, and
 //! which one.
 //!
-//! A search starts with one branch. [`next_expansion`] is a pure function of
+//! A search starts with one branch. [`next_expansions`] is a pure function of
 //! what the current branch measured. It first continues a witnessed partial
 //! checkpoint that still has a correction to work from and local retries
 //! left. Otherwise it opens a new branch only on a measured [`Trigger`], and
@@ -156,10 +156,12 @@ impl Attempt {
 pub enum BranchOutcome {
     /// Measured eligible; selection decides, nothing to expand.
     Eligible,
-    /// Measured, but E(y) failed.
+    /// Measured, but E(y) failed. (A `RejectedNonDescending` commit, the
+    /// seed's other half of this trigger, cannot happen here: only a
+    /// candidate whose preview the gate accepts is eligible, and a commit
+    /// must reproduce its preview or it fails closed, see
+    /// [`SearchForest::commit`](super::SearchForest::commit).)
     Ineligible,
-    /// Selected and committed, and the gate decided `RejectedNonDescending`.
-    CommitRejected,
     /// The state was kept as a partial checkpoint.
     Partial(PartialCheckpointRef),
 }
@@ -176,12 +178,15 @@ pub struct BranchProgress {
     /// The operator, strategy or route changed since the previous
     /// measurement.
     pub route_changed: bool,
+    /// Continuations of a partial checkpoint this branch may still take.
     pub local_retries_left: u32,
-    /// The latest correction packet carries no evidence at all.
+    /// The correction packet of the branch's latest measurement (its
+    /// dominant residual) carries no evidence at all: no diagnostic and no
+    /// counterexample, e.g. a required stage that could not run.
     pub correction_empty: bool,
 }
 
-/// Everything [`next_expansion`] decides from.
+/// Everything [`next_expansions`] decides from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExpansionState {
     pub branches_opened: usize,
@@ -198,6 +203,9 @@ pub struct ExpansionState {
     pub context: StrategyContext,
     /// Every attempt already made in this forest.
     pub tried: Vec<Attempt>,
+    /// The attempt continuing the current partial checkpoint would make,
+    /// when the proposer can make one.
+    pub continuation: Option<Attempt>,
 }
 
 /// A measured reason to open another branch (system 20).
@@ -205,7 +213,6 @@ pub struct ExpansionState {
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
     IneligibleMeasurement,
-    NonDescendingCommit,
     RecurringSignature,
     EmptyCorrection,
     Plateau,
@@ -217,7 +224,6 @@ impl Trigger {
     pub fn name(self) -> &'static str {
         match self {
             Trigger::IneligibleMeasurement => "ineligible measurement",
-            Trigger::NonDescendingCommit => "non-descending commit",
             Trigger::RecurringSignature => "recurring residual signature",
             Trigger::EmptyCorrection => "empty correction packet",
             Trigger::Plateau => "plateau",
@@ -284,10 +290,8 @@ pub fn probe_attempt(route: &str) -> Attempt {
 pub fn triggers(state: &ExpansionState) -> Vec<Trigger> {
     let current = &state.current;
     let mut fired = Vec::new();
-    match current.outcome {
-        BranchOutcome::Ineligible => fired.push(Trigger::IneligibleMeasurement),
-        BranchOutcome::CommitRejected => fired.push(Trigger::NonDescendingCommit),
-        BranchOutcome::Eligible | BranchOutcome::Partial(_) => {}
+    if current.outcome == BranchOutcome::Ineligible {
+        fired.push(Trigger::IneligibleMeasurement);
     }
     let repeated =
         matches!(current.signatures.as_slice(), [.., previous, last] if previous == last);
@@ -308,46 +312,72 @@ pub fn triggers(state: &ExpansionState) -> Vec<Trigger> {
     if !current.attempt.strategy.assumption_holds(&state.context) {
         fired.push(Trigger::FailedAssumption);
     }
-    if current.local_retries_left == 0 && state.budget_remains {
+    // Only a branch with local work left (a partial checkpoint with a
+    // correction to continue) can exhaust its retries: an eligible or
+    // rejected state has nothing to retry in place.
+    if out_of_local_retries(current) && state.budget_remains {
         fired.push(Trigger::OutOfLocalRetries);
     }
     fired
 }
 
-/// The next step of the search after the current branch's quantum, or
-/// `None` when nothing warrants one (the forest then selects or closes).
-pub fn next_expansion(state: &ExpansionState) -> Option<Expansion> {
+/// The branch stopped at a partial checkpoint it would continue, but its
+/// local retry allocation is spent.
+fn out_of_local_retries(current: &BranchProgress) -> bool {
+    matches!(&current.outcome, BranchOutcome::Partial(partial) if partial.correction.is_some())
+        && current.local_retries_left == 0
+}
+
+/// What follows the current branch's quantum, continuation first: the
+/// branch continues its partial checkpoint when that has a correction,
+/// local retries are left and the branch is not stagnating; and a measured
+/// trigger opens one new branch (seeded from that checkpoint, if any)
+/// besides. Both can hold at once: the continued branch stays live beside
+/// the child it seeded, and the frontier's keys order them. Empty when
+/// nothing warrants another quantum (the forest then selects or closes).
+pub fn next_expansions(state: &ExpansionState) -> Vec<Expansion> {
     let fired = triggers(state);
     let current = &state.current;
     let stagnating = fired
         .iter()
         .any(|t| matches!(t, Trigger::RecurringSignature | Trigger::Plateau));
+    let mut out = Vec::new();
+    let mut state = std::borrow::Cow::Borrowed(state);
     if let BranchOutcome::Partial(partial) = &current.outcome
         && partial.correction.is_some()
         && current.local_retries_left > 0
         && !stagnating
+        && state.continuation.is_some()
     {
-        return Some(Expansion::ContinuePartial {
+        out.push(Expansion::ContinuePartial {
             partial: partial.clone(),
         });
+        // The new branch must not make the continuation's attempt again.
+        if let Some(continuation) = &state.continuation {
+            let continuation = continuation.clone();
+            state.to_mut().tried.push(continuation);
+        }
     }
     if fired.is_empty() || !state.budget_remains || state.branches_opened >= state.max_branches {
-        return None;
+        return out;
     }
     let seed = match &current.outcome {
         BranchOutcome::Partial(partial) => Seed::Partial(partial.clone()),
         _ => Seed::Accepted,
     };
     let forced = fired.contains(&Trigger::RecurringSignature);
-    let (attempt, novelty) = candidates(state, forced)
+    if let Some((attempt, novelty)) = candidates(&state, forced)
         .into_iter()
-        .find(|(attempt, _)| admissible(state, attempt))?;
-    Some(Expansion::Open {
-        triggers: fired,
-        seed,
-        attempt,
-        novelty,
-    })
+        .find(|(attempt, _)| admissible(&state, attempt))
+    {
+        out.push(Expansion::Open {
+            triggers: fired,
+            seed,
+            attempt,
+            novelty,
+        });
+    }
+    out
 }
 
 /// Attempts in preference order. A forced alternative skips the operator
@@ -499,6 +529,25 @@ mod tests {
                 witnessed_partial: false,
             },
             tried: vec![apply(RUSTC)],
+            continuation: None,
+        }
+    }
+
+    /// What comes first: a continuation before a new branch.
+    fn first_expansion(state: &ExpansionState) -> Option<Expansion> {
+        next_expansions(state).into_iter().next()
+    }
+
+    /// The continuation the runtime would offer for a partial: local repair
+    /// with the partial's first alternative.
+    fn local_repair() -> Attempt {
+        Attempt {
+            alternative: Some(0),
+            ..Attempt::new(
+                OperatorKind::ChooseAlternative,
+                Strategy::LocalRepair,
+                RUSTC,
+            )
         }
     }
 
@@ -514,21 +563,22 @@ mod tests {
     }
 
     fn opened(state: &ExpansionState) -> (Vec<Trigger>, Seed, Attempt, Novelty) {
-        match next_expansion(state) {
+        let all = next_expansions(state);
+        match all.iter().find(|e| matches!(e, Expansion::Open { .. })) {
             Some(Expansion::Open {
                 triggers,
                 seed,
                 attempt,
                 novelty,
-            }) => (triggers, seed, attempt, novelty),
-            other => panic!("expected a new branch, got {other:?}"),
+            }) => (triggers.clone(), seed.clone(), attempt.clone(), *novelty),
+            _ => panic!("expected a new branch, got {all:?}"),
         }
     }
 
     #[test]
     fn no_trigger_opens_nothing() {
         assert!(triggers(&quiet()).is_empty());
-        assert_eq!(next_expansion(&quiet()), None);
+        assert_eq!(first_expansion(&quiet()), None);
     }
 
     #[test]
@@ -563,13 +613,6 @@ mod tests {
         assert_eq!(novelty, Novelty::Operator);
         assert_eq!(attempt.operator, OperatorKind::SatisfyCounterexample);
         assert_eq!(attempt.strategy, Strategy::DiagnosticProbe);
-    }
-
-    #[test]
-    fn non_descending_commit_triggers() {
-        let mut s = quiet();
-        s.current.outcome = BranchOutcome::CommitRejected;
-        assert_eq!(opened(&s).0, vec![Trigger::NonDescendingCommit]);
     }
 
     #[test]
@@ -627,12 +670,36 @@ mod tests {
     #[test]
     fn out_of_local_retries_triggers_only_while_budget_remains() {
         let mut s = quiet();
+        s.current.outcome = BranchOutcome::Partial(partial(true));
         s.current.local_retries_left = 0;
         assert_eq!(triggers(&s), vec![Trigger::OutOfLocalRetries]);
         s.budget_remains = false;
         assert!(triggers(&s).is_empty());
         s.current.outcome = BranchOutcome::Ineligible;
-        assert_eq!(next_expansion(&s), None, "no budget, no branch");
+        assert_eq!(first_expansion(&s), None, "no budget, no branch");
+    }
+
+    /// Item 15: an eligible measurement that is not a hard pass, or a
+    /// rejected one, has no local retry to exhaust, whatever the counter
+    /// says; so does a partial with retries left or no correction.
+    #[test]
+    fn out_of_local_retries_fires_only_when_retries_are_exhausted() {
+        let mut s = quiet();
+        s.current.local_retries_left = 0;
+        assert!(
+            triggers(&s).is_empty(),
+            "an eligible descent retries nothing"
+        );
+        assert_eq!(first_expansion(&s), None);
+        s.current.outcome = BranchOutcome::Ineligible;
+        assert_eq!(triggers(&s), vec![Trigger::IneligibleMeasurement]);
+        s.current.outcome = BranchOutcome::Partial(partial(false));
+        assert!(triggers(&s).is_empty(), "no correction: nothing to retry");
+        s.current.outcome = BranchOutcome::Partial(partial(true));
+        s.current.local_retries_left = 1;
+        assert!(triggers(&s).is_empty(), "a retry is left");
+        s.current.local_retries_left = 0;
+        assert_eq!(triggers(&s), vec![Trigger::OutOfLocalRetries]);
     }
 
     #[test]
@@ -640,19 +707,57 @@ mod tests {
         let mut s = quiet();
         s.current.outcome = BranchOutcome::Ineligible;
         s.branches_opened = 3;
-        assert_eq!(next_expansion(&s), None);
+        assert_eq!(first_expansion(&s), None);
     }
 
     #[test]
     fn a_partial_with_a_correction_is_continued_before_any_fork() {
         let mut s = quiet();
         s.current.outcome = BranchOutcome::Partial(partial(true));
+        s.continuation = Some(local_repair());
         assert_eq!(
-            next_expansion(&s),
-            Some(Expansion::ContinuePartial {
+            next_expansions(&s),
+            vec![Expansion::ContinuePartial {
                 partial: partial(true)
-            })
+            }]
         );
+        s.continuation = None;
+        assert_eq!(
+            next_expansions(&s),
+            vec![],
+            "nothing the proposer can continue with"
+        );
+    }
+
+    /// Item 13: a trigger on a partial that is still continued opens a
+    /// child from it, and the parent stays live beside it (continuation
+    /// first); the child never repeats the continuation's alternative.
+    #[test]
+    fn a_continued_partial_can_seed_a_child_and_still_be_served() {
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Partial(partial(true));
+        s.continuation = Some(local_repair());
+        s.operators = vec![CorrectionOperator::ChooseAlternative { alternatives: 2 }];
+        s.routes = vec![RUSTC.into()];
+        s.context = StrategyContext {
+            single_fix_suggestions: 0,
+            untried_alternatives: 2,
+            localized_sites: 1,
+            witnessed_partial: true,
+        };
+        let all = next_expansions(&s);
+        assert_eq!(
+            all[0],
+            Expansion::ContinuePartial {
+                partial: partial(true)
+            }
+        );
+        let (fired, seed, attempt, _) = opened(&s);
+        assert_eq!(fired, vec![Trigger::FailedAssumption]);
+        assert_eq!(seed, Seed::Partial(partial(true)));
+        assert_eq!(attempt.strategy, Strategy::NextAlternative);
+        assert_eq!(attempt.alternative, Some(1), "#1 is the continuation's");
+        assert_eq!(all.len(), 2);
     }
 
     #[test]
@@ -661,7 +766,13 @@ mod tests {
         s.current.outcome = BranchOutcome::Partial(partial(true));
         s.context.witnessed_partial = true;
         s.current.energies = vec![3.0, 3.0, 3.0];
+        s.continuation = Some(local_repair());
         let (fired, seed, attempt, _) = opened(&s);
+        assert_eq!(
+            next_expansions(&s).len(),
+            1,
+            "a stagnating partial is not continued"
+        );
         assert_eq!(fired, vec![Trigger::Plateau]);
         assert_eq!(seed, Seed::Partial(partial(true)));
         assert_ne!(attempt, s.current.attempt);
@@ -671,10 +782,10 @@ mod tests {
     fn a_partial_without_correction_or_retries_is_not_continued() {
         let mut s = quiet();
         s.current.outcome = BranchOutcome::Partial(partial(false));
-        assert_eq!(next_expansion(&s), None, "no trigger fired either");
+        assert_eq!(first_expansion(&s), None, "no trigger fired either");
         s.current.outcome = BranchOutcome::Partial(partial(true));
         s.current.local_retries_left = 0;
-        assert!(matches!(next_expansion(&s), Some(Expansion::Open { .. })));
+        assert!(matches!(first_expansion(&s), Some(Expansion::Open { .. })));
     }
 
     #[test]
@@ -685,7 +796,7 @@ mod tests {
         s.current.outcome = BranchOutcome::Ineligible;
         s.context.witnessed_partial = true;
         assert_eq!(
-            next_expansion(&s),
+            first_expansion(&s),
             None,
             "local repair needs a partial seed"
         );
@@ -693,7 +804,7 @@ mod tests {
         s.current.local_retries_left = 0;
         s.context.witnessed_partial = false;
         assert_eq!(
-            next_expansion(&s),
+            first_expansion(&s),
             None,
             "its assumption needs a witnessed partial"
         );
@@ -727,7 +838,7 @@ mod tests {
         s.tried.push(attempt.clone());
         s.current.attempt = attempt;
         s.context.untried_alternatives = 0;
-        assert_eq!(next_expansion(&s), None, "both alternatives were tried");
+        assert_eq!(first_expansion(&s), None, "both alternatives were tried");
     }
 
     #[test]

@@ -111,7 +111,6 @@ pub struct CandidateObservation {
     pub energy: f64,
     pub hard_pass: bool,
     pub targeted_improvement: f64,
-    pub cost: u64,
     /// Digest of the sensor profile and energy model used.
     pub profile: Digest,
     /// Φ: operational barriers hold.
@@ -123,6 +122,8 @@ pub struct CandidateObservation {
 /// A candidate measured eligible, kept for selection and commit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredCandidate {
+    /// The measurement's own identity (see [`SearchForest::candidate_id`]).
+    pub candidate_id: String,
     pub root: Digest,
     pub measurement: BranchMeasurement,
     /// The gate's verdict at measurement time; the commit must reproduce it.
@@ -225,6 +226,13 @@ pub struct SearchBranch {
     pub state: SearchBranchState,
     /// The eligible candidate this branch measured, if any.
     pub measurement: Option<MeasuredCandidate>,
+    /// Recorded cost: the action units settled on this branch's behalf (its
+    /// fork, and every action settled while it ran). Deterministic in what
+    /// the branch did, never in how long it took: selection key 4 and
+    /// frontier key 4.
+    pub cost: u64,
+    /// Measurements taken of this branch's states so far.
+    pub measurements: u32,
 }
 
 impl SearchBranch {
@@ -238,6 +246,8 @@ impl SearchBranch {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
     pub selected: String,
+    /// The selected measurement's identity.
+    pub candidate_id: String,
     /// Measured branches that lost; they are now rejected.
     pub not_selected: Vec<String>,
 }
@@ -423,6 +433,14 @@ impl SearchForest {
         actual: ActionKind,
     ) -> Result<ForestSettlement, ForestError> {
         let settlement = self.budget.settle(reservation, actual)?;
+        // One action unit, paid by the branch that runs (if any).
+        if let Some(running) = self
+            .branches
+            .iter_mut()
+            .find(|b| b.state == SearchBranchState::Running)
+        {
+            running.cost += 1;
+        }
         let abandoned = if settlement.overflow.is_some() {
             self.abandon_live("the search budget overflowed")
         } else {
@@ -548,6 +566,9 @@ impl SearchForest {
             prompt_program: spec.prompt_program,
             state: SearchBranchState::Ready,
             measurement: None,
+            // The fork's own action unit.
+            cost: 1,
+            measurements: 0,
         };
         self.branches.push(branch);
         Ok(self.branches.last().expect("just pushed"))
@@ -595,6 +616,10 @@ impl SearchForest {
         if self.measured_roots.contains(&observation.root) {
             return Err(ForestError::DuplicateRoot(observation.root));
         }
+        self.branches[i].measurements += 1;
+        let candidate_id = self
+            .candidate_id(branch_id)
+            .expect("the branch was just measured");
         let preview = trajectory.preview(&Observation {
             root: observation.root,
             energy: observation.energy,
@@ -616,19 +641,30 @@ impl SearchForest {
         }
         let branch = &mut self.branches[i];
         branch.measurement = Some(MeasuredCandidate {
+            candidate_id,
             root: observation.root,
             measurement: BranchMeasurement {
                 branch_id: branch.branch_id.clone(),
                 hard_pass: observation.hard_pass,
                 energy: observation.energy,
                 targeted_improvement: observation.targeted_improvement,
-                cost: observation.cost,
+                cost: branch.cost,
                 profile: observation.profile,
             },
             preview,
         });
         branch.state = SearchBranchState::CandidateMeasured;
         Ok(Eligibility::Eligible)
+    }
+
+    /// The identity of `branch_id`'s latest measurement,
+    /// `<forest>/<branch>/m<n>`: each measurement its own, so a branch that
+    /// continues its partial checkpoint names each state it measured apart.
+    /// `None` before its first.
+    pub fn candidate_id(&self, branch_id: &str) -> Option<String> {
+        let branch = self.branch(branch_id)?;
+        (branch.measurements > 0)
+            .then(|| format!("{}/{branch_id}/m{}", self.forest_id, branch.measurements))
     }
 
     /// Keeps a running branch's ineligible state as a private partial
@@ -714,6 +750,11 @@ impl SearchForest {
             .collect();
         let winner = select::select(&measured, profile).ok_or(ForestError::NoEligibleCandidate)?;
         let selected = measured[winner].branch_id.clone();
+        let candidate_id = self
+            .branch(&selected)
+            .and_then(|b| b.measurement.as_ref())
+            .map(|m| m.candidate_id.clone())
+            .expect("a selected branch was measured");
         let mut not_selected = Vec::new();
         for branch in &mut self.branches {
             if branch.state != SearchBranchState::CandidateMeasured {
@@ -730,6 +771,7 @@ impl SearchForest {
         }
         Ok(Selection {
             selected,
+            candidate_id,
             not_selected,
         })
     }
@@ -881,7 +923,6 @@ mod tests {
             energy,
             hard_pass,
             targeted_improvement: 1.0,
-            cost: 10,
             profile: Digest::ZERO,
             barriers_hold: true,
             required_sensors_ran: true,
@@ -936,6 +977,35 @@ mod tests {
         );
         f.abandon("b1", "no candidate").unwrap();
         f.start("b2").unwrap();
+    }
+
+    /// Item 15: `contained` is reached from a running branch (the runtime
+    /// contains one whose slot sync went over its reservation), is
+    /// terminal, and frees the one running place; it cannot be selected.
+    #[test]
+    fn a_contained_branch_is_terminal_and_frees_its_running_place() {
+        let t = trajectory(4.0);
+        let mut f = forest_at(&t, "f1");
+        fork(&mut f, Seed::Accepted).unwrap();
+        fork(&mut f, Seed::Accepted).unwrap();
+        f.start("b1").unwrap();
+        f.contain("b1", "cert-1").unwrap();
+        let state = &f.branch("b1").unwrap().state;
+        assert_eq!(state.name(), "contained");
+        assert!(state.is_terminal());
+        assert!(matches!(
+            f.reject("b1", "too late"),
+            Err(ForestError::IllegalTransition { .. })
+        ));
+        assert!(
+            f.start("b1").is_err(),
+            "a contained branch takes no quantum"
+        );
+        f.start("b2").unwrap();
+        assert_eq!(
+            f.select(Digest::ZERO),
+            Err(ForestError::NoEligibleCandidate)
+        );
     }
 
     #[test]
@@ -1131,6 +1201,31 @@ mod tests {
             f.select(Digest::ZERO),
             Err(ForestError::AlreadySelected("b2".into()))
         );
+    }
+
+    /// Item 14: the cost a measurement carries is the action units settled
+    /// while its branch ran (its fork included), so it is the same however
+    /// long any action took; and each measurement has its own identity.
+    #[test]
+    fn recorded_cost_counts_the_branch_s_own_actions() {
+        let t = trajectory(4.0);
+        let mut f = forest_at(&t, "f1");
+        fork(&mut f, Seed::Accepted).unwrap();
+        // An action settled while no branch runs is nobody's.
+        verifier_receipt(&mut f);
+        assert_eq!(f.branch("b1").unwrap().cost, 1, "the fork alone");
+        f.start("b1").unwrap();
+        verifier_receipt(&mut f); // a probe
+        f.charge_elapsed(30).unwrap(); // wall time is no action unit
+        assert_eq!(f.candidate_id("b1"), None);
+        assert_eq!(
+            measure(&mut f, &t, "b1", &obs("y1", 1.0, false)),
+            Eligibility::Eligible
+        );
+        let measured = f.branch("b1").unwrap().measurement.clone().unwrap();
+        assert_eq!(measured.measurement.cost, 3, "fork, probe, verifier run");
+        assert_eq!(measured.candidate_id, "f1/b1/m1");
+        assert_eq!(f.select(Digest::ZERO).unwrap().candidate_id, "f1/b1/m1");
     }
 
     /// Gate AC at the forest: after `close`, no operation is admitted, so

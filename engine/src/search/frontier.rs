@@ -30,21 +30,20 @@ pub struct FrontierEntry {
 }
 
 impl FrontierEntry {
-    /// The entry for `branch`, taking its id and checkpoint depth from the
-    /// branch itself and the measured keys from the caller.
+    /// The entry for `branch`, taking its id, recorded cost and checkpoint
+    /// depth from the branch itself and the measured keys from the caller.
     pub fn for_branch(
         branch: &SearchBranch,
         barrier: bool,
         unresolved_obligations: u32,
         dominant_residual: f64,
-        cost: u64,
     ) -> FrontierEntry {
         FrontierEntry {
             branch_id: branch.branch_id.clone(),
             barrier,
             unresolved_obligations,
             dominant_residual,
-            cost,
+            cost: branch.cost,
             depth: branch.depth() as u32,
         }
     }

@@ -25,8 +25,8 @@
 //!   [`ForestBinding`], [`Seed`], [`BranchSpec`], [`CandidateObservation`].
 //! - [`frontier`]: [`Frontier`] (`upsert`, `remove`, `serve() ->
 //!   Option<Service>`), [`FrontierEntry`], [`frontier::compare`].
-//! - [`expansion`]: [`next_expansion`]`(&ExpansionState) ->
-//!   Option<Expansion>`, [`expansion::triggers`], [`Strategy`] (with
+//! - [`expansion`]: [`next_expansions`]`(&ExpansionState) ->
+//!   Vec<Expansion>` (a continuation first, then a new branch), [`expansion::triggers`], [`Strategy`] (with
 //!   `digest()` for the no-good key), [`Trigger`], [`Attempt`].
 //! - [`nogood`]: [`NoGoodComponents`], [`NoGoodKey::of`],
 //!   [`Support::from_evidence`], [`NoGoodStore`] (`record`, `suppresses`,
@@ -47,7 +47,7 @@ pub use budget::{
 };
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
-    Strategy, StrategyContext, Trigger, next_expansion, probe_attempt, probe_first,
+    Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first,
 };
 pub use forest::{
     BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError, ForestSettlement,
@@ -84,7 +84,6 @@ mod tests {
             energy,
             hard_pass,
             targeted_improvement: 1.0,
-            cost: 5,
             profile: Digest::ZERO,
             barriers_hold: true,
             required_sensors_ran: true,
@@ -134,7 +133,7 @@ mod tests {
             .fork(Seed::Accepted, spec.clone(), receipt)
             .unwrap()
             .clone();
-        frontier.upsert(FrontierEntry::for_branch(&b1, false, 2, 1.2, 0));
+        frontier.upsert(FrontierEntry::for_branch(&b1, false, 2, 1.2));
         let served = frontier.serve().unwrap();
         assert!(served.opens_epoch);
         forest.start(&served.branch_id).unwrap();
@@ -195,8 +194,9 @@ mod tests {
                 witnessed_partial: true,
             },
             tried: vec![],
+            continuation: None,
         };
-        let Some(Expansion::Open { seed, attempt, .. }) = next_expansion(&state) else {
+        let Some(Expansion::Open { seed, attempt, .. }) = next_expansions(&state).pop() else {
             panic!("a plateaued partial must expand");
         };
         assert_eq!(attempt.strategy, Strategy::NextAlternative);
@@ -212,7 +212,7 @@ mod tests {
         let b2 = forest.fork(seed, child_spec, receipt).unwrap().clone();
         assert_eq!(b2.parent_branch.as_deref(), Some("b1"));
         assert_eq!(b2.witness, partial.child_witness());
-        frontier.upsert(FrontierEntry::for_branch(&b2, false, 1, 1.0, 0));
+        frontier.upsert(FrontierEntry::for_branch(&b2, false, 1, 1.0));
         // Epoch 1 (b1 alone) is spent; epoch 2 serves b1 and b2, and b2
         // has fewer unresolved obligations.
         let served = frontier.serve().unwrap();

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Assessment, Cluster, ResidualClass};
+use crate::diagnostic::Rerun;
 use crate::digest::{CanonicalHasher, Digest};
 
 /// The git commit this engine was built from (empty when the build had no
@@ -165,6 +166,14 @@ pub enum NoGoodRefusal {
     Advisory,
     #[error("the evidence is empty")]
     Empty,
+    /// A failing test of a nondeterministic stage that did not fail again
+    /// when re-run (flaky) or could not be re-run (unconfirmed).
+    #[error(
+        "test {} did not fail again when re-run (declared nondeterministic): a flaky or \
+         unconfirmed failure cannot support a no-good",
+        tests.join(", ")
+    )]
+    Unconfirmed { tests: Vec<String> },
     #[error("recorded no-good key {recorded} does not match its components ({derived})")]
     KeyMismatch { recorded: Digest, derived: Digest },
     #[error("recorded evidence digest {recorded} does not match its support ({derived})")]
@@ -199,6 +208,19 @@ impl Support {
                 cluster,
                 assessment,
             } => {
+                // A measured state with one unconfirmed failure is not
+                // deterministic evidence as a whole, like one with a stage
+                // that could not run.
+                let unconfirmed = sorted_distinct(
+                    assessment
+                        .failures
+                        .iter()
+                        .filter(|f| f.rerun.is_some_and(|r| r != Rerun::FailedAgain))
+                        .map(|f| format!("{}::{}", f.binary, f.name)),
+                );
+                if !unconfirmed.is_empty() {
+                    return Err(NoGoodRefusal::Unconfirmed { tests: unconfirmed });
+                }
                 if assessment
                     .clusters
                     .iter()
@@ -579,6 +601,7 @@ mod tests {
             output: "assertion failed".into(),
             location: None,
             calls: vec![],
+            rerun: None,
         };
         let reports = [
             report("build", StageStatus::Passed, vec![], vec![]),
@@ -595,6 +618,44 @@ mod tests {
                 tests: vec!["lib::tests::adds".into()]
             })
         );
+    }
+
+    /// Item 12 / Gate AB: in a nondeterministic stage only a failure that
+    /// failed again when re-run is deterministic evidence.
+    #[test]
+    fn gate_ab_only_a_failure_that_failed_again_supports_a_no_good() {
+        let failure = |name: &str, rerun: Option<Rerun>| TestFailure {
+            binary: "-p shop --lib".into(),
+            name: name.into(),
+            output: "assertion failed".into(),
+            location: None,
+            calls: vec![],
+            rerun,
+        };
+        let measured = |failures: Vec<TestFailure>| {
+            [
+                report("build", StageStatus::Passed, vec![], vec![]),
+                report("test", StageStatus::Failed, vec![], failures),
+            ]
+        };
+        assert_eq!(
+            support_of(&measured(vec![failure("a", Some(Rerun::FailedAgain))])),
+            Ok(Support::FailedTest {
+                tests: vec!["-p shop --lib::a".into()]
+            })
+        );
+        for outcome in [Rerun::Passed, Rerun::NotRerun] {
+            assert_eq!(
+                support_of(&measured(vec![
+                    failure("a", Some(Rerun::FailedAgain)),
+                    failure("b", Some(outcome)),
+                ])),
+                Err(NoGoodRefusal::Unconfirmed {
+                    tests: vec!["-p shop --lib::b".into()]
+                }),
+                "{outcome:?}"
+            );
+        }
     }
 
     #[test]

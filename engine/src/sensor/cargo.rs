@@ -8,6 +8,7 @@
 //! timeout, cancellation, a failure cargo did not explain) is
 //! [`StageStatus::Unavailable`] with a reason a person can act on.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use super::libtest::{self, ParsedFailure};
 use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
 use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed};
-use crate::diagnostic::{Call, Diagnostic, Level, TestFailure};
+use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::digest::CanonicalHasher;
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
@@ -44,6 +45,19 @@ const TEST_ARGS: &[&str] = &[
     "--color",
     "never",
 ];
+
+/// `cargo test` re-running one binary's failing tests: [`TEST_ARGS`] with
+/// the binary's own selector in place of `--workspace`.
+const RERUN_ARGS: &[&str] = &[
+    "test",
+    "--no-fail-fast",
+    "--message-format=json",
+    "--color",
+    "never",
+];
+/// How [`without_debuginfo`] shows in a stage's fingerprint: what the
+/// stage runs, with the member names left out (they are the workspace's).
+const MEMBERS_WITHOUT_DEBUGINFO: &str = "--config profile.dev.package.<member>.debug=0 --config profile.dev.package.<member>.strip=\"debuginfo\"";
 
 /// Bounds for the version probes: they print a few lines and return at once
 /// unless rustup has to install a toolchain first.
@@ -169,18 +183,50 @@ pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
     base.join(format!("tree-{id}"))
 }
 
+/// The slot's `Cargo.lock`, or the user's when the snapshot has none (a
+/// library that ignores its lock file); `None` before cargo wrote one.
+fn slot_lock(dir: &Path, user: Option<&UserBuild>) -> Option<String> {
+    std::fs::read_to_string(dir.join("Cargo.lock"))
+        .or_else(|err| user.map_or(Err(err), |user| std::fs::read_to_string(&user.lock)))
+        .ok()
+}
+
+/// Cargo arguments that build the path packages `members` (the only crates
+/// a slot compiles once seeded) without debug information, in every
+/// profile that inherits `dev` (`cargo test`'s): rustc skips generating it
+/// and the linker skips copying the dependencies' into the test binaries,
+/// about a third of a member's build. Nothing a stage reports reads it: a
+/// panic's location is compiled in, symbol names stay, and tests run with
+/// `RUST_BACKTRACE=0`. Registry dependencies keep the user's profile, so
+/// their seeded artifacts still match. A name that is not a plain package
+/// name is left alone.
+fn without_debuginfo(members: &BTreeSet<String>) -> Vec<String> {
+    members
+        .iter()
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .flat_map(|name| {
+            ["debug=0", "strip=\"debuginfo\""].map(|setting| {
+                [
+                    "--config".to_owned(),
+                    format!("profile.dev.package.\"{name}\".{setting}"),
+                ]
+            })
+        })
+        .flatten()
+        .collect()
+}
+
 /// Seeds the slot's target directory `target` (below `base`) once, from the
 /// user's target directory and the other slots' under `base`, with the
-/// registry dependencies of the slot's `Cargo.lock` (or the user's, when the
-/// snapshot has none: a library that ignores its lock file). Best effort: a
-/// failure only costs the build time it would have saved.
-fn warm(target: &Path, base: &Path, dir: &Path, user: Option<&UserBuild>) {
-    let lock = std::fs::read_to_string(dir.join("Cargo.lock"))
-        .or_else(|err| user.map_or(Err(err), |user| std::fs::read_to_string(&user.lock)));
-    let Ok(lock) = lock else {
-        return; // cargo writes one on the first run; seed the next tree
-    };
-    let packages = seed::registry_packages(&lock);
+/// registry dependencies of `lock`, the slot's. Best effort: a failure only
+/// costs the build time it would have saved.
+fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>) {
+    let packages = seed::registry_packages(lock);
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
         let mut siblings: Vec<PathBuf> = entries
@@ -259,7 +305,11 @@ impl CargoStage {
             version: toolchain
                 .version()
                 .map_or_else(|_| "unavailable".to_owned(), str::to_owned),
-            config: format!("{} cargo {}", environment.join(" "), args.join(" ")),
+            config: format!(
+                "{} cargo {} {MEMBERS_WITHOUT_DEBUGINFO}",
+                environment.join(" "),
+                args.join(" ")
+            ),
         };
         Self {
             stage,
@@ -292,6 +342,63 @@ impl CargoStage {
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
+        self.observe_with(run, self.args.iter().copied()).await
+    }
+
+    /// Re-runs each failing test binary once with only its failing tests,
+    /// by exact name (`cargo test -p demo --lib -- --exact tests::a`), in
+    /// the same slot and target directory. A failure is `FailedAgain` when
+    /// the re-run reports it again, `Passed` when it does not, `NotRerun`
+    /// when its binary has no re-run selector (cargo names one for every
+    /// binary that failed), it is no single test, or the re-run itself
+    /// could not run.
+    async fn rerun(&self, run: SensorRun<'_>, failures: &[TestFailure]) -> Vec<TestFailure> {
+        let mut outcomes: Vec<(String, String, Rerun)> = Vec::new();
+        let mut binaries: Vec<&str> = failures.iter().map(|f| f.binary.as_str()).collect();
+        binaries.sort_unstable();
+        binaries.dedup();
+        for binary in binaries {
+            let names: Vec<&str> = failures
+                .iter()
+                .filter(|f| f.binary == binary && f.name != ABNORMAL_EXIT)
+                .map(|f| f.name.as_str())
+                .collect();
+            // Only a selector cargo printed (`-p demo --lib`) names a binary.
+            if !binary.starts_with('-') || names.is_empty() || run.cancel.is_cancelled() {
+                continue;
+            }
+            let args = RERUN_ARGS
+                .iter()
+                .copied()
+                .chain(binary.split_whitespace())
+                .chain(["--", "--exact"])
+                .chain(names.iter().copied());
+            let again = self.observe_with(&run, args).await;
+            let ran = !matches!(again.status, StageStatus::Unavailable { .. });
+            for name in names {
+                let outcome = if !ran {
+                    Rerun::NotRerun
+                } else if again.failures.iter().any(|f| f.name == name) {
+                    Rerun::FailedAgain
+                } else {
+                    Rerun::Passed
+                };
+                outcomes.push((binary.to_owned(), name.to_owned(), outcome));
+            }
+        }
+        super::rerun_outcome(failures, |f| {
+            outcomes
+                .iter()
+                .find(|(binary, name, _)| *binary == f.binary && *name == f.name)
+                .map_or(Rerun::NotRerun, |(_, _, outcome)| *outcome)
+        })
+    }
+
+    async fn observe_with<'x>(
+        &self,
+        run: &SensorRun<'_>,
+        args: impl IntoIterator<Item = &'x str>,
+    ) -> Observation {
         let target = tree_target(run.target_dir, run.dir);
         let (base, dir, user) = (
             run.target_dir.to_path_buf(),
@@ -300,13 +407,23 @@ impl CargoStage {
         );
         let seeding = tokio::task::spawn_blocking({
             let target = target.clone();
-            move || warm(&target, &base, &dir, user.as_ref())
+            move || {
+                // Without one cargo writes it on the first run; the next seeds.
+                let lock = slot_lock(&dir, user.as_ref())?;
+                warm(&target, &base, &lock, user.as_ref());
+                Some(seed::path_packages(&lock))
+            }
         });
-        if let Err(error) = seeding.await {
-            tracing::warn!(%error, "seeding the slot's target directory failed");
-        }
+        let members = match seeding.await {
+            Ok(members) => members.unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(%error, "seeding the slot's target directory failed");
+                BTreeSet::new()
+            }
+        };
         let mut cmd = Command::new(&self.program);
-        cmd.args(self.args)
+        cmd.args(args)
+            .args(without_debuginfo(&members))
             .current_dir(run.dir)
             .env("CARGO_TARGET_DIR", &target)
             .envs(ENVIRONMENT.iter().copied());
@@ -518,6 +635,7 @@ fn locate(failure: ParsedFailure, paths: &mut WorkspacePaths) -> TestFailure {
         output: failure.output,
         location,
         calls,
+        rerun: None,
     }
 }
 
@@ -646,6 +764,14 @@ macro_rules! cargo_sensor {
 
             fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
                 Box::pin(self.0.measure(run))
+            }
+
+            fn rerun<'a>(
+                &'a self,
+                run: SensorRun<'a>,
+                failures: &'a [TestFailure],
+            ) -> BoxFuture<'a, Vec<TestFailure>> {
+                Box::pin(self.0.rerun(run, failures))
             }
         }
     )*};
@@ -780,8 +906,24 @@ mod tests {
             target: user.join("target"),
         };
         let target = tree_target(&base, &slot);
-        warm(&target, &base, &slot, Some(&build));
+        let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
+        warm(&target, &base, &lock, Some(&build));
         assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
+    }
+
+    #[test]
+    fn only_plain_package_names_are_built_without_debuginfo() {
+        let members = BTreeSet::from(["my-app".to_owned(), "a\"b".to_owned(), String::new()]);
+        assert_eq!(
+            without_debuginfo(&members),
+            [
+                "--config",
+                "profile.dev.package.\"my-app\".debug=0",
+                "--config",
+                "profile.dev.package.\"my-app\".strip=\"debuginfo\"",
+            ]
+        );
+        assert!(without_debuginfo(&BTreeSet::new()).is_empty());
     }
 
     #[test]

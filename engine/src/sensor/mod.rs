@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::diagnostic::{Diagnostic, TestFailure};
+use crate::diagnostic::{Diagnostic, Rerun, TestFailure};
 use crate::digest::{CanonicalHasher, Digest};
 
 /// Which tool measured, at which version, configured how (PSP-10 Assumption 2).
@@ -95,6 +95,32 @@ pub trait Sensor: Send + Sync {
     fn stage(&self) -> &str;
     fn fingerprint(&self) -> &SensorFingerprint;
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport>;
+
+    /// Re-runs `failures` (this stage's, from a run in `run.dir`) once, in
+    /// the same directory, each by its exact name, and returns them with
+    /// [`TestFailure::rerun`] set. A stage that cannot re-run a test alone
+    /// marks every failure [`Rerun::NotRerun`].
+    fn rerun<'a>(
+        &'a self,
+        _run: SensorRun<'a>,
+        failures: &'a [TestFailure],
+    ) -> BoxFuture<'a, Vec<TestFailure>> {
+        Box::pin(async move { rerun_outcome(failures, |_| Rerun::NotRerun) })
+    }
+}
+
+/// `failures`, each with the re-run outcome `outcome` gives it.
+pub(crate) fn rerun_outcome(
+    failures: &[TestFailure],
+    outcome: impl Fn(&TestFailure) -> Rerun,
+) -> Vec<TestFailure> {
+    failures
+        .iter()
+        .map(|f| TestFailure {
+            rerun: Some(outcome(f)),
+            ..f.clone()
+        })
+        .collect()
 }
 
 /// A stage report with just what a pure-core test needs.

@@ -8,7 +8,7 @@
 //! JSON but do not parse are counted, never fatal.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use cargo_metadata::CompilerMessage;
 use cargo_metadata::diagnostic::{
@@ -18,8 +18,9 @@ use cargo_metadata::diagnostic::{
 use serde::Deserialize;
 
 use crate::diagnostic::{
-    Applicability, Diagnostic, Level, Note, RelPath, Replacement, Span, Suggestion, SuggestionGroup,
+    Applicability, Diagnostic, Level, Note, Replacement, Span, Suggestion, SuggestionGroup,
 };
+use crate::workspace_path::WorkspacePath;
 
 /// Maps the paths a tool reports to workspace-relative paths.
 ///
@@ -31,7 +32,7 @@ pub struct WorkspacePaths {
     /// Build output (generated `OUT_DIR` sources) is never workspace source,
     /// even when the target directory lives inside the workspace.
     excluded: Option<PathBuf>,
-    cache: HashMap<String, Option<RelPath>>,
+    cache: HashMap<String, Option<WorkspacePath>>,
 }
 
 impl WorkspacePaths {
@@ -47,7 +48,7 @@ impl WorkspacePaths {
 
     /// The workspace-relative `/` path of `file_name`, or `None` when it
     /// names no existing file inside the workspace.
-    pub fn relative(&mut self, file_name: &str) -> Option<RelPath> {
+    pub fn relative(&mut self, file_name: &str) -> Option<WorkspacePath> {
         if let Some(known) = self.cache.get(file_name) {
             return known.clone();
         }
@@ -56,7 +57,7 @@ impl WorkspacePaths {
         resolved
     }
 
-    fn resolve(&self, file_name: &str) -> Option<RelPath> {
+    fn resolve(&self, file_name: &str) -> Option<WorkspacePath> {
         // `<anon>`, `<::core::macros::panic macros>` and friends are not files.
         if file_name.starts_with('<') {
             return None;
@@ -70,15 +71,7 @@ impl WorkspacePaths {
         {
             return None;
         }
-        let inside = canonical.strip_prefix(&self.root).ok()?;
-        let parts = inside
-            .components()
-            .map(|component| match component {
-                Component::Normal(part) => part.to_str(),
-                _ => None,
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(parts.join("/"))
+        WorkspacePath::from_relative(canonical.strip_prefix(&self.root).ok()?)
     }
 
     /// A zero-width span at 1-based `line`/`column` (columns count chars) in

@@ -47,8 +47,20 @@ pub struct SeedReport {
 /// member never shares a seeded artifact's name. Unreadable text yields
 /// nothing (nothing is seeded; cargo builds as before).
 pub fn registry_packages(lock: &str) -> BTreeSet<String> {
+    let (registry, local) = lock_packages(lock);
+    &registry - &local
+}
+
+/// The path packages of a `Cargo.lock` (those without a `source`): the
+/// workspace's members and the path dependencies, always built in the slot.
+pub fn path_packages(lock: &str) -> BTreeSet<String> {
+    lock_packages(lock).1
+}
+
+/// The registry (or git) and the path package names of a `Cargo.lock`.
+fn lock_packages(lock: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let Ok(value) = lock.parse::<toml::Table>() else {
-        return BTreeSet::new();
+        return (BTreeSet::new(), BTreeSet::new());
     };
     let mut registry = BTreeSet::new();
     let mut local = BTreeSet::new();
@@ -74,7 +86,7 @@ pub fn registry_packages(lock: &str) -> BTreeSet<String> {
             }
         }
     }
-    &registry - &local
+    (registry, local)
 }
 
 /// How an entry of a profile directory is seeded.
@@ -222,6 +234,10 @@ version = "0.1.0"
         let packages = registry_packages(LOCK);
         assert_eq!(packages, BTreeSet::from(["proc-macro2".to_owned()]));
         assert!(registry_packages("not = [toml").is_empty());
+        assert_eq!(
+            path_packages(LOCK),
+            BTreeSet::from(["app".to_owned(), "regex".to_owned()])
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use similar::{Algorithm, DiffTag, TextDiff};
 
 use super::{ContentSource, Entry, Snapshot, SnapshotError};
 use crate::change::{FileChange, TextEdit};
+use crate::workspace_path::WorkspacePath;
 
 /// The changes that turn `old` into `new`, sorted by path. Content is read
 /// (and verified) from the matching sources.
@@ -43,7 +44,7 @@ pub fn diff(
             None => {
                 refuse_symlink(path, old_entry)?;
                 changes.push(FileChange::Delete {
-                    path: path.clone(),
+                    path: WorkspacePath::new(path.clone())?,
                     old: old_entry.blob,
                 });
             }
@@ -60,7 +61,7 @@ pub fn diff(
                 let old_text = read_text(old_src, path, old_entry)?;
                 let new_text = read_text(new_src, path, new_entry)?;
                 changes.push(FileChange::Modify {
-                    path: path.clone(),
+                    path: WorkspacePath::new(path.clone())?,
                     old: old_entry.blob,
                     new: new_entry.blob,
                     edits: line_edits(&old_text, &new_text),
@@ -73,7 +74,7 @@ pub fn diff(
         if !old.entries.contains_key(path) {
             refuse_symlink(path, new_entry)?;
             changes.push(FileChange::Create {
-                path: path.clone(),
+                path: WorkspacePath::new(path.clone())?,
                 new: new_entry.blob,
                 text: read_text(new_src, path, new_entry)?,
             });
@@ -186,7 +187,7 @@ mod tests {
         let (new, new_src) = take(new_dir.path());
 
         let changes = diff(&old, &old_src, &new, &new_src).unwrap();
-        let paths: Vec<&str> = changes.iter().map(FileChange::path).collect();
+        let paths: Vec<&str> = changes.iter().map(|c| c.path().as_str()).collect();
         assert_eq!(paths, ["a_new.rs", "b.rs", "gone.rs"]);
         assert!(matches!(&changes[0], FileChange::Create { text, .. } if text == "hello\n"));
         assert!(matches!(&changes[2], FileChange::Delete { .. }));

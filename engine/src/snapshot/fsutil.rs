@@ -13,42 +13,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::SnapshotError;
+pub use crate::workspace_path::check_rel_path;
 
 /// Mode of a file `write_atomic` creates where none existed.
 const NEW_FILE_MODE: u32 = 0o644;
-
-/// Checks that `rel` is a plain workspace-relative path: non-empty, `/`
-/// separated, no absolute start, no `.`/`..`/empty component, no backslash
-/// and no NUL. Touches no file system.
-pub fn check_rel_path(rel: &str) -> Result<(), SnapshotError> {
-    let refuse = |reason| {
-        Err(SnapshotError::InvalidPath {
-            path: rel.to_owned(),
-            reason,
-        })
-    };
-    if rel.is_empty() {
-        return refuse("the path is empty");
-    }
-    if rel.starts_with('/') {
-        return refuse("absolute paths are not workspace-relative");
-    }
-    if rel.contains('\\') {
-        return refuse("backslashes are not path separators here");
-    }
-    if rel.contains('\0') {
-        return refuse("NUL bytes cannot appear in a path");
-    }
-    for component in rel.split('/') {
-        match component {
-            "" => return refuse("empty path component"),
-            "." => return refuse("`.` components are not allowed"),
-            ".." => return refuse("`..` would leave the workspace"),
-            _ => {}
-        }
-    }
-    Ok(())
-}
 
 /// Resolves `rel` under `root`, refusing anything that could land outside it.
 ///
@@ -154,45 +122,6 @@ pub(crate) fn write_file_atomic_unconfined(
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
-
-    fn refused_reason(rel: &str) -> &'static str {
-        match check_rel_path(rel) {
-            Err(SnapshotError::InvalidPath { reason, path }) => {
-                assert_eq!(path, rel);
-                reason
-            }
-            other => panic!("`{rel}` was not refused: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn refuses_absolute_paths() {
-        assert!(refused_reason("/etc/passwd").contains("absolute"));
-    }
-
-    #[test]
-    fn refuses_parent_components() {
-        assert!(refused_reason("../outside").contains(".."));
-        assert!(refused_reason("src/../../outside").contains(".."));
-    }
-
-    #[test]
-    fn refuses_empty_and_dot_components() {
-        assert!(refused_reason("").contains("empty"));
-        assert!(refused_reason("src//lib.rs").contains("empty"));
-        assert!(refused_reason("src/").contains("empty"));
-        assert!(refused_reason("./src").contains('.'));
-    }
-
-    #[test]
-    fn refuses_backslashes() {
-        assert!(refused_reason("src\\lib.rs").contains("backslash"));
-    }
-
-    #[test]
-    fn refuses_nul() {
-        assert!(refused_reason("src/lib\0.rs").contains("NUL"));
-    }
 
     #[test]
     fn refuses_a_symlink_inside_the_root() {

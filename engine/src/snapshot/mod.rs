@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::diagnostic::RelPath;
 use crate::digest::{CanonicalHasher, Digest};
 
 pub mod diff;
@@ -27,15 +26,14 @@ pub mod scan;
 pub mod store;
 mod tree;
 mod watch;
-mod workspace_path;
 
+pub use crate::workspace_path::WorkspacePath;
 pub use diff::diff;
 pub use fsutil::{confine, write_atomic};
 pub use materialize::{CopyLimits, MaterializeReport, materialize};
 pub use scan::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
 pub use watch::RescanReason;
-pub use workspace_path::WorkspacePath;
 
 /// The domain tag of [`state_root`]; a change of encoding is a change of tag.
 pub const STATE_ROOT_DOMAIN: &str = "trellis.state-root.v1";
@@ -46,12 +44,12 @@ pub struct Snapshot {
     /// [`state_root`] of `entries`.
     pub root: Digest,
     /// Workspace-relative, `/`-separated paths to what is there.
-    pub entries: BTreeMap<RelPath, Entry>,
+    pub entries: BTreeMap<String, Entry>,
 }
 
 impl Snapshot {
     /// A snapshot of `entries`, with its root computed.
-    pub fn from_entries(entries: BTreeMap<RelPath, Entry>) -> Snapshot {
+    pub fn from_entries(entries: BTreeMap<String, Entry>) -> Snapshot {
         Snapshot {
             root: state_root(&entries),
             entries,
@@ -64,7 +62,7 @@ impl Snapshot {
     }
 
     /// The entries a repair may edit: every entry but read-only context.
-    pub fn editable(&self) -> impl Iterator<Item = (&RelPath, &Entry)> {
+    pub fn editable(&self) -> impl Iterator<Item = (&String, &Entry)> {
         self.entries
             .iter()
             .filter(|(_, entry)| !entry.kind.is_context())
@@ -161,7 +159,7 @@ impl EntryKind {
 ///
 /// Every field is length-prefixed by the hasher, so no two different entry
 /// sets share an encoding.
-pub fn state_root(entries: &BTreeMap<RelPath, Entry>) -> Digest {
+pub fn state_root(entries: &BTreeMap<String, Entry>) -> Digest {
     let mut hasher = CanonicalHasher::new(STATE_ROOT_DOMAIN);
     hasher.u64(entries.len() as u64);
     for (path, entry) in entries {
@@ -175,7 +173,7 @@ pub fn state_root(entries: &BTreeMap<RelPath, Entry>) -> Digest {
 
 /// Refuses entry sets that no directory tree can hold: a path that is both
 /// an entry and the parent directory of another entry.
-pub(crate) fn check_shape(entries: &BTreeMap<RelPath, Entry>) -> Result<(), SnapshotError> {
+pub(crate) fn check_shape(entries: &BTreeMap<String, Entry>) -> Result<(), SnapshotError> {
     // Whether a path is refused depends only on its directory, and paths in
     // one directory mostly sort together: check each directory once per run.
     let mut checked_dir = "";
@@ -201,7 +199,7 @@ pub(crate) fn check_shape(entries: &BTreeMap<RelPath, Entry>) -> Result<(), Snap
 /// of the file on disk; a path only here is a new file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Overlay {
-    pub buffers: BTreeMap<RelPath, Vec<u8>>,
+    pub buffers: BTreeMap<String, Vec<u8>>,
 }
 
 impl Overlay {
@@ -314,6 +312,15 @@ impl SnapshotError {
     }
 }
 
+impl From<crate::workspace_path::InvalidPath> for SnapshotError {
+    fn from(refused: crate::workspace_path::InvalidPath) -> SnapshotError {
+        SnapshotError::InvalidPath {
+            path: refused.path,
+            reason: refused.reason,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,7 +334,7 @@ mod tests {
         }
     }
 
-    fn tiny_entries() -> BTreeMap<RelPath, Entry> {
+    fn tiny_entries() -> BTreeMap<String, Entry> {
         BTreeMap::from([
             ("Cargo.toml".to_owned(), file(b"[package]\n", false)),
             ("run.sh".to_owned(), file(b"#!/bin/sh\n", true)),

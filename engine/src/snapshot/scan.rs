@@ -46,7 +46,6 @@ use super::fsutil::check_rel_path;
 use super::tree::{DirId, WatchedTree};
 use super::watch::{DirWatches, RescanReason, Wd};
 use super::{Entry, EntryKind, Overlay, Snapshot, SnapshotError};
-use crate::diagnostic::RelPath;
 use crate::digest::{Digest, blob_digest};
 use crate::statedir::{Dir, StateError};
 
@@ -177,7 +176,7 @@ impl CachedEntry {
 }
 
 /// Cached entries by path: what a scan may trust instead of reading.
-pub(super) type StatCache = HashMap<RelPath, CachedEntry>;
+pub(super) type StatCache = HashMap<String, CachedEntry>;
 
 impl Snapshotter {
     /// A snapshotter for the workspace at `workspace_root`. With
@@ -244,7 +243,7 @@ impl Snapshotter {
             // trusted entry is kept as it was.
             self.save_cache(&files)?;
         }
-        let mut entries: BTreeMap<RelPath, Entry> = files
+        let mut entries: BTreeMap<String, Entry> = files
             .into_iter()
             .map(|(path, cached)| (path.clone(), cached.entry))
             .collect();
@@ -370,7 +369,7 @@ impl Snapshotter {
         }
     }
 
-    fn save_cache(&self, files: &[(&RelPath, &CachedEntry)]) -> Result<(), SnapshotError> {
+    fn save_cache(&self, files: &[(&String, &CachedEntry)]) -> Result<(), SnapshotError> {
         let Some(file) = &self.cache_file else {
             return Ok(());
         };
@@ -394,7 +393,7 @@ fn cache_dir(file: &Path, create: bool) -> Result<(Dir, &str), StateError> {
 
 impl State {
     /// Every file the last scan kept, with its cached entry.
-    fn files(&self) -> Vec<(&RelPath, &CachedEntry)> {
+    fn files(&self) -> Vec<(&String, &CachedEntry)> {
         match self {
             State::Unloaded => Vec::new(),
             State::Cached(cache) => cache.iter().collect(),
@@ -412,14 +411,14 @@ fn now_ns() -> i64 {
 
 /// One directory as a walk listed it.
 pub(super) struct ListedDir {
-    pub rel: RelPath,
+    pub rel: String,
     pub depth: usize,
     /// The ignore rules in force for its entries: its parent's chain plus
     /// its own ignore files.
     pub rules: RuleChain,
-    pub files: Vec<(RelPath, CachedEntry)>,
+    pub files: Vec<(String, CachedEntry)>,
     /// Workspace-relative paths of its kept subdirectories.
-    pub subdirs: Vec<RelPath>,
+    pub subdirs: Vec<String>,
     /// Its watch, added before it was listed; `None` if the walk did not
     /// watch or the watch could not be added.
     pub watch: Option<Wd>,
@@ -525,7 +524,7 @@ fn largest_dirs<'a>(sizes: impl Iterator<Item = (&'a str, u64)>) -> String {
 
 /// A file or symlink the walk found, before its content is known.
 pub(super) struct Found {
-    rel: RelPath,
+    rel: String,
     path: PathBuf,
     stat: FileStat,
     is_symlink: bool,
@@ -555,7 +554,7 @@ pub(super) type RuleChain = Option<Arc<Rules>>;
 /// A directory waiting to be listed.
 pub(super) struct DirJob {
     pub path: PathBuf,
-    pub rel: RelPath,
+    pub rel: String,
     pub depth: usize,
     /// The rules of its parent; its own ignore files are read when it is
     /// listed.
@@ -568,7 +567,7 @@ pub(super) struct DirJob {
 fn root_job(root: &Path) -> Vec<DirJob> {
     vec![DirJob {
         path: root.to_path_buf(),
-        rel: RelPath::new(),
+        rel: String::new(),
         depth: 0,
         rules: None,
         context: false,
@@ -588,7 +587,7 @@ struct QueueState {
     bytes: u64,
     /// Every file found so far with its size, to name the largest
     /// directories if the bound is exceeded.
-    sizes: Vec<(RelPath, u64)>,
+    sizes: Vec<(String, u64)>,
     /// Threads currently listing a directory (and so maybe adding jobs).
     busy: usize,
     failure: Option<SnapshotError>,
@@ -745,7 +744,7 @@ pub(super) struct Listing {
     /// Its kept subdirectories, as further jobs.
     pub subdirs: Vec<DirJob>,
     /// Its kept files and symlinks with their cached entries.
-    pub files: Vec<(RelPath, CachedEntry)>,
+    pub files: Vec<(String, CachedEntry)>,
     /// Whether a file in it has other hard links.
     pub multiply_linked: bool,
 }
@@ -794,7 +793,7 @@ fn settle(
     cached: impl Fn(&str) -> Option<CachedEntry>,
     now_ns: i64,
     hashed: &mut usize,
-) -> Result<Vec<(RelPath, CachedEntry)>, SnapshotError> {
+) -> Result<Vec<(String, CachedEntry)>, SnapshotError> {
     found
         .drain(..)
         .map(|item| {
@@ -956,7 +955,7 @@ fn hash_one(item: &Found) -> Result<Entry, SnapshotError> {
 /// Lays unsaved buffers over the disk entries.
 fn apply_overlay(
     root: &Path,
-    entries: &mut BTreeMap<RelPath, Entry>,
+    entries: &mut BTreeMap<String, Entry>,
     overlay: &Overlay,
 ) -> Result<(), SnapshotError> {
     for (path, bytes) in &overlay.buffers {
@@ -1010,7 +1009,7 @@ pub(crate) fn visible_to_walk(root: &Path, rel: &str) -> Result<bool, SnapshotEr
 
 /// Serializes the cache: magic, count, entries, then a digest of everything
 /// before it so a torn or damaged file is detected.
-fn encode_cache(files: &[(&RelPath, &CachedEntry)]) -> Vec<u8> {
+fn encode_cache(files: &[(&String, &CachedEntry)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + files.len() * 128);
     out.extend_from_slice(CACHE_MAGIC);
     out.extend_from_slice(&(files.len() as u64).to_le_bytes());

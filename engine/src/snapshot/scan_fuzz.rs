@@ -49,7 +49,7 @@ fn cache() -> impl Strategy<Value = StatCache> {
 }
 
 fn encoded(cache: &StatCache) -> Vec<u8> {
-    let mut files: Vec<(&RelPath, &CachedEntry)> = cache.iter().collect();
+    let mut files: Vec<(&String, &CachedEntry)> = cache.iter().collect();
     files.sort_by_key(|(path, _)| *path);
     encode_cache(&files)
 }

@@ -46,7 +46,6 @@ use super::scan::{
     Bound, CachedEntry, DirJob, ListedDir, Listing, RuleChain, StatCache, list_dir, walk,
 };
 use super::watch::{DirWatches, RescanReason, Wd};
-use crate::diagnostic::RelPath;
 
 /// A directory's identity, to notice the workspace root being replaced by
 /// another directory at the same path (which raises no event on the old
@@ -76,7 +75,7 @@ pub(super) struct WatchedTree {
     /// False once some directory is not reliably watched: the tree then
     /// only serves as the stat cache of the next full scan.
     complete: bool,
-    dirs: HashMap<RelPath, DirRecord>,
+    dirs: HashMap<String, DirRecord>,
 }
 
 /// One listed directory.
@@ -84,8 +83,8 @@ struct DirRecord {
     depth: usize,
     /// The ignore rules in force for its entries.
     rules: RuleChain,
-    files: Vec<(RelPath, CachedEntry)>,
-    subdirs: Vec<RelPath>,
+    files: Vec<(String, CachedEntry)>,
+    subdirs: Vec<String>,
     watch: Option<Wd>,
     multiply_linked: bool,
     /// Whether the ignore rules hide it: its files are context.
@@ -145,7 +144,7 @@ impl WatchedTree {
     }
 
     /// Every file, with its cached entry.
-    pub fn files(&self) -> impl Iterator<Item = (&RelPath, &CachedEntry)> {
+    pub fn files(&self) -> impl Iterator<Item = (&String, &CachedEntry)> {
         self.dirs
             .values()
             .flat_map(|dir| dir.files.iter().map(|(path, cached)| (path, cached)))
@@ -300,7 +299,7 @@ impl WatchedTree {
             names.iter().any(|named| **named == *name.as_bytes())
         };
         let record = self.dirs.get_mut(rel).expect("listed above");
-        let listed_subdirs: Vec<RelPath> = subdirs.iter().map(|job| job.rel.clone()).collect();
+        let listed_subdirs: Vec<String> = subdirs.iter().map(|job| job.rel.clone()).collect();
         let old_subdirs = std::mem::replace(&mut record.subdirs, listed_subdirs);
         record.files = files;
         record.multiply_linked = multiply_linked;
@@ -619,7 +618,7 @@ mod tests {
         let listed = walk(
             vec![DirJob {
                 path: dir.path().to_path_buf(),
-                rel: RelPath::new(),
+                rel: String::new(),
                 depth: 0,
                 rules: None,
                 context: false,

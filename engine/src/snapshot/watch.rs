@@ -17,8 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::diagnostic::RelPath;
-
 /// A watch descriptor, as the kernel numbers them.
 pub(super) type Wd = i32;
 
@@ -51,7 +49,7 @@ pub(super) struct Changes {
     /// Directories to list again, with the names the events mentioned in
     /// each (a named subdirectory may have been replaced, so it is walked
     /// afresh).
-    pub dirty: BTreeMap<RelPath, Vec<Box<[u8]>>>,
+    pub dirty: BTreeMap<String, Vec<Box<[u8]>>>,
 }
 
 /// One event, reduced to what the re-root needs.
@@ -85,7 +83,7 @@ const IGNORE_FILES: [&[u8]; 2] = [b".gitignore", b".ignore"];
 impl Changes {
     /// Folds one event in. `dirs` is the watch map; a watch the kernel
     /// removed is taken out of it.
-    pub fn note(&mut self, event: WatchEvent, dirs: &mut HashMap<Wd, RelPath>) {
+    pub fn note(&mut self, event: WatchEvent, dirs: &mut HashMap<Wd, String>) {
         if event.kind == EventKind::Overflow {
             self.rescan.get_or_insert(RescanReason::QueueOverflow);
             return;
@@ -115,7 +113,7 @@ impl Changes {
                 let dir = dirs.remove(&event.wd).expect("looked up above");
                 let (parent, name) = match dir.rsplit_once('/') {
                     Some((parent, name)) => (parent.to_owned(), name),
-                    None => (RelPath::new(), dir.as_str()),
+                    None => (String::new(), dir.as_str()),
                 };
                 self.dirty
                     .entry(parent)
@@ -138,7 +136,7 @@ impl Changes {
 /// The inotify descriptor and which directory each watch is on.
 pub(super) struct DirWatches {
     inotify: sys::Inotify,
-    dirs: HashMap<Wd, RelPath>,
+    dirs: HashMap<Wd, String>,
     /// The first watch that could not be added. After it, [`Self::watch`]
     /// stops trying: the set is incomplete and will be rebuilt anyway.
     failure: Mutex<Option<(PathBuf, io::Error)>>,
@@ -330,7 +328,7 @@ mod tests {
         }
     }
 
-    fn watch_map() -> HashMap<Wd, RelPath> {
+    fn watch_map() -> HashMap<Wd, String> {
         HashMap::from([
             (1, String::new()),
             (2, "src".to_owned()),

@@ -48,7 +48,10 @@ pub async fn run(
             });
             print_json(doc);
         }
-        Format::Human => print!("{}", render::check_report(&report, detail)),
+        Format::Human => print!(
+            "{}",
+            render::check_report(&report, detail, render::Then::Check)
+        ),
     }
     verdict_code(&report)
 }

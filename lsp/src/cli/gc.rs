@@ -45,7 +45,7 @@ pub fn after_repair(engine: &Engine) {
     }
 }
 
-fn render(report: &GcReport) -> String {
+pub(crate) fn render(report: &GcReport) -> String {
     let verb = if report.dry_run {
         "would remove"
     } else {

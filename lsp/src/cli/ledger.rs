@@ -1,7 +1,9 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
 use trellis_engine::actor::model_calls;
-use trellis_engine::ledger::{Head, Ledger, LedgerEvent, fold_accepted};
+use trellis_engine::ledger::{
+    DecodedRow, Head, Ledger, LedgerEvent, fold_accepted, rederive_selections,
+};
 
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
 use crate::{Format, LedgerCommand};
@@ -84,6 +86,18 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
         Ok(calls) => calls,
         Err(e) => return fail(format!("{}: {e}", ledger.path().display())),
     };
+    // Proposition 5: every recorded selection, re-derived from the measured
+    // keys alone; one the events do not reproduce fails the replay.
+    let (selections, unkeyed) = match ledger.rows().map_err(|e| e.to_string()).and_then(|rows| {
+        let events = rows.iter().filter_map(|row| match &row.event {
+            DecodedRow::Search { event, .. } => Some(event),
+            _ => None,
+        });
+        rederive_selections(events).map_err(|e| e.to_string())
+    }) {
+        Ok(selections) => selections,
+        Err(e) => return fail(format!("{}: {e}", ledger.path().display())),
+    };
     match format {
         Format::Json => {
             let model_calls: Vec<_> = calls
@@ -102,6 +116,8 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                 })
                 .collect();
             let doc = serde_json::json!({
+                "selections": selections,
+                "selections_unkeyed": unkeyed,
                 "model_calls": model_calls,
                 "decisions": decisions,
                 "promotions": fold.promotions,
@@ -139,6 +155,15 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
             for r in &fold.recoveries {
                 println!("{}", LedgerEvent::PromotionRecovered(r.clone()));
             }
+            println!(
+                "{} selection(s) re-derived from the recorded keys{}",
+                selections.len(),
+                if unkeyed > 0 {
+                    format!(" ({unkeyed} recorded before their keys were, not re-derived)")
+                } else {
+                    String::new()
+                }
+            );
             for c in &calls {
                 println!(
                     "model call #{} {}/{} turn {} at {}: request reproduced ({} bytes, programs {})",

@@ -1,7 +1,8 @@
-//! The headless front end: `trellis check`, `repair`, `status`, `ledger`
-//! and `gc`.
+//! The headless front end: `trellis check`, `repair`, `status`, `ledger`,
+//! `context` and `gc`.
 
 pub mod check;
+pub mod context;
 pub mod gc;
 pub mod ledger;
 pub mod prompts;

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use trellis_engine::actor::{ModelCall, model_calls};
-use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
+use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, Row};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
 use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
 
@@ -136,50 +136,59 @@ fn execute(
     }
 }
 
-/// The model calls of one session (the latest when `session` is `None`):
-/// the rows after its `session_started` up to the next session's, each
-/// request rebuilt and checked against the one sent (Gate Z).
+/// The model calls of one session (the latest when `session` is `None`),
+/// each request rebuilt and checked against the one sent (Gate Z).
 fn session_calls(
     root: &Path,
     session: Option<&str>,
 ) -> Result<(String, Vec<ModelCall>), PromptsError> {
-    let usage = |e: String| PromptsError::Usage(e);
+    let (id, rows, ledger) = session_rows(root, session).map_err(PromptsError::Usage)?;
+    let calls = model_calls(&rows, &root.join(".trellis"))
+        .map_err(|e| PromptsError::Usage(format!("{}: {e}", ledger.display())))?;
+    Ok((id, calls))
+}
+
+/// The ledger rows of one session (the latest when `session` is `None`):
+/// those after its `session_started` up to the next session's, with the
+/// session's id and the ledger's path. Shared with `trellis context`.
+pub(super) fn session_rows(
+    root: &Path,
+    session: Option<&str>,
+) -> Result<(String, Vec<Row>, PathBuf), String> {
     let dir = root.join(".trellis");
     if !dir.join("ledger.db").exists() {
         let which = session.map_or_else(
             || "no session".to_owned(),
             |id| format!("no session `{id}`"),
         );
-        return Err(usage(format!(
+        return Err(format!(
             "{which} in {}: there is no ledger here (run `trellis repair` first)",
             dir.join("ledger.db").display()
-        )));
+        ));
     }
-    let ledger = Ledger::open(&dir).map_err(|e| usage(e.to_string()))?;
-    let rows = ledger.rows().map_err(|e| usage(e.to_string()))?;
-    let starts: Vec<(usize, &str)> = rows
+    let ledger = Ledger::open(&dir).map_err(|e| e.to_string())?;
+    let mut rows = ledger.rows().map_err(|e| e.to_string())?;
+    let starts: Vec<(usize, String)> = rows
         .iter()
         .enumerate()
         .filter_map(|(i, row)| match &row.event {
-            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some((i, s.session_id.as_str())),
+            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some((i, s.session_id.clone())),
             _ => None,
         })
         .collect();
     let position = match session {
-        Some(id) => starts.iter().position(|(_, s)| *s == id),
+        Some(id) => starts.iter().position(|(_, s)| s == id),
         None => starts.len().checked_sub(1),
     }
-    .ok_or_else(|| {
-        usage(match session {
-            Some(id) => format!("no session `{id}` in {}", ledger.path().display()),
-            None => format!("no session in {}", ledger.path().display()),
-        })
+    .ok_or_else(|| match session {
+        Some(id) => format!("no session `{id}` in {}", ledger.path().display()),
+        None => format!("no session in {}", ledger.path().display()),
     })?;
-    let (start, id) = starts[position];
+    let (start, id) = starts[position].clone();
     let end = starts.get(position + 1).map_or(rows.len(), |(i, _)| *i);
-    let calls = model_calls(&rows[start..end], ledger.state_dir().path())
-        .map_err(|e| usage(format!("{}: {e}", ledger.path().display())))?;
-    Ok((id.to_owned(), calls))
+    rows.truncate(end);
+    rows.drain(..start);
+    Ok((id, rows, ledger.path().to_path_buf()))
 }
 
 fn explain(

@@ -7,7 +7,10 @@ use trellis_engine::change::FileChange;
 use trellis_engine::cluster::ResidualClass;
 use trellis_engine::gate::Verdict;
 use trellis_engine::sensor::StageStatus;
-use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
+use trellis_engine::{
+    BranchOutcome, CheckReport, Help, NotUsed, RepairOutcome, StageSummary, StepReport, Unfixed,
+    UnfixedReason,
+};
 
 /// How much of the machinery the text shows. The default speaks the user's
 /// terms (problems, root causes, candidate fixes); `--verbose` adds the
@@ -29,8 +32,14 @@ fn stage_line(stages: &[StageSummary]) -> String {
                 StageStatus::Unavailable { reason } => format!("could not run ({reason})"),
             };
             let advisory = if s.required { "" } else { ", advisory" };
+            // Still failing the stage, but not evidence against the fix.
+            let flaky = if s.flaky.is_empty() {
+                String::new()
+            } else {
+                format!("; flaky, passed when re-run: {}", s.flaky.join(", "))
+            };
             format!(
-                "{} {status} ({:.1}s{advisory})",
+                "{} {status} ({:.1}s{advisory}{flaky})",
                 s.stage,
                 s.duration_ms as f64 / 1000.0
             )
@@ -58,8 +67,16 @@ fn plain_class(class: ResidualClass) -> &'static str {
     }
 }
 
+/// Who asks for the check report: `trellis check`, or `trellis repair`
+/// before its steps (which must not advise running itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    Check,
+    Repair,
+}
+
 /// The clusters of a check, one line each, dominant first.
-pub fn check_report(report: &CheckReport, detail: Detail) -> String {
+pub fn check_report(report: &CheckReport, detail: Detail, then: Then) -> String {
     let mut out = String::new();
     let checks = match detail {
         Detail::Plain => "checks",
@@ -100,10 +117,10 @@ pub fn check_report(report: &CheckReport, detail: Detail) -> String {
             let _ = writeln!(out, "  {}  {class:<18} {}{at}", c.id, c.title);
         }
     }
-    let verdict = if report.hard_pass {
-        "every required check passes"
-    } else {
-        "problems remain; `trellis repair` searches for a verified fix"
+    let verdict = match (report.hard_pass, then) {
+        (true, _) => "every required check passes",
+        (false, Then::Check) => "problems remain; `trellis repair` searches for a verified fix",
+        (false, Then::Repair) => "problems remain; searching for a verified fix",
     };
     let _ = writeln!(out, "result: {verdict}");
     out
@@ -122,20 +139,136 @@ fn verdict_text(v: Verdict, detail: Detail) -> &'static str {
 
 /// Why a candidate fix was not used, in the user's terms; the engine's
 /// precise reason (energies, ρ, no-goods, budgets) is kept for `--verbose`.
-fn plain_reason(reason: &str) -> String {
-    if reason.starts_with("no descent") {
-        "it does not leave fewer or less severe problems".into()
-    } else if reason.contains("exact no-good") {
-        "it was tried on the same files before and failed".into()
-    } else if reason.contains("search budget") {
-        "the search reached its limits first".into()
-    } else if reason.starts_with("the diagnostic probe") {
-        "tried alone, no alternative builds better".into()
-    } else if let Some(stages) = reason.strip_prefix("a required stage could not run: ") {
-        format!("a required check could not run: {stages}")
-    } else {
-        reason.to_owned()
+fn plain_reason(cause: &NotUsed) -> String {
+    match cause {
+        NotUsed::NoDescent => "it does not leave fewer or less severe problems".into(),
+        NotUsed::StageUnavailable { stages } => {
+            format!("a required check could not run: {}", stages.join(", "))
+        }
+        NotUsed::BudgetExhausted { .. } => "the search reached its limits first".into(),
+        NotUsed::TriedBefore => "it was tried on the same files before and failed".into(),
+        NotUsed::NoBetterAlternative => "tried alone, no alternative builds better".into(),
+        NotUsed::NothingNew => "it changes nothing not already checked".into(),
+        NotUsed::OriginalTestsFail => {
+            "the tests as they were fail with it (changing a test does not fix the code)".into()
+        }
+        NotUsed::ModelUnavailable => "the model could not be used".into(),
+        NotUsed::NotMade => "its edits could not be made in the private copy".into(),
+        NotUsed::Barrier => "a safety check on it does not hold".into(),
+        NotUsed::Stopped => "the search stopped before it was checked".into(),
     }
+}
+
+/// Why a problem was left, in the user's terms.
+fn unfixed_reason(reason: &UnfixedReason) -> String {
+    match reason {
+        UnfixedReason::NoSuggestion => "the compiler offers no fix to try".into(),
+        UnfixedReason::NoneUsable { tried, reasons } => {
+            let tried = counted(*tried, "candidate fix", "candidate fixes");
+            if reasons.is_empty() {
+                format!("{tried} tried, none usable")
+            } else {
+                let why: Vec<String> = reasons.iter().map(plain_reason).collect();
+                format!("{tried} tried, none usable: {}", why.join("; "))
+            }
+        }
+        UnfixedReason::StageUnavailable { stages } => format!(
+            "the required check `{}` could not run, so no fix can be verified",
+            stages.join("`, `")
+        ),
+        UnfixedReason::NotReached => "the search stopped before it got to it".into(),
+    }
+}
+
+/// What would let a later repair do better, in the user's terms.
+fn help_text(help: &Help) -> String {
+    match help {
+        Help::ConfigureModel => {
+            "a model could try: add a `[[models]]` table to trellis.toml (see the README)".into()
+        }
+        Help::MakeStageRunnable { stages } => format!(
+            "make the `{}` check runnable (the checks line says why it could not run)",
+            stages.join("`, `")
+        ),
+        Help::RaiseLimit { limit: Some(limit) } if limit == "max_steps" => {
+            "a higher limit: raise `max_steps` under `[exploration]` in trellis.toml".into()
+        }
+        Help::RaiseLimit { limit: Some(limit) } => {
+            format!("a higher limit: raise `{limit}` under `[exploration.limits]` in trellis.toml")
+        }
+        Help::RaiseLimit { limit: None } => {
+            "higher limits under `[exploration.limits]` in trellis.toml".into()
+        }
+    }
+}
+
+/// Why each problem left by a repair was left and what would help: one
+/// `why:` when every problem has the same answer, else one per problem.
+pub fn unfixed(unfixed: &[Unfixed]) -> String {
+    let mut out = String::new();
+    let Some(first) = unfixed.first() else {
+        return out;
+    };
+    let same = unfixed
+        .iter()
+        .all(|u| u.reason == first.reason && u.help == first.help);
+    if same {
+        let _ = writeln!(out, "why: {}", unfixed_reason(&first.reason));
+        if let Some(help) = &first.help {
+            let _ = writeln!(out, "would help: {}", help_text(help));
+        }
+        return out;
+    }
+    let _ = writeln!(out, "why, per problem:");
+    for u in unfixed {
+        let _ = writeln!(
+            out,
+            "  {} [{}]: {}",
+            u.cluster_title,
+            u.cluster_id,
+            unfixed_reason(&u.reason)
+        );
+        if let Some(help) = &u.help {
+            let _ = writeln!(out, "    would help: {}", help_text(help));
+        }
+    }
+    out
+}
+
+/// Width of the outcome column of `repair --verbose`.
+const OUTCOME_WIDTH: usize = 28;
+/// Where that column starts: the indent and the columns before it, each
+/// with its separating space.
+const OUTCOME_COLUMN: usize = 2 + 7 + 9 + 6 + 18;
+
+/// `text` in lines of at most `width` chars, broken at spaces (a word
+/// longer than `width` is cut), so a long outcome stays in its column.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > width {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.drain(..width).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let fits = line.chars().count() + 1 + word.chars().count() <= width;
+        if line.is_empty() {
+            line = word;
+        } else if fits {
+            line.push(' ');
+            line.push_str(&word);
+        } else {
+            lines.push(std::mem::replace(&mut line, word));
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// What became of one candidate fix.
@@ -146,8 +279,8 @@ fn branch_outcome(outcome: &BranchOutcome, step: &StepReport, detail: Detail) ->
             None => "chosen".into(),
         },
         (BranchOutcome::NotSelected, Detail::Plain) => "not chosen".into(),
-        (BranchOutcome::Ineligible { reason }, Detail::Plain) => {
-            format!("not used: {}", plain_reason(reason))
+        (BranchOutcome::Ineligible { cause, .. }, Detail::Plain) => {
+            format!("not used: {}", plain_reason(cause))
         }
         // A partial checkpoint, said without the machinery: the reason names
         // energies and ρ, which `--verbose` shows.
@@ -155,7 +288,7 @@ fn branch_outcome(outcome: &BranchOutcome, step: &StepReport, detail: Detail) ->
             "kept to build on: no better yet, but the compiler can fix what it revealed".into()
         }
         (BranchOutcome::NotSelected, Detail::Verbose) => "not selected".into(),
-        (BranchOutcome::Ineligible { reason }, Detail::Verbose) => {
+        (BranchOutcome::Ineligible { reason, .. }, Detail::Verbose) => {
             format!("ineligible: {reason}")
         }
         (BranchOutcome::Partial { reason }, Detail::Verbose) => format!("partial: {reason}"),
@@ -191,7 +324,7 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
             Detail::Verbose => {
                 let _ = writeln!(
                     out,
-                    "  {:<6} {:<8} {:<5} {:<17} {:<28} candidate",
+                    "  {:<6} {:<8} {:<5} {:<17} {:<OUTCOME_WIDTH$} candidate",
                     "branch", "energy", "hard", "strategy", "outcome"
                 );
             }
@@ -215,12 +348,31 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                         .map(|e| format!("{e:.2}"))
                         .unwrap_or_else(|| "-".into());
                     let hard = if b.hard_pass { "yes" } else { "no" };
+                    // The outcome wraps inside its column; the candidate
+                    // stays on the first line.
+                    let outcome = wrap(&outcome, OUTCOME_WIDTH);
                     let _ = writeln!(
                         out,
-                        "  {:<6} {:<8} {:<5} {:<17} {:<28} {}",
-                        branch, energy, hard, b.strategy, outcome, b.label
+                        "  {:<6} {:<8} {:<5} {:<17} {:<OUTCOME_WIDTH$} {}",
+                        branch, energy, hard, b.strategy, outcome[0], b.label
                     );
+                    for more in &outcome[1..] {
+                        let _ = writeln!(out, "{:OUTCOME_COLUMN$}{more}", "");
+                    }
                 }
+            }
+            let flaky: Vec<&str> = b
+                .stages
+                .iter()
+                .flat_map(|s| &s.flaky)
+                .map(String::as_str)
+                .collect();
+            if !flaky.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "       flaky: {} failed, then passed when re-run (not held against this fix)",
+                    flaky.join(", ")
+                );
             }
         }
     }
@@ -244,4 +396,84 @@ pub fn unified_diff(root: &Path, changes: &[FileChange]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_word_within_the_width_and_in_order() {
+        let text = "partial: no descent: energy 3.63 is not below 2.00 − ρ; kept as \
+                    partial checkpoint 0123456789abcdef0123456789abcdef";
+        let lines = wrap(text, OUTCOME_WIDTH);
+        assert!(lines.len() > 2, "{lines:?}");
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= OUTCOME_WIDTH),
+            "{lines:?}"
+        );
+        assert_eq!(lines.concat().replace(' ', ""), text.replace(' ', ""));
+        assert_eq!(wrap("chosen", OUTCOME_WIDTH), ["chosen"]);
+        assert_eq!(wrap("", OUTCOME_WIDTH), [""]);
+    }
+
+    fn left(id: &str, reason: UnfixedReason, help: Option<Help>) -> Unfixed {
+        Unfixed {
+            cluster_id: id.to_owned(),
+            cluster_title: format!("problem {id}"),
+            reason,
+            help,
+        }
+    }
+
+    #[test]
+    fn one_answer_is_said_once_and_different_answers_per_problem() {
+        let model = Some(Help::ConfigureModel);
+        let same = [
+            left("c1", UnfixedReason::NoSuggestion, model.clone()),
+            left("c2", UnfixedReason::NoSuggestion, model.clone()),
+        ];
+        let text = unfixed(&same);
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(
+            text.starts_with("why: the compiler offers no fix to try\n"),
+            "{text}"
+        );
+        assert!(text.contains("would help: a model could try"), "{text}");
+
+        let different = [
+            left("c1", UnfixedReason::NoSuggestion, model),
+            left(
+                "c2",
+                UnfixedReason::NoneUsable {
+                    tried: 2,
+                    reasons: vec![NotUsed::BudgetExhausted {
+                        limit: Some("verifier_runs".into()),
+                    }],
+                },
+                Some(Help::RaiseLimit {
+                    limit: Some("verifier_runs".into()),
+                }),
+            ),
+        ];
+        let text = unfixed(&different);
+        assert!(text.starts_with("why, per problem:\n"), "{text}");
+        assert!(
+            text.contains("  problem c1 [c1]: the compiler offers no fix"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  problem c2 [c2]: 2 candidate fixes tried, none usable: the search reached its limits first"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    would help: a higher limit: raise `verifier_runs` under `[exploration.limits]`"
+            ),
+            "{text}"
+        );
+        assert!(unfixed(&[]).is_empty());
+    }
 }

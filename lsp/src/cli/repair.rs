@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
 
-use super::render::Detail;
+use super::render::{Detail, Then};
 use super::{
     EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, print_json, render,
     verdict_code, workspace,
@@ -70,6 +70,7 @@ pub async fn run(
                 "changes": outcome.changes,
                 "summary": outcome.summary,
                 "model_would_help": outcome.model_would_help,
+                "unfixed": outcome.unfixed,
                 "promotion": match &promotion {
                     Some(Ok(p)) => serde_json::to_value(p).expect("serializable"),
                     Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
@@ -80,7 +81,10 @@ pub async fn run(
             print_json(doc);
         }
         Format::Human => {
-            print!("{}", render::check_report(&outcome.initial, detail));
+            print!(
+                "{}",
+                render::check_report(&outcome.initial, detail, Then::Repair)
+            );
             print!("{}", render::repair_steps(&outcome, detail));
             if !diff.is_empty() {
                 println!(
@@ -99,7 +103,12 @@ pub async fn run(
                 RepairStatus::AlreadyClean => {
                     "nothing to repair: every required check passes".to_owned()
                 }
-                RepairStatus::HardPass => format!("verified repair: {}", outcome.summary),
+                // Named as the editor's Preview names it.
+                RepairStatus::HardPass => format!(
+                    "verified repair: {} (by {})",
+                    outcome.summary,
+                    outcome.routes()
+                ),
                 RepairStatus::ResidualsRemain if verbose => {
                     format!("residuals remain: {}; nothing written", outcome.summary)
                 }
@@ -121,12 +130,7 @@ pub async fn run(
                 RepairStatus::Cancelled => "cancelled; nothing written".to_owned(),
             };
             println!("{verdict}");
-            if outcome.model_would_help {
-                println!(
-                    "no compiler suggestion is left to try; configuring a model (a `[[models]]` \
-                     table in trellis.toml) would let one try"
-                );
-            }
+            print!("{}", render::unfixed(&outcome.unfixed));
             match &promotion {
                 Some(Ok(p)) => println!("written: {}", p.files.join(", ")),
                 Some(Err(_)) => {}

@@ -2,8 +2,10 @@
 
 use std::path::Path;
 
+use trellis_engine::config::Config;
+use trellis_engine::context::{Outcome, Residency, TurnContext, context_turns};
 use trellis_engine::ledger::Ledger;
-use trellis_engine::{BranchState, SearchStatus};
+use trellis_engine::{BranchState, ForestStatus, SearchStatus};
 
 use super::render::Detail;
 use super::{EXIT_OK, fail, print_json, workspace};
@@ -14,31 +16,148 @@ pub fn run(path: Option<std::path::PathBuf>, format: Format, detail: Detail) -> 
         Ok(root) => root,
         Err(code) => return code,
     };
-    let status = match read(&root) {
+    let (status, context) = match read(&root) {
         Ok(status) => status,
         Err(message) => return fail(message),
     };
     match format {
-        Format::Json => print_json(serde_json::to_value(&status).expect("serializable")),
-        Format::Human => print_human(&status, detail),
+        Format::Json => {
+            let mut doc = serde_json::to_value(&status).expect("serializable");
+            if !context.is_empty() {
+                doc["context"] =
+                    serde_json::to_value(context_figures(&context)).expect("serializable");
+            }
+            print_json(doc)
+        }
+        Format::Human => {
+            print_human(&status, &models(&root), detail);
+            print_context(&context);
+        }
     }
     EXIT_OK
 }
 
-/// The status of `root`'s ledger; a workspace without one has no search yet.
-fn read(root: &Path) -> Result<SearchStatus, String> {
+/// The status of `root`'s ledger and the context of each model turn; a
+/// workspace without one has no search yet.
+fn read(root: &Path) -> Result<(SearchStatus, Vec<TurnContext>), String> {
     if !root.is_dir() {
         return Err(format!("{}: not a directory", root.display()));
     }
     let dir = root.join(".trellis");
     if !dir.join("ledger.db").exists() {
-        return Ok(SearchStatus::default());
+        return Ok((SearchStatus::default(), Vec::new()));
     }
     let ledger = Ledger::open(&dir).map_err(|e| e.to_string())?;
     let rows = ledger
         .rows()
         .map_err(|e| format!("{}: {e}", ledger.path().display()))?;
-    Ok(SearchStatus::from_rows(&rows))
+    let context = context_turns(&rows).map_err(|e| format!("{}: {e}", ledger.path().display()))?;
+    Ok((SearchStatus::from_rows(&rows), context))
+}
+
+/// One model request's context, in figures.
+#[derive(serde::Serialize)]
+struct ContextFigures<'a> {
+    forest_id: &'a str,
+    branch_id: &'a str,
+    turn: u32,
+    endpoint: &'a str,
+    sent: bool,
+    allowance: u64,
+    request_tokens: Option<u64>,
+    pinned: usize,
+    resident: usize,
+    evicted: usize,
+    stale: usize,
+}
+
+fn context_figures(turns: &[TurnContext]) -> Vec<ContextFigures<'_>> {
+    turns
+        .iter()
+        .map(|t| {
+            let (allowance, plan) = match &t.outcome {
+                Outcome::Sent { plan, .. } => (plan.allowance.input, Some(plan)),
+                Outcome::Infeasible { figures } => (figures.allowance.input, None),
+            };
+            let count = |r| plan.map_or(0, |p| p.count(r));
+            ContextFigures {
+                forest_id: &t.forest_id,
+                branch_id: &t.branch_id,
+                turn: t.turn,
+                endpoint: &t.endpoint,
+                sent: plan.is_some(),
+                allowance,
+                request_tokens: plan.map(|p| p.request_tokens),
+                pinned: count(Residency::Pinned),
+                resident: count(Residency::Resident),
+                evicted: count(Residency::Evicted),
+                stale: count(Residency::Stale),
+            }
+        })
+        .collect()
+}
+
+/// The model turns' context: one line per request.
+fn print_context(turns: &[TurnContext]) {
+    if turns.is_empty() {
+        return;
+    }
+    println!("model context, per turn:");
+    for f in context_figures(turns) {
+        let used = match f.request_tokens {
+            Some(tokens) => format!("{tokens} of {} tokens", f.allowance),
+            None => format!("did not fit {} tokens, not sent", f.allowance),
+        };
+        println!(
+            "  {}/{} turn {} at `{}`: {used}; {} pinned, {} resident, {} evicted, {} stale",
+            f.forest_id, f.branch_id, f.turn, f.endpoint, f.pinned, f.resident, f.evicted, f.stale
+        );
+    }
+}
+
+/// The counters only a model's turns spend (`[exploration.limits]`).
+const MODEL_LIMITS: [&str; 5] = [
+    "model_turns",
+    "tokens",
+    "tool_calls",
+    "mutations",
+    "result_bytes",
+];
+
+/// Whether and which models the workspace's configuration has, for the
+/// model limits' line: `no model configured`, or each endpoint's name and
+/// model.
+fn models(root: &Path) -> String {
+    match Config::load(root, Config::user_file().as_deref(), None) {
+        Ok(config) if config.models.is_empty() => "no model configured".to_owned(),
+        Ok(config) => {
+            let names: Vec<String> = config
+                .models
+                .iter()
+                .map(|m| format!("`{}` ({})", m.name, m.model))
+                .collect();
+            format!("model {}", names.join(", then "))
+        }
+        Err(e) => format!("models unknown: {e}"),
+    }
+}
+
+/// The model limits left, with whether a model used them: the search's
+/// own usage, and the configuration's models.
+fn model_limits(forest: &ForestStatus, models: &str) -> String {
+    let left: Vec<String> = forest
+        .remaining
+        .iter()
+        .filter(|(k, _)| MODEL_LIMITS.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let turns = forest.usage.get("model_turns").copied().unwrap_or(0);
+    let used = match turns {
+        0 => "no model turn used".to_owned(),
+        1 => "1 model turn used".to_owned(),
+        n => format!("{n} model turns used"),
+    };
+    format!("{} ({models}; {used} here)", left.join(", "))
 }
 
 /// A branch state as a user names it: a candidate fix and what became of it.
@@ -55,15 +174,26 @@ fn plain_state(state: BranchState) -> &'static str {
     }
 }
 
-fn print_human(status: &SearchStatus, detail: Detail) {
+fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
     let verbose = detail == Detail::Verbose;
     if status.forests.is_empty() {
         println!("no search recorded yet");
     }
     for forest in &status.forests {
-        let state = match &forest.closed {
-            Some(reason) => format!("closed: {reason}"),
-            None => "open (interrupted?)".to_owned(),
+        // A forest commits into the repair's private staging; only a
+        // promotion writes the user's files.
+        let state = match (&forest.closed, status.written, verbose) {
+            (Some(reason), false, true) if reason == "committed" => {
+                "closed: committed (not written)".to_owned()
+            }
+            (Some(reason), false, false) if reason == "committed" => {
+                "closed: verified, not written".to_owned()
+            }
+            (Some(reason), true, false) if reason == "committed" => {
+                "closed: verified and written".to_owned()
+            }
+            (Some(reason), _, _) => format!("closed: {reason}"),
+            (None, _, _) => "open (interrupted?)".to_owned(),
         };
         if verbose {
             println!(
@@ -117,13 +247,17 @@ fn print_human(status: &SearchStatus, detail: Detail) {
         let remaining: Vec<String> = forest
             .remaining
             .iter()
+            .filter(|(k, _)| !MODEL_LIMITS.contains(&k.as_str()))
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
+        let model = model_limits(forest, models);
         if verbose {
             println!("  remaining: {}", remaining.join(", "));
+            println!("  remaining for a model: {model}");
             println!("  no-goods recorded here: {}", forest.no_goods);
         } else {
             println!("  limits left: {}", remaining.join(", "));
+            println!("  limits left for a model: {model}");
         }
     }
     if verbose {

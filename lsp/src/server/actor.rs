@@ -33,6 +33,7 @@ use super::protocol::{
     forest, repair_arguments,
 };
 use super::sensing::{Debouncer, SENSING_DEBOUNCE};
+use super::storage::{self, Collector};
 use super::tasks::{
     self, ApplyEnd, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status,
 };
@@ -79,11 +80,18 @@ pub enum Msg {
         generation: u64,
         outcome: Result<Sensed, String>,
     },
+    /// What a sensing run's first stages found; the run goes on.
+    SensedStages {
+        generation: u64,
+        sensed: Sensed,
+    },
     RepairDone {
         job: String,
         outcome: Result<Box<RepairOutcome>, String>,
     },
     RootComputed(KnownRoot),
+    /// A storage collection started by the actor ended.
+    Collected(Result<trellis_engine::gc::GcReport, String>),
     /// The client answered a `workspace/applyEdit`; look at the view again
     /// even if no document notification follows (files it wrote directly).
     ViewMayHaveChanged,
@@ -171,6 +179,8 @@ pub struct Actor {
     /// Open documents reached through a symlink inside the root: the
     /// snapshot never follows one, so their text is kept out of the view.
     ignored: BTreeSet<WorkspacePath>,
+    /// Storage collection after repairs, at quiet moments.
+    collector: Collector,
 }
 
 impl Actor {
@@ -191,6 +201,7 @@ impl Actor {
             repair_epoch: 0,
             root: RootTracker::default(),
             ignored: BTreeSet::new(),
+            collector: Collector::default(),
         }
     }
 
@@ -283,7 +294,23 @@ impl Actor {
                     self.sensed(outcome);
                 }
             }
-            Msg::RepairDone { job, outcome } => self.repair_done(&job, outcome),
+            Msg::SensedStages { generation, sensed } => {
+                if self.sensing.partial(generation) {
+                    self.sensed(Ok(sensed));
+                }
+            }
+            Msg::RepairDone { job, outcome } => {
+                self.repair_done(&job, outcome);
+                self.collect_if_quiet();
+            }
+            Msg::Collected(result) => {
+                if let Some((typ, message)) = storage::message(&result) {
+                    self.log(typ, message);
+                }
+                for cluster in self.collector.finished() {
+                    self.start_repair(cluster);
+                }
+            }
             Msg::RootComputed(known) => {
                 self.root.in_flight = false;
                 let current = match &known.root {
@@ -474,8 +501,14 @@ impl Actor {
         let Some(run) = self.sensing.start_if_due(Instant::now()) else {
             return;
         };
-        let sensing = tasks::sense(self.shared.clone(), self.view(), run.cancel);
         let (tx, generation) = (self.tx.clone(), run.generation);
+        let staged = {
+            let tx = tx.clone();
+            move |sensed| {
+                let _ = tx.send(Msg::SensedStages { generation, sensed });
+            }
+        };
+        let sensing = tasks::sense(self.shared.clone(), self.view(), run.cancel, staged);
         tokio::spawn(async move {
             let outcome = sensing.await;
             let _ = tx.send(Msg::Sensed {
@@ -703,7 +736,12 @@ impl Actor {
                 repair.outcome.repair_id
             ));
         }
-        let changed: BTreeSet<&str> = repair.outcome.changes.iter().map(|c| c.path()).collect();
+        let changed: BTreeSet<&str> = repair
+            .outcome
+            .changes
+            .iter()
+            .map(|c| c.path().as_str())
+            .collect();
         Ok(ApplyRequest {
             outcome: repair.outcome.clone(),
             view: self.view(),
@@ -772,7 +810,24 @@ impl Actor {
         }
     }
 
+    /// After a repair, with none left running: collect unused storage on
+    /// a blocking thread (the actor goes on serving requests).
+    fn collect_if_quiet(&mut self) {
+        let tx = self.tx.clone();
+        self.collector.start_if_quiet(
+            !self.jobs.is_empty(),
+            self.shared.engine.clone(),
+            move |result| {
+                let _ = tx.send(Msg::Collected(result));
+            },
+        );
+    }
+
     fn start_repair(&mut self, cluster: String) {
+        // Never during a collection: it starts when the collection ends.
+        if self.collector.hold(&cluster) {
+            return;
+        }
         let title = self
             .clusters
             .get(&cluster)

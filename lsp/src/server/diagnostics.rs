@@ -168,7 +168,7 @@ impl Locator<'_> {
         let text_of = &mut self.text_of;
         let text = self
             .texts
-            .entry(span.path.clone())
+            .entry(span.path.to_string())
             .or_insert_with(|| text_of(&span.path).map(|t| Rope::from_str(&t)));
         let range = match text {
             Some(rope) => Range::new(
@@ -204,7 +204,7 @@ mod tests {
     fn span(text: &str, needle: &str, path: &str) -> Span {
         let start = text.find(needle).unwrap();
         Span {
-            path: path.into(),
+            path: trellis_engine::WorkspacePath::new(path).unwrap(),
             byte_start: start as u32,
             byte_end: (start + needle.len()) as u32,
             line_start: 2,
@@ -252,12 +252,12 @@ mod tests {
                 title: "`x` is not mutable (2 sites)".into(),
                 sites: vec![
                     Site {
-                        path: Some("src/main.rs".into()),
+                        path: Some(trellis_engine::WorkspacePath::new("src/main.rs").unwrap()),
                         span: Some(first),
                         message: "first".into(),
                     },
                     Site {
-                        path: Some("src/main.rs".into()),
+                        path: Some(trellis_engine::WorkspacePath::new("src/main.rs").unwrap()),
                         span: Some(second),
                         message: "second".into(),
                     },

@@ -10,6 +10,7 @@
 //! - [`backend`]: LSP handlers; each enqueues for the actor and returns.
 //! - [`actor`]: the single task owning documents, diagnostics and repairs.
 //! - [`tasks`]: sensing, repair searches, apply checks and previews.
+//! - [`storage`]: storage collection after repairs, at quiet moments.
 //! - [`framing`]: the stdio framing layer; tower-lsp-server only ever sees
 //!   frames it can decode, and stdout has one writer.
 //! - pure cores, unit-tested without a client: [`encoding`] (positions ↔
@@ -33,6 +34,7 @@ mod paths;
 mod preview;
 pub mod protocol;
 mod sensing;
+mod storage;
 mod tasks;
 mod workspace_edit;
 

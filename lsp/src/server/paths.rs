@@ -5,7 +5,7 @@
 //! that would not be one (a `..` left in it, a NUL) is no file of the
 //! workspace rather than a path the engine has to distrust.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use tower_lsp_server::ls_types::Uri;
 use trellis_engine::WorkspacePath;
@@ -32,16 +32,7 @@ impl WorkspacePaths {
 
     /// The workspace-relative form of an absolute path inside the root.
     pub fn rel_of_path(&self, path: &Path) -> Option<WorkspacePath> {
-        let rest = path.strip_prefix(&self.root).ok()?;
-        let mut parts = Vec::new();
-        for component in rest.components() {
-            match component {
-                Component::Normal(part) => parts.push(part.to_str()?),
-                Component::CurDir => {}
-                _ => return None,
-            }
-        }
-        WorkspacePath::new(parts.join("/")).ok()
+        WorkspacePath::from_relative(path.strip_prefix(&self.root).ok()?)
     }
 
     /// Accepts what a person or client may send for a file: a workspace-relative

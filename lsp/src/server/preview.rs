@@ -103,7 +103,7 @@ mod tests {
     fn changes() -> Vec<FileChange> {
         vec![
             FileChange::Modify {
-                path: "src/main.rs".into(),
+                path: trellis_engine::WorkspacePath::new("src/main.rs").unwrap(),
                 old: Digest::ZERO,
                 new: Digest::ZERO,
                 edits: vec![TextEdit {
@@ -114,7 +114,7 @@ mod tests {
                 new_text: "let mut x = 1;\nx = 2;\n".into(),
             },
             FileChange::Create {
-                path: "src/new.rs".into(),
+                path: trellis_engine::WorkspacePath::new("src/new.rs").unwrap(),
                 new: Digest::ZERO,
                 text: "pub fn f() {}\n".into(),
             },

@@ -5,7 +5,8 @@
 //! delay; when the timer fires a new run starts and cancels the one still
 //! running, whose cargo process the engine then kills. Only the newest
 //! generation's results are published: a cancelled run that still manages
-//! to report is ignored.
+//! to report is ignored. A run publishes twice: what its first stages found
+//! (the build's diagnostics) while the rest still run, then everything.
 //!
 //! Pure state over `Instant`s so the rules are tested without sleeping.
 
@@ -70,6 +71,14 @@ impl Debouncer {
         })
     }
 
+    /// A run reported what its first stages found, and goes on. True while
+    /// it is the newest run and still running: what an older run or one
+    /// already finished says about part of the stages is out of date.
+    pub fn partial(&self, generation: u64) -> bool {
+        generation == self.generation
+            && self.running.as_ref().is_some_and(|(g, _)| *g == generation)
+    }
+
     /// A run ended. True when it is the newest, so its results stand.
     pub fn finish(&mut self, generation: u64) -> bool {
         if self.running.as_ref().is_some_and(|(g, _)| *g == generation) {
@@ -119,6 +128,24 @@ mod tests {
         assert!(!second.cancel.is_cancelled());
         assert!(!d.finish(first.generation));
         assert!(d.finish(second.generation));
+    }
+
+    #[test]
+    fn a_partial_result_stands_only_for_the_newest_run_while_it_runs() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(DELAY);
+        d.trigger(t0);
+        let first = d.start_if_due(t0 + DELAY).unwrap();
+        assert!(d.partial(first.generation));
+        d.trigger(t0 + DELAY);
+        let second = d.start_if_due(t0 + DELAY * 2).unwrap();
+        assert!(!d.partial(first.generation), "an older run's stage");
+        assert!(d.partial(second.generation));
+        assert!(d.finish(second.generation));
+        assert!(
+            !d.partial(second.generation),
+            "a stage reported after its run's result"
+        );
     }
 
     #[test]

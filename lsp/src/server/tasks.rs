@@ -23,7 +23,8 @@ use tower_lsp_server::ls_types::{
 };
 use trellis_engine::WorkspacePath;
 use trellis_engine::{
-    Engine, EngineError, NoProgress, Progress, RepairOptions, RepairOutcome, RepairStatus, View,
+    CheckReport, Engine, EngineError, NoProgress, Progress, RepairOptions, RepairOutcome,
+    RepairStatus, View,
 };
 
 use super::capabilities::ClientFacts;
@@ -72,35 +73,62 @@ impl Outbox {
 }
 
 /// Runs the sensors on `view` and converts what they found for publication.
+/// Before each later stage runs, `staged` gets what the stages so far found
+/// (the build's diagnostics while the tests run), always before the result.
 pub async fn sense(
     shared: Arc<Shared>,
     view: View,
     cancel: CancellationToken,
+    staged: impl Fn(Sensed) + Send,
 ) -> Result<Sensed, String> {
-    match shared.engine.check(&view, &NoProgress, cancel).await {
-        Ok(report) => {
-            let shared = shared.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut text_of = |rel: &str| view_text(&shared.paths, &view, rel);
-                let files = publication(
-                    &report,
-                    &shared.paths,
-                    shared.facts.encoding,
-                    shared.facts.related_information,
-                    &mut text_of,
-                );
-                let clusters = report
-                    .clusters
-                    .iter()
-                    .map(|c| (c.id.clone(), c.title.clone()))
-                    .collect();
-                Sensed { clusters, files }
-            })
-            .await
-            .map_err(|e| format!("converting diagnostics failed: {e}"))
+    let (partial_tx, mut partial_rx) = mpsc::unbounded_channel();
+    let check = {
+        let (shared, view) = (shared.clone(), view.clone());
+        // Owns the only sender: the forwarding below ends with the check.
+        async move {
+            let partial = move |report: CheckReport| {
+                let _ = partial_tx.send(report);
+            };
+            shared
+                .engine
+                .check_staged(&view, &NoProgress, cancel, &partial)
+                .await
         }
-        Err(e) => Err(e.to_string()),
-    }
+    };
+    let forward = async {
+        while let Some(report) = partial_rx.recv().await {
+            // A conversion that failed fails the result's again, and says so.
+            if let Ok(partial) = sensed(&shared, &view, report).await {
+                staged(partial);
+            }
+        }
+    };
+    let (report, ()) = tokio::join!(check, forward);
+    sensed(&shared, &view, report.map_err(|e| e.to_string())?).await
+}
+
+/// A check's report, converted for publication off the async threads (it
+/// reads the files it points into).
+async fn sensed(shared: &Arc<Shared>, view: &View, report: CheckReport) -> Result<Sensed, String> {
+    let (shared, view) = (shared.clone(), view.clone());
+    tokio::task::spawn_blocking(move || {
+        let mut text_of = |rel: &str| view_text(&shared.paths, &view, rel);
+        let files = publication(
+            &report,
+            &shared.paths,
+            shared.facts.encoding,
+            shared.facts.related_information,
+            &mut text_of,
+        );
+        let clusters = report
+            .clusters
+            .iter()
+            .map(|c| (c.id.clone(), c.title.clone()))
+            .collect();
+        Sensed { clusters, files }
+    })
+    .await
+    .map_err(|e| format!("converting diagnostics failed: {e}"))
 }
 
 /// One sensing run's results, ready to publish.

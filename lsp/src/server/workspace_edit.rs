@@ -86,7 +86,7 @@ pub fn build_workspace_edit(
     let mut plain: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
 
     for file_change in changes {
-        let path = file_change.path();
+        let path = file_change.path().as_str();
         let file = current(path).ok_or_else(|| EditError::Unsupported {
             path: path.to_owned(),
             reason: "the path cannot be expressed as a file URI".into(),
@@ -271,7 +271,7 @@ mod tests {
     fn modify() -> FileChange {
         let at = OLD.find("x = 1").unwrap();
         FileChange::Modify {
-            path: "src/main.rs".into(),
+            path: trellis_engine::WorkspacePath::new("src/main.rs").unwrap(),
             old: blob_digest(OLD.as_bytes()),
             new: Digest::ZERO,
             edits: vec![change::TextEdit {
@@ -379,12 +379,12 @@ mod tests {
     fn created_and_deleted_files_become_resource_operations_with_null_versions() {
         let changes = [
             FileChange::Create {
-                path: "src/new.rs".into(),
+                path: trellis_engine::WorkspacePath::new("src/new.rs").unwrap(),
                 new: Digest::ZERO,
                 text: "pub fn f() {}\n".into(),
             },
             FileChange::Delete {
-                path: "src/old.rs".into(),
+                path: trellis_engine::WorkspacePath::new("src/old.rs").unwrap(),
                 old: blob_digest(b"gone"),
             },
         ];
@@ -449,7 +449,7 @@ mod tests {
         assert!(value.get("changeAnnotations").is_none());
 
         let create = FileChange::Create {
-            path: "src/new.rs".into(),
+            path: trellis_engine::WorkspacePath::new("src/new.rs").unwrap(),
             new: Digest::ZERO,
             text: String::new(),
         };

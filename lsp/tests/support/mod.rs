@@ -100,8 +100,21 @@ impl Client {
         capabilities: Value,
         options: Option<Value>,
     ) -> (Client, Value) {
+        Client::start_with_env(root, name, &[], capabilities, options)
+    }
+
+    /// [`Client::start_as`] with extra environment for the server process
+    /// (a private cache directory, a failpoint).
+    pub fn start_with_env(
+        root: &Path,
+        name: Option<&str>,
+        env: &[(&str, &std::ffi::OsStr)],
+        capabilities: Value,
+        options: Option<Value>,
+    ) -> (Client, Value) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
             .arg("lsp")
+            .envs(env.iter().copied())
             .current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

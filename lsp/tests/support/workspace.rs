@@ -114,6 +114,20 @@ impl Workspace {
         out
     }
 
+    /// Every search event of the workspace's ledger, in order.
+    pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
+        let ledger = trellis_engine::ledger::Ledger::open(&self.path().join(".trellis")).unwrap();
+        ledger
+            .rows()
+            .unwrap()
+            .into_iter()
+            .filter_map(|row| match row.event {
+                trellis_engine::ledger::DecodedRow::Search { event, .. } => Some(event),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// `cargo test` in the workspace itself passes.
     pub fn cargo_test_passes(&self) -> bool {
         Command::new("cargo")

@@ -134,7 +134,7 @@ impl From<&BranchOutcome> for ForestBranchOutcome {
         match outcome {
             BranchOutcome::Selected => ForestBranchOutcome::Selected,
             BranchOutcome::NotSelected => ForestBranchOutcome::NotSelected,
-            BranchOutcome::Ineligible { reason } => ForestBranchOutcome::Ineligible {
+            BranchOutcome::Ineligible { reason, .. } => ForestBranchOutcome::Ineligible {
                 reason: reason.clone(),
             },
             BranchOutcome::Partial { reason } => ForestBranchOutcome::Partial {
@@ -206,6 +206,7 @@ mod tests {
                 required: true,
                 status,
                 duration_ms: 12,
+                flaky: Vec::new(),
             }],
             clusters: vec!["unused import".into()],
             outcome,

@@ -1,0 +1,261 @@
+//! The paging state of one actor run (resident context, Definition 6): the
+//! page spans of its conversation, the edits made so far, the pages a
+//! recall asked for, and the context events waiting to be ledgered; and
+//! the accountant's cost of a [`ChatMessage`].
+//!
+//! This is the edge between the runner and the pure core in
+//! `crate::context`: it reads the branch files a page depends on (to hash
+//! them at a page's birth and to check them before each request), through
+//! the same confinement as the tools, and nothing else. It never writes
+//! and never decides residency ([`fit`] does).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::runner::ToolRecord;
+use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
+use super::transport::ChatMessage;
+use crate::context::{
+    Allowance, Dependency, FitError, FitInput, Infeasible, Live, MESSAGE_OVERHEAD, Message,
+    PageKeys, PageSpan, RecallKey, ResidentPlan, fit, pages, resolve, text_tokens,
+};
+use crate::digest::blob_digest;
+use crate::snapshot::fsutil::confine;
+
+impl Message for ChatMessage {
+    /// Its text, its tool calls' names, ids and arguments, a result's call id.
+    fn tokens(&self) -> u64 {
+        let text = match self {
+            ChatMessage::System { content } | ChatMessage::User { content } => text_tokens(content),
+            ChatMessage::ToolResult { call_id, content } => {
+                text_tokens(content) + call_id.as_deref().map_or(0, text_tokens)
+            }
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.as_deref().map_or(0, text_tokens)
+                    + tool_calls
+                        .iter()
+                        .map(|c| {
+                            text_tokens(&c.name)
+                                + text_tokens(&c.arguments)
+                                + c.id.as_deref().map_or(0, text_tokens)
+                        })
+                        .sum::<u64>()
+            }
+        };
+        text + MESSAGE_OVERHEAD
+    }
+
+    /// A user-role note: every dialect accepts one between turns.
+    fn note(content: String) -> ChatMessage {
+        ChatMessage::User { content }
+    }
+}
+
+/// A fact of system 21's `context_*` family, for the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ContextEvent {
+    /// `context_pages_selected`: the plan of one attempt's request.
+    PagesSelected {
+        turn: u32,
+        endpoint: String,
+        plan_digest: String,
+        plan: ResidentPlan,
+    },
+    /// `context_infeasible`: nothing was sent.
+    Infeasible {
+        turn: u32,
+        endpoint: String,
+        infeasible: Infeasible,
+    },
+    /// `context_page_recalled`: the page is a candidate for the next request.
+    PageRecalled {
+        turn: u32,
+        page_id: String,
+        key: RecallKey,
+    },
+    /// `context_miss`: no page matched.
+    Miss {
+        turn: u32,
+        key: RecallKey,
+        reason: String,
+    },
+}
+
+/// The paging state of one run.
+#[derive(Debug, Default)]
+pub struct Paging {
+    spans: Vec<PageSpan>,
+    edits: u64,
+    /// Recalled during the running turn: candidates for the next request.
+    pending: BTreeSet<String>,
+    /// Recalled in the turn before: candidates for this request.
+    recalled: BTreeSet<String>,
+    events: Vec<ContextEvent>,
+}
+
+impl Paging {
+    /// The page of turn `turn`: `conversation[start..]`, what `tools` did.
+    /// Born when the turn ends: each file it read with the blob it has now,
+    /// the branch state for whole-branch observations.
+    pub fn turn_ended(
+        &mut self,
+        branch: &Path,
+        turn: u32,
+        conversation: &[ChatMessage],
+        start: usize,
+        tools: &[ToolRecord],
+    ) {
+        self.recalled = std::mem::take(&mut self.pending);
+        if conversation.len() <= start {
+            return;
+        }
+        self.edits += tools
+            .iter()
+            .filter(
+                |t| matches!(&t.result, Ok(o) if matches!(o.effect, ToolEffect::Mutated { .. })),
+            )
+            .count() as u64;
+        let mut keys = PageKeys::default();
+        let mut birth = BTreeSet::new();
+        for t in tools {
+            keys.tools.push(t.call.name.clone());
+            keys.call_ids.extend(t.call.id.clone());
+            let Some(request) = &t.request else { continue };
+            keys.paths.extend(request.path().map(str::to_owned));
+            if t.result.is_err() {
+                continue;
+            }
+            match request {
+                ToolRequest::ReadFile { path, .. } => {
+                    if let Some(blob) = blob_of(branch, path) {
+                        birth.insert(Dependency::File {
+                            path: path.clone(),
+                            blob,
+                        });
+                    }
+                }
+                ToolRequest::ListFiles { .. }
+                | ToolRequest::Search { .. }
+                | ToolRequest::RunBuild
+                | ToolRequest::RunTests { .. } => {
+                    birth.insert(Dependency::BranchState { edits: self.edits });
+                }
+                ToolRequest::Replace { .. }
+                | ToolRequest::WriteFile { .. }
+                | ToolRequest::Finish { .. }
+                | ToolRequest::ContextRecall(_) => {}
+            }
+        }
+        self.spans.push(PageSpan {
+            turn,
+            start,
+            len: conversation.len() - start,
+            birth: birth.into_iter().collect(),
+            keys,
+        });
+    }
+
+    /// The branch as it stands, for every dependency of every page.
+    pub fn live(&self, branch: &Path) -> Live {
+        let mut live = Live {
+            edits: self.edits,
+            ..Live::default()
+        };
+        for span in &self.spans {
+            for d in &span.birth {
+                if let Dependency::File { path, .. } = d
+                    && !live.blobs.contains_key(path)
+                {
+                    live.blobs.insert(path.clone(), blob_of(branch, path));
+                }
+            }
+        }
+        live
+    }
+
+    /// The plan of the next request over `conversation`.
+    pub fn plan(
+        &self,
+        conversation: &[ChatMessage],
+        instruction_tokens: u64,
+        allowance: &Allowance,
+        live: &Live,
+    ) -> Result<ResidentPlan, FitError> {
+        fit(FitInput {
+            conversation,
+            spans: &self.spans,
+            instruction_tokens,
+            allowance,
+            live,
+            recalled: &self.recalled,
+        })
+    }
+
+    /// `context_recall` in turn `turn`: a hit makes the page a candidate
+    /// for the next request (the running one is never changed); a miss is
+    /// a tool error. Either is recorded.
+    pub fn recall(
+        &mut self,
+        turn: u32,
+        conversation: &[ChatMessage],
+        key: &RecallKey,
+    ) -> Result<ToolOutput, ToolError> {
+        // The running turn's messages are not a page yet.
+        let born: usize = self.spans.iter().map(|s| s.len).sum();
+        let found = pages(&conversation[..born.min(conversation.len())], &self.spans)
+            .map_err(|e| e.to_string())
+            .and_then(|pages| {
+                resolve(key, &pages).map(|p| (p.id.clone(), p.span.turn, p.summary()))
+            });
+        match found {
+            Ok((id, page_turn, summary)) => {
+                self.pending.insert(id.clone());
+                self.events.push(ContextEvent::PageRecalled {
+                    turn,
+                    page_id: id.clone(),
+                    key: key.clone(),
+                });
+                Ok(ToolOutput {
+                    note: format!(
+                        "page {} (turn {page_turn}: {summary}) is restored in your next request, \
+                         unless it is stale",
+                        &id[..16]
+                    ),
+                    data: String::new(),
+                    truncated_bytes: 0,
+                    effect: ToolEffect::None,
+                })
+            }
+            Err(reason) => {
+                self.events.push(ContextEvent::Miss {
+                    turn,
+                    key: key.clone(),
+                    reason: reason.clone(),
+                });
+                Err(ToolError(format!("`context_recall`: {reason}")))
+            }
+        }
+    }
+
+    /// The events recorded since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<ContextEvent> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+/// The blob digest of a branch file a tool read, `None` when it is gone,
+/// a symlink, or unreadable.
+fn blob_of(branch: &Path, rel: &str) -> Option<String> {
+    let path = confine(branch, rel).ok()?;
+    if fs::symlink_metadata(&path).ok()?.file_type().is_symlink() {
+        return None;
+    }
+    fs::read(&path).ok().map(|b| blob_digest(&b).to_hex())
+}

@@ -1,0 +1,83 @@
+//! Resident context (PSP-10 Definition 6, Proposition 6, Gate AF): the
+//! model actor's conversation as immutable, content-addressed pages, and
+//! the deterministic fit of each request under the route's token budget.
+//!
+//! The conversation the runner keeps is the backing store; a request is a
+//! projection of it. Each turn's assistant message with all its tool
+//! results is one atomic page (erratum 6) carrying its birth dependency
+//! (erratum 8). Before every call [`fit`] pins the mandatory pages, drops
+//! stale ones, chooses optional pages by weighted coverage within what is
+//! left of β_in, and replaces every page it does not keep by a tombstone
+//! charged inside β_in (erratum 5). A request whose instructions and
+//! mandatory pages exceed β_in is refused ([`Infeasible`]): nothing is
+//! sent. The [`ResidentPlan`] of a request is ledgered with it, so
+//! [`apply_plan`] rebuilds the exact messages from the recorded pages
+//! without selecting again.
+//!
+//! This module never calls a model or a summarizer, never rewrites a page
+//! (a stale page is invalidated, never relabelled), never truncates a
+//! mandatory page or splits a tool pair, and never reads or writes a file:
+//! everything here is a plain function of values, generic over the
+//! conversation's [`Message`] type so it never depends on the actor (whose
+//! `actor::paging` is the edge that feeds it: page births, the live branch,
+//! recall).
+
+mod accountant;
+mod explain;
+mod page;
+mod plan;
+mod recall;
+mod select;
+pub mod synopsis;
+
+pub use accountant::{
+    ACCOUNTANT, Allowance, MESSAGE_OVERHEAD, Message, messages_tokens, text_tokens,
+};
+pub use explain::{Outcome, TurnContext, context_turns};
+pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
+pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
+pub use recall::{RecallKey, resolve};
+pub use select::{FitError, FitInput, fit};
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A conversation message for the pure core's tests: a tool call, its
+    //! result, or a note.
+
+    use serde::Serialize;
+
+    use super::{MESSAGE_OVERHEAD, Message, text_tokens};
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    pub enum Msg {
+        Call {
+            id: String,
+            tool: String,
+            arguments: String,
+        },
+        Result {
+            id: String,
+            content: String,
+        },
+        Note(String),
+    }
+
+    impl Message for Msg {
+        fn tokens(&self) -> u64 {
+            let text = match self {
+                Msg::Call {
+                    id,
+                    tool,
+                    arguments,
+                } => text_tokens(id) + text_tokens(tool) + text_tokens(arguments),
+                Msg::Result { id, content } => text_tokens(id) + text_tokens(content),
+                Msg::Note(content) => text_tokens(content),
+            };
+            text + MESSAGE_OVERHEAD
+        }
+
+        fn note(content: String) -> Msg {
+            Msg::Note(content)
+        }
+    }
+}

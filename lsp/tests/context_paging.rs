@@ -1,0 +1,354 @@
+//! Resident context end to end (Definition 6, Gate AF): the shipped binary
+//! repairs a fixture crate against our OpenAI-compatible server configured
+//! with a 4,096-token window. Two long file reads cannot both stay
+//! resident, so the first is evicted to a tombstone, recalled by path, and
+//! restored; a read of the file the model then fixes goes stale. Every
+//! request the server received is checked against the ledgered plan with
+//! the accountant recomputed from the wire, and `trellis ledger replay`
+//! must rebuild each one from the recorded pages.
+
+#[path = "../../engine/tests/support/openai_server.rs"]
+mod openai_server;
+mod support;
+
+use openai_server::{Answer, OpenAiServer};
+use serde_json::{Value, json};
+use support::workspace::Workspace;
+use trellis_engine::context::{MESSAGE_OVERHEAD, Residency, ResidentPlan, text_tokens};
+use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
+
+/// One `[[models]]` table with a `window`-token context.
+fn config(server: &OpenAiServer, window: u64) -> String {
+    format!(
+        "[[models]]\nname = \"small\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
+         model = \"qwen2.5-coder:1.5b\"\ntimeout_secs = 60\n\
+         context_window_tokens = {window}\nmax_output_tokens = 512\n",
+        server.base_url
+    )
+}
+
+/// `lines` numbered lines of notes, each naming its file, so a request
+/// shows whether the file's page was resident.
+fn notes(name: &str, lines: usize) -> String {
+    (1..=lines)
+        .map(|i| format!("{name} note {i:03}: keep the adder total\n"))
+        .collect()
+}
+
+/// The fixture with two notes files of `lines` lines each.
+fn workspace(server: &OpenAiServer, window: u64, lines: usize) -> Workspace {
+    let ws = Workspace::of("wrong-operator");
+    std::fs::write(ws.path().join("trellis.toml"), config(server, window)).unwrap();
+    std::fs::create_dir_all(ws.path().join("data")).unwrap();
+    for name in ["alpha", "beta"] {
+        std::fs::write(
+            ws.path().join(format!("data/{name}.txt")),
+            notes(name, lines),
+        )
+        .unwrap();
+    }
+    ws
+}
+
+/// How many lines each notes file needs so that either fits beside the
+/// instructions of a 4,096-token request and both together do not: a
+/// notes file of ~60% of the room the instructions leave. Measured from
+/// one recorded request rather than assumed, so a change of the prompt
+/// library's size moves the files, not the test's meaning.
+fn long_lines() -> usize {
+    let server = OpenAiServer::start(vec![Answer::tool_call(
+        "finish",
+        json!({ "summary": "nothing" }),
+    )]);
+    let ws = workspace(&server, 4096, 1);
+    ws.trellis(&["repair"]);
+    let plan = &plans(&ws)[0];
+    let room = plan.allowance.input - plan.instruction_tokens;
+    assert!(
+        room > 300,
+        "a 4,096-token window leaves room for pages: {room}"
+    );
+    // A page costs its text at a third of a token a byte plus ~50 tokens
+    // of call, result header and framing.
+    let page_tokens = room * 6 / 10 - 50;
+    (page_tokens * 3 / 37) as usize
+}
+
+fn read(path: &str) -> Answer {
+    Answer::tool_call("read_file", json!({ "path": path }))
+}
+
+fn script() -> Vec<Answer> {
+    vec![
+        read("data/alpha.txt"),
+        read("data/beta.txt"),
+        Answer::tool_call("context_recall", json!({ "path": "data/alpha.txt" })),
+        read("src/lib.rs"),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
+        ),
+        Answer::tool_call("finish", json!({ "summary": "add adds" })),
+    ]
+}
+
+/// The rows of the workspace's ledger.
+fn rows(ws: &Workspace) -> Vec<trellis_engine::ledger::Row> {
+    Ledger::open(&ws.path().join(".trellis"))
+        .unwrap()
+        .rows()
+        .unwrap()
+}
+
+/// How many search events named `name` the ledger holds.
+fn count(ws: &Workspace, name: &str) -> usize {
+    rows(ws)
+        .iter()
+        .filter(
+            |row| matches!(&row.event, DecodedRow::Search { event, .. } if event.name() == name),
+        )
+        .count()
+}
+
+/// Every recorded plan, in ledger order.
+fn plans(ws: &Workspace) -> Vec<ResidentPlan> {
+    rows(ws)
+        .into_iter()
+        .filter_map(|row| match row.event {
+            DecodedRow::Search {
+                event: SearchEvent::ContextPagesSelected { plan, .. },
+                ..
+            } => Some(serde_json::from_value(plan).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn session_id(ws: &Workspace) -> String {
+    rows(ws)
+        .into_iter()
+        .rev()
+        .find_map(|row| match row.event {
+            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some(s.session_id),
+            _ => None,
+        })
+        .expect("a session was recorded")
+}
+
+/// The accountant, recomputed from a request as the server received it.
+fn wire_tokens(body: &Value) -> u64 {
+    let text = |v: &Value| v.as_str().map_or(0, text_tokens);
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let calls: u64 = m["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    text(&c["id"])
+                        + text(&c["function"]["name"])
+                        + text(&c["function"]["arguments"])
+                })
+                .sum();
+            text(&m["content"]) + calls + text(&m["tool_call_id"]) + MESSAGE_OVERHEAD
+        })
+        .sum()
+}
+
+/// Every assistant tool call is followed by exactly its results, and no
+/// result stands without its call (no split tool pair).
+fn assert_pairs_whole(body: &Value) {
+    let messages = body["messages"].as_array().unwrap();
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        assert_ne!(
+            m["role"], "tool",
+            "a tool result without its call at {i}: {body:#}"
+        );
+        let calls = m["tool_calls"].as_array().map_or(0, Vec::len);
+        for k in 1..=calls {
+            assert_eq!(
+                messages[i + k]["role"],
+                "tool",
+                "call {i} lost a result: {body:#}"
+            );
+        }
+        i += calls + 1;
+    }
+}
+
+fn contents(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_request() {
+    let lines = long_lines();
+    let server = OpenAiServer::start(script());
+    let ws = workspace(&server, 4096, lines);
+    let out = ws.trellis(&["repair", "--commit", "--format", "json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the model's fix is promoted: {doc:#}"
+    );
+    // The progress the editor shows (here on stderr, one line a report)
+    // says which turn was refitted.
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains("turn 3: context refitted to ")
+            && progress.contains("(1 page evicted, 0 stale)"),
+        "{progress}"
+    );
+    assert!(!progress.contains("turn 2: context refitted"), "{progress}");
+    assert!(ws.read("src/lib.rs").contains("a + b"));
+
+    let received: Vec<Value> = server
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    let plans = plans(&ws);
+    assert_eq!(received.len(), 6, "one request per scripted answer");
+    assert_eq!(plans.len(), 6, "one plan per request sent");
+    for (n, (body, plan)) in received.iter().zip(&plans).enumerate() {
+        // No request above its allowance, counted from what was sent.
+        assert_eq!(plan.allowance.window, 4096);
+        assert_eq!(wire_tokens(body), plan.request_tokens, "request {}", n + 1);
+        assert!(
+            plan.request_tokens <= plan.allowance.input,
+            "request {}",
+            n + 1
+        );
+        assert_pairs_whole(body);
+    }
+    let residency = |turn: usize, page: usize| plans[turn - 1].pages[page - 1].residency;
+    let text: Vec<String> = received.iter().map(contents).collect();
+    // The latest page is pinned whole: request 2 carries all of alpha.
+    assert_eq!(residency(2, 1), Residency::Pinned);
+    assert!(text[1].contains(&format!("alpha note {lines:03}")));
+    // Request 3: alpha and beta do not fit together; alpha is tombstoned.
+    assert_eq!(residency(3, 1), Residency::Evicted);
+    assert_eq!(residency(3, 2), Residency::Pinned);
+    assert!(!text[2].contains("alpha note 001"), "{}", text[2]);
+    let tombstone = format!(
+        "[trellis:context-page {} turn 1 evicted]",
+        &plans[2].pages[0].id[..16]
+    );
+    assert!(text[2].contains(&tombstone), "{}", text[2]);
+    // Request 4, after `context_recall` by path: alpha is back.
+    assert_eq!(residency(4, 1), Residency::Resident);
+    assert!(text[3].contains(&format!("alpha note {lines:03}")));
+    // Request 6: the read of src/lib.rs predates the fix; it is stale and
+    // its old text is not admitted.
+    assert_eq!(residency(6, 4), Residency::Stale);
+    assert!(!text[5].contains("a - b"), "{}", text[5]);
+    assert!(
+        text[5].contains("stale] read_file src/lib.rs"),
+        "{}",
+        text[5]
+    );
+    assert_eq!(count(&ws, "context_page_recalled"), 1);
+    assert_eq!(count(&ws, "context_miss"), 0);
+
+    // Replay rebuilds every request from the recorded pages.
+    let (code, replay) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{replay:#}");
+    let calls = replay["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 6);
+    for (call, body) in calls.iter().zip(&received) {
+        assert_eq!(&call["request"], body, "replayed exactly");
+    }
+
+    // Identical inputs select identically: the same script in a fresh
+    // workspace gives the same pages and decisions.
+    let again = OpenAiServer::start(script());
+    let twin = workspace(&again, 4096, lines);
+    assert_eq!(twin.json(&["repair", "--commit"]).0, 0);
+    let decisions = |plans: &[ResidentPlan]| -> Vec<Vec<(String, Residency)>> {
+        plans
+            .iter()
+            .map(|p| {
+                p.pages
+                    .iter()
+                    .map(|g| (g.id.clone(), g.residency))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(decisions(&plans), decisions(&self::plans(&twin)));
+
+    // The explanation and the status read the same record.
+    let session = session_id(&ws);
+    let (code, explained) = ws.json(&["context", "explain-turn", &session, "3"]);
+    assert_eq!(code, 0, "{explained:#}");
+    let attempt = &explained["attempts"][0];
+    assert_eq!(attempt["outcome"], "sent");
+    assert_eq!(attempt["plan"]["pages"][0]["residency"], "evicted");
+    assert_eq!(
+        attempt["plan"]["allowance"]["input"],
+        plans[2].allowance.input
+    );
+    assert_eq!(
+        explained["attempts"][0]["recalled"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let human = ws.trellis(&["context", "explain-turn", &session, "3"]);
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(
+        human.contains("allowance:") && human.contains(" evicted "),
+        "{human}"
+    );
+    let missing = ws.trellis(&["context", "explain-turn", &session, "99"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no model turn 99"));
+    let status = String::from_utf8(ws.trellis(&["status"]).stdout).unwrap();
+    assert!(status.contains("model context, per turn:"), "{status}");
+    assert!(status.contains("1 evicted"), "{status}");
+}
+
+#[test]
+fn a_latest_page_over_the_allowance_is_never_truncated_or_sent_and_nothing_is_written() {
+    // 200 lines of notes (~7 KiB of text, no outline): more than a 4,096-
+    // token request has room for beside its instructions.
+    let server = OpenAiServer::start(script());
+    let ws = workspace(&server, 4096, 200);
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "no verified repair: {doc:#}");
+    assert_eq!(ws.tree(), before, "nothing is written");
+    assert_eq!(
+        server.received().len(),
+        1,
+        "the request that would carry the whole read is not sent"
+    );
+    assert_eq!(
+        count(&ws, "context_infeasible"),
+        1,
+        "the refusal is ledgered"
+    );
+    assert_eq!(
+        count(&ws, "model_programs_compiled"),
+        1,
+        "only turn 1 was built"
+    );
+    assert!(doc.to_string().contains("context_infeasible"), "{doc:#}");
+    assert_eq!(ws.json(&["ledger", "replay"]).0, 0);
+    let (code, explained) = ws.json(&["context", "explain-turn", &session_id(&ws), "2"]);
+    assert_eq!(code, 0, "{explained:#}");
+    assert_eq!(explained["attempts"][0]["outcome"], "infeasible");
+}
