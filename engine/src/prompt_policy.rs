@@ -178,3 +178,58 @@ pub(crate) fn layered(
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALLOW: PromptPolicy = PromptPolicy {
+        allow_experimental: true,
+        allow_core_override: false,
+    };
+
+    #[test]
+    fn pins_read_back_by_hash_and_a_changed_or_missing_copy_is_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(
+            ws.path().join(crate::config::WORKSPACE_FILE),
+            "[prompts]\nbundles = [\"bundle\"]\n",
+        )
+        .unwrap();
+        std::fs::create_dir(ws.path().join("bundle")).unwrap();
+        std::fs::write(
+            ws.path().join("bundle/role.md"),
+            "---\nid: branch_correct/role\nversion: 3\nrole: system\nrequired: true\n\
+             priority: 100\nmax_bytes: 1024\nowner: team\nrationale: r\nreview: 2026-11-30\n\
+             vars: {}\n---\nPinned role.\n",
+        )
+        .unwrap();
+        let state = crate::statedir::open_state(ws.path()).unwrap();
+        let prompts = pin_prompt_bundles(ws.path(), &state, ALLOW).unwrap();
+        assert_eq!(prompts.policy, ALLOW);
+        assert_eq!(prompts.pinned.len(), 1);
+
+        let restored = restore_pinned(state.path(), &prompts.pinned).unwrap();
+        let pinned = &prompts.replacements[0];
+        assert_eq!(
+            (
+                restored[0].schema.id,
+                &restored[0].body,
+                &restored[0].content_hash
+            ),
+            (pinned.schema.id, &pinned.body, &pinned.content_hash)
+        );
+
+        let copy = &prompts.pinned[0].stored;
+        let text = std::fs::read_to_string(copy).unwrap();
+        std::fs::write(copy, text.replace("Pinned role.", "Another role.")).unwrap();
+        let err = restore_pinned(state.path(), &prompts.pinned).unwrap_err();
+        assert!(
+            err.contains("branch_correct/role") && err.contains(&pinned.content_hash),
+            "{err}"
+        );
+        std::fs::remove_file(copy).unwrap();
+        let err = restore_pinned(state.path(), &prompts.pinned).unwrap_err();
+        assert!(err.contains("branch_correct/role"), "{err}");
+    }
+}

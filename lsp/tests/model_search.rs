@@ -255,7 +255,11 @@ fn gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_close
     let server = OpenAiServer::start(vec![Answer::Hang, read_lib(), fix(), finish("add adds")]);
     let ws = Workspace::of("wrong-operator");
     configure(&ws, &server, "");
-    kill_repair_when(&ws, "during a model call", programs_ledgered);
+    // Killed once the hanging request is in flight (its programs are
+    // ledgered before it is sent).
+    kill_repair_when(&ws, "during a model call", |db| {
+        programs_ledgered(db) && !server.received().is_empty()
+    });
 
     // Tamper the interrupted forest's ledgered programs: their recorded
     // budget no longer compiles to the recorded digest.
@@ -284,6 +288,7 @@ fn gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_close
     set(&tampered);
 
     let before = ws.tree();
+    let sent = server.received().len();
     let out = ws.trellis(&["repair", "--commit"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "{err}");
@@ -292,7 +297,7 @@ fn gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_close
         "{err}"
     );
     assert_eq!(ws.tree(), before, "nothing is written");
-    assert_eq!(server.received().len(), 1, "no model is called past it");
+    assert_eq!(server.received().len(), sent, "no model is called past it");
 
     // The same resume with the row as it was goes on and repairs.
     set(&original);
@@ -301,19 +306,26 @@ fn gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_close
     assert!(ws.read("src/lib.rs").contains("a + b"));
 }
 
-/// `wrong-operator` with only its in-file `#[cfg(test)]` test, and a model
-/// that makes that test agree with the bug instead of fixing `add`.
-fn weakened_in_file_test(policy: &str) -> (Workspace, i32, Value) {
+/// `wrong-operator` with one test left (its in-file `#[cfg(test)]` test,
+/// or the doc test `lib` carries), and a model that makes that test agree
+/// with the bug (`old` → `new`) instead of fixing `add`.
+fn weakened_test(
+    policy: &str,
+    lib: Option<&str>,
+    (old, new): (&str, &str),
+) -> (Workspace, i32, Value) {
     let server = OpenAiServer::start(vec![
         Answer::tool_call(
             "replace",
-            json!({ "path": "src/lib.rs", "old": "assert_eq!(add(2, 3), 5)",
-                    "new": "assert_eq!(add(2, 3), -1)" }),
+            json!({ "path": "src/lib.rs", "old": old, "new": new }),
         ),
         finish("the test now passes"),
     ]);
     let ws = Workspace::of("wrong-operator");
     std::fs::remove_file(ws.path().join("tests/adds.rs")).unwrap();
+    if let Some(lib) = lib {
+        std::fs::write(ws.path().join("src/lib.rs"), lib).unwrap();
+    }
     configure(
         &ws,
         &server,
@@ -323,14 +335,8 @@ fn weakened_in_file_test(policy: &str) -> (Workspace, i32, Value) {
     (ws, code, doc)
 }
 
-#[test]
-fn backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion() {
-    let (ws, code, doc) = weakened_in_file_test("backward-compatible");
-    assert_eq!(code, 1, "{doc:#}");
-    let original =
-        std::fs::read_to_string(support::workspace::fixture("wrong-operator").join("src/lib.rs"))
-            .unwrap();
-    assert_eq!(ws.read("src/lib.rs"), original, "nothing is written");
+/// Why the model's branch was refused.
+fn model_reason(doc: &Value) -> String {
     let model = doc["steps"]
         .as_array()
         .into_iter()
@@ -338,17 +344,47 @@ fn backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakene
         .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
         .find(|b| b["strategy"] == "model_actor")
         .expect("a model branch ran");
-    let reason = model["reason"].as_str().unwrap_or_default();
+    model["reason"].as_str().unwrap_or_default().to_owned()
+}
+
+const IN_FILE: (&str, &str) = ("assert_eq!(add(2, 3), 5)", "assert_eq!(add(2, 3), -1)");
+
+#[test]
+fn backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion() {
+    let (ws, code, doc) = weakened_test("backward-compatible", None, IN_FILE);
+    assert_eq!(code, 1, "{doc:#}");
+    let original =
+        std::fs::read_to_string(support::workspace::fixture("wrong-operator").join("src/lib.rs"))
+            .unwrap();
+    assert_eq!(ws.read("src/lib.rs"), original, "nothing is written");
+    let reason = model_reason(&doc);
     assert!(
         reason.contains("backward-compatible") && reason.contains("adds_two_numbers"),
-        "{model:#}"
+        "{reason}"
     );
 
     // The same model under `evolving` has its way: the refusal above is
     // the policy's doing.
-    let (ws, code, doc) = weakened_in_file_test("evolving");
+    let (ws, code, doc) = weakened_test("evolving", None, IN_FILE);
     assert_eq!(code, 0, "{doc:#}");
     assert!(ws.read("src/lib.rs").contains("-1"));
+}
+
+#[test]
+fn backward_compatible_runs_the_doc_tests_as_they_were() {
+    const LIB: &str = "/// Adds.\n///\n/// ```\n/// assert_eq!(wrong_operator::add(2, 2), 4);\n/// ```\n\
+                       pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n";
+    let weaken = ("add(2, 2), 4)", "add(2, 2), 0)");
+    let (ws, code, doc) = weakened_test("backward-compatible", Some(LIB), weaken);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(ws.read("src/lib.rs"), LIB, "nothing is written");
+    let reason = model_reason(&doc);
+    assert!(
+        reason.contains("backward-compatible") && reason.contains("src/lib.rs - add"),
+        "{reason}"
+    );
+    let (_, code, doc) = weakened_test("evolving", Some(LIB), weaken);
+    assert_eq!(code, 0, "{doc:#}");
 }
 
 #[test]
@@ -417,4 +453,59 @@ fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is
     };
     assert_eq!(parent.as_deref(), first["branch_id"].as_str());
     assert_replay_reproduces(&ws, &received);
+}
+
+#[test]
+fn the_model_continues_a_compiler_branch_partial_checkpoint_the_compiler_left() {
+    // With one deterministic branch and no local retries, the import the
+    // compiler suggests leaves a partial checkpoint (two borrow errors)
+    // nothing deterministic continues; the model works on from it.
+    let server = OpenAiServer::start(vec![
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "let seen", "new": "let mut seen" }),
+        ),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "let total", "new": "let mut total" }),
+        ),
+        finish("both bindings are mutated"),
+    ]);
+    let ws = Workspace::of("local-repair");
+    configure(
+        &ws,
+        &server,
+        "[exploration]\nmax_branches = 1\nlocal_retries = 0\n",
+    );
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let lib = ws.read("src/lib.rs");
+    assert!(
+        lib.contains("HashSet;") && lib.contains("let mut seen") && lib.contains("let mut total"),
+        "{lib}"
+    );
+    let branches: Vec<Value> = doc["steps"][0]["branches"].as_array().cloned().unwrap();
+    let compiler = &branches[0];
+    assert!(
+        compiler["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("partial checkpoint"),
+        "{compiler:#}"
+    );
+    let model = branches
+        .iter()
+        .find(|b| b["proposer"] == "model:m0")
+        .unwrap();
+    assert_eq!(model["strategy"], "local_repair", "{model:#}");
+    assert_eq!(model["hard_pass"], true, "{model:#}");
+    let forked = ledger_events(&ws, "branch_forked");
+    let SearchEvent::BranchForked { parent, .. } = forked
+        .iter()
+        .find(|e| e.branch_id() == model["branch_id"].as_str().unwrap())
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(parent.as_deref(), compiler["branch_id"].as_str());
 }

@@ -1,4 +1,4 @@
-//! `[[models]]` and `[verification]` through the shipped binary: a valid
+//! `[[models]]`, `[model_turns]` and `[verification]` through the shipped binary: a valid
 //! chain starts, a bad table stops start-up naming the file and the key.
 
 mod support;
@@ -47,6 +47,11 @@ fn a_model_chain_is_accepted_and_bad_tables_name_their_key() {
             CHAIN.replace("\"backward-compatible\"", "\"external-oracle\""),
             "verification.oracle_path",
         ),
+        (
+            format!("{CHAIN}\n[model_turns]\nmax_turns = 0\n"),
+            "model_turns.max_turns",
+        ),
+        (format!("{CHAIN}\n[model_turns]\nedits = 2\n"), "edits"),
     ] {
         let (code, err) = check_with(&bad);
         assert_eq!(code, Some(2), "{key}: {err}");
