@@ -375,15 +375,24 @@ fn prune_keeps_the_versions_a_ledgered_repair_attached() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
-fn wait_for_file(path: &Path, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while !path.exists() {
+/// Reads the server's messages until the paused repair's marker appears;
+/// a search that ends first (or a timeout) fails, showing what was sent.
+fn wait_for_pause(client: &mut Client, marker: &Path, from: usize) {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    while !marker.exists() {
+        client.pump(Duration::from_millis(50));
+        let ended = client.notifications[from..]
+            .iter()
+            .find(|n| n["method"] == "trellis/searchStatus" && n["params"]["status"] != "running");
+        assert!(
+            ended.is_none(),
+            "the search ended before it paused: {ended:#?}"
+        );
         assert!(
             Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
+            "the repair never paused; notifications: {:#?}",
+            client.notifications
         );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -478,7 +487,7 @@ fn a_running_lsp_repair_is_unaffected_by_a_cli_write_made_during_it() {
     );
     assert_eq!(started, Value::Null);
     // The repair has resolved `terse` (v1, the default) and is held there.
-    wait_for_file(&marker, REQUEST_TIMEOUT);
+    wait_for_pause(&mut client, &marker, from);
     let two = write_ok(&ws, "terse", terse("two").path(), &["--base", "1"]);
     let (code, _) = bundles_json(&ws, &["default", "terse", "2"]);
     assert_eq!(code, 0);

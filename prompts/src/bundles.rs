@@ -134,7 +134,8 @@ pub fn validate_sections(
 }
 
 /// Validates and pins every configured bundle at session start. Any invalid
-/// file refuses start-up; nothing is partially loaded.
+/// file refuses start-up; nothing is partially loaded, and nothing is
+/// copied into the store until every bundle has passed.
 pub fn load_bundles(
     bundles: &[PathBuf],
     workspace: &Path,
@@ -179,17 +180,6 @@ pub fn load_bundles(
                         "{}.md",
                         spec.content_hash.trim_start_matches("sha256:")
                     ));
-                    // Never copy through a link planted at the destination.
-                    let linked = fs::symlink_metadata(&stored).is_ok_and(|m| m.is_symlink());
-                    let copied = fs::create_dir_all(stored.parent().expect("has a parent"))
-                        .and_then(|()| match linked {
-                            true => Err(std::io::Error::other("it is a symbolic link")),
-                            false => fs::copy(&file, &stored),
-                        });
-                    if let Err(e) = copied {
-                        errors.push(refuse(format!("cannot store in {}: {e}", stored.display())));
-                        continue;
-                    }
                     pinned.push(PinnedReplacement {
                         schema,
                         version: spec.version,
@@ -200,6 +190,27 @@ pub fn load_bundles(
                     });
                 }
             }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    for p in &pinned {
+        // Never copy through a link planted at the destination.
+        let linked = fs::symlink_metadata(&p.stored).is_ok_and(|m| m.is_symlink());
+        let copied =
+            fs::create_dir_all(p.stored.parent().expect("has a parent")).and_then(
+                |()| match linked {
+                    true => Err(std::io::Error::other("it is a symbolic link")),
+                    false => fs::copy(&p.source, &p.stored),
+                },
+            );
+        if let Err(e) = copied {
+            errors.push(BundleError {
+                file: p.source.clone(),
+                line: 0,
+                reason: format!("cannot store in {}: {e}", p.stored.display()),
+            });
         }
     }
     if errors.is_empty() {
