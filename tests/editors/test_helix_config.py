@@ -11,6 +11,7 @@ CONFIG = pathlib.Path(__file__).resolve().parents[2] / "editors" / "helix" / "la
 # must come first.
 LANGUAGES = {
     "rust": "rust-analyzer",
+    "python": "pylsp",
     "typescript": "typescript-language-server",
 }
 

@@ -14,6 +14,7 @@ export interface Sensor {
 
 export const SENSORS: readonly Sensor[] = [
   { language: "rust", checks: "cargo check, cargo test", marker: "Cargo.toml" },
+  { language: "python", checks: "ty check (or pyright), pytest, ruff check", marker: "pyproject.toml" },
   { language: "typescript", checks: "tsc --noEmit, the package.json test script", marker: "tsconfig.json" },
 ];
 

@@ -15,11 +15,12 @@ test("package.json activates only where a sensor exists", () => {
 test("the extension attaches to files of the sensors' languages only", () => {
   assert.deepEqual(documentSelector(), [
     { scheme: "file", language: "rust" },
+    { scheme: "file", language: "python" },
     { scheme: "file", language: "typescript" },
   ]);
   assert.deepEqual(
     SENSORS.map((sensor) => sensor.language),
-    ["rust", "typescript"],
+    ["rust", "python", "typescript"],
   );
 });
 
