@@ -1,5 +1,5 @@
-//! The residual classes a repair removes and the correction operators it
-//! attempts: one vocabulary for the engine (energy weights, no-good evidence,
+//! The residual classes a repair removes, the correction operators it
+//! attempts and the governed tools a model actor works through: one vocabulary for the engine (energy weights, no-good evidence,
 //! search expansion, ledger rows) and the prompt plane (issue-conditioned
 //! plans).
 //!
@@ -100,3 +100,18 @@ mod tests {
         }
     }
 }
+
+/// The governed tools a model actor is offered, in the order they are
+/// offered: the actor dispatches exactly these, and a prompt bundle's
+/// `[requires] tools` may name only these.
+pub const GOVERNED_TOOLS: [&str; 9] = [
+    "read_file",
+    "list_files",
+    "search",
+    "replace",
+    "write_file",
+    "run_build",
+    "run_tests",
+    "finish",
+    "context_recall",
+];

@@ -371,7 +371,7 @@ impl Engine {
             &self.bundles,
             &options.bundles,
             &self.config,
-            self.prompts.policy,
+            (self.prompts.policy, &crate::actor::tools::TOOL_NAMES),
         )?;
         failpoint::hit("bundles-attached");
         let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;

@@ -137,14 +137,15 @@ pub fn restore_pinned(
 
 /// The store bundles one repair runs with: `refs` resolved once, now,
 /// through the bundle store, for a run with this configuration's tools and
-/// required stages under `policy`. This is the one way a session obtains
+/// required stages under `policy` (`actor_tools`: the model actor's tool
+/// names). This is the one way a session obtains
 /// store bundles; the texts it returns are values the store can no longer
 /// change.
 pub(crate) fn session_bundles(
     store: &crate::bundles::BundleStore,
     refs: &[String],
     config: &crate::config::Config,
-    policy: PromptPolicy,
+    (policy, actor_tools): (PromptPolicy, &[&str]),
 ) -> Result<crate::bundles::Attached, EngineError> {
     if refs.is_empty() {
         return Ok(crate::bundles::Attached::default());
@@ -153,7 +154,7 @@ pub(crate) fn session_bundles(
     let tools: &[&str] = if config.models.is_empty() {
         &[]
     } else {
-        &crate::actor::tools::TOOL_NAMES
+        actor_tools
     };
     let run = crate::bundles::RunCapabilities {
         tools,

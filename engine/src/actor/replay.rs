@@ -90,6 +90,19 @@ impl SessionContext {
     }
 }
 
+/// The store texts the repair of `forest_id` attached (matched by its
+/// `{node}/{generation}/` prefix; the latest such row wins), or none.
+fn attached_to<'a>(
+    attached: &'a [(String, Vec<PinnedReplacement>)],
+    forest_id: &str,
+) -> &'a [PinnedReplacement] {
+    attached
+        .iter()
+        .rev()
+        .find(|(prefix, _)| forest_id.starts_with(prefix.as_str()))
+        .map_or(&[][..], |(_, texts)| texts.as_slice())
+}
+
 /// Every model call in `rows`, each request rebuilt and compared with the
 /// one sent; `state_dir` is the `.trellis` directory whose store holds the
 /// sessions' pinned bundles. Every ledgered pair of programs must recompile
@@ -173,9 +186,10 @@ pub fn model_calls_with(
                         row.seq
                     ));
                 }
+                let repair_texts = attached_to(&attached, &key.0);
                 session
                     .replacements(state_dir)
-                    .and_then(|replacements| rebuild_programs(&prepared, replacements))
+                    .and_then(|pinned| rebuild_programs(&prepared, &layered(pinned, repair_texts)))
                     .map_err(|e| {
                         format!(
                             "ledger row {}: program digest {} cannot be reconstructed (Gate Z): {e}",
@@ -213,11 +227,7 @@ pub fn model_calls_with(
                     format!("ledger row {}: the call's request body is missing", row.seq)
                 })?;
                 let limits = session.limits;
-                let repair_texts = attached
-                    .iter()
-                    .rev()
-                    .find(|(prefix, _)| key.0.starts_with(prefix.as_str()))
-                    .map_or(&[][..], |(_, texts)| texts.as_slice());
+                let repair_texts = attached_to(&attached, &key.0);
                 let rebuilt = session
                     .replacements(state_dir)
                     .and_then(|pinned| {

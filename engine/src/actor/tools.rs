@@ -25,17 +25,7 @@ use crate::digest::CanonicalHasher;
 use crate::snapshot::fsutil::{confine, write_atomic};
 
 /// The tool names, in the order they are offered.
-pub const TOOL_NAMES: [&str; 9] = [
-    "read_file",
-    "list_files",
-    "search",
-    "replace",
-    "write_file",
-    "run_build",
-    "run_tests",
-    "finish",
-    "context_recall",
-];
+pub use trellis_core::vocabulary::GOVERNED_TOOLS as TOOL_NAMES;
 
 /// Directories no tool reads, lists or writes, at any depth: version
 /// control, Trellis's own state, build output.

@@ -202,10 +202,10 @@ impl Draft {
             problems.push("it has no `*.md` section; a bundle replaces at least one".to_owned());
         }
         for tool in &self.manifest.requires.tools {
-            if !crate::actor::tools::TOOL_NAMES.contains(&tool.as_str()) {
+            if !trellis_core::vocabulary::GOVERNED_TOOLS.contains(&tool.as_str()) {
                 problems.push(format!(
                     "{MANIFEST_FILE}: requires unknown tool `{tool}` (known: {})",
-                    crate::actor::tools::TOOL_NAMES.join(", ")
+                    trellis_core::vocabulary::GOVERNED_TOOLS.join(", ")
                 ));
             }
         }

@@ -329,7 +329,8 @@ impl Session {
 }
 
 /// Gate Z at resume: every model call the interrupted forest ledgered must
-/// rebuild from its programs (and its session's pinned bundles), or the
+/// rebuild from its programs (with its session's pinned bundles and the
+/// store bundles its repair attached), or the
 /// search is not continued past it.
 fn gate_z(
     rows: &[ledger::Row],
@@ -340,12 +341,16 @@ fn gate_z(
         .iter()
         .filter(|row| match &row.event {
             ledger::DecodedRow::Search { event, .. } => event.forest_id() == forest_id,
-            ledger::DecodedRow::Ledger(ledger::LedgerEvent::SessionStarted(_)) => true,
+            ledger::DecodedRow::Ledger(
+                ledger::LedgerEvent::SessionStarted(_) | ledger::LedgerEvent::BundlesAttached(_),
+            ) => true,
             _ => false,
         })
         .cloned()
         .collect();
-    crate::actor::model_calls(&forest, state_dir)
+    // With the store texts the repair attached, as replay rebuilds them.
+    let attached = crate::bundles::BundleStore::attached_texts(state_dir);
+    crate::actor::model_calls_with(&forest, state_dir, &attached)
         .map(drop)
         .map_err(|e| format!("interrupted forest {forest_id} cannot be resumed: {e}"))
 }

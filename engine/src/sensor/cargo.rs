@@ -374,7 +374,14 @@ impl CargoStage {
                 .chain(["--", "--exact"])
                 .chain(names.iter().copied());
             let again = self.observe_with(&run, args).await;
-            let ran = !matches!(again.status, StageStatus::Unavailable { .. });
+            let failed_again = names
+                .iter()
+                .filter(|name| again.failures.iter().any(|f| f.name == **name))
+                .count();
+            // A pass counts only when every named test that did not fail
+            // again was seen passing: a filter that ran nothing is no pass.
+            let ran = !matches!(again.status, StageStatus::Unavailable { .. })
+                && again.tests_passed as usize >= names.len() - failed_again;
             for name in names {
                 let outcome = if !ran {
                     Rerun::NotRerun
@@ -422,8 +429,10 @@ impl CargoStage {
             }
         };
         let mut cmd = Command::new(&self.program);
-        cmd.args(args)
-            .args(without_debuginfo(&members))
+        // Cargo's own options first: after `args` they could land past a
+        // `--`, where the test binary would take them for filters.
+        cmd.args(without_debuginfo(&members))
+            .args(args)
             .current_dir(run.dir)
             .env("CARGO_TARGET_DIR", &target)
             .envs(ENVIRONMENT.iter().copied());
