@@ -7,6 +7,13 @@
 /// Progress of slow work, shown as a bar (CLI) or `$/progress` (LSP).
 pub trait Progress: Send + Sync {
     fn report(&self, message: &str, percent: Option<u32>);
+
+    /// A report a sink that coalesces bursts must still show, because it
+    /// records something that happened (a model turn, a refitted context)
+    /// rather than where the work stands; a later report never supersedes it.
+    fn milestone(&self, message: &str) {
+        self.report(message, None);
+    }
 }
 
 /// A progress sink that shows nothing.

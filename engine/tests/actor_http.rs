@@ -342,6 +342,7 @@ mod run_over_http {
             },
             policy: ResolutionPolicy::default(),
             replacements: Vec::new(),
+            focus: trellis_engine::context::Focus::default(),
         }
     }
 

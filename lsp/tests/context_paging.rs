@@ -9,74 +9,15 @@
 
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
+mod paging;
 mod support;
 
 use openai_server::{Answer, OpenAiServer};
+use paging::{count, long_lines, plans, read, rows, workspace};
 use serde_json::{Value, json};
 use support::workspace::Workspace;
 use trellis_engine::context::{MESSAGE_OVERHEAD, Residency, ResidentPlan, text_tokens};
-use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
-
-/// One `[[models]]` table with a `window`-token context.
-fn config(server: &OpenAiServer, window: u64) -> String {
-    format!(
-        "[[models]]\nname = \"small\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-         model = \"qwen2.5-coder:1.5b\"\ntimeout_secs = 60\n\
-         context_window_tokens = {window}\nmax_output_tokens = 512\n",
-        server.base_url
-    )
-}
-
-/// `lines` numbered lines of notes, each naming its file, so a request
-/// shows whether the file's page was resident.
-fn notes(name: &str, lines: usize) -> String {
-    (1..=lines)
-        .map(|i| format!("{name} note {i:03}: keep the adder total\n"))
-        .collect()
-}
-
-/// The fixture with two notes files of `lines` lines each.
-fn workspace(server: &OpenAiServer, window: u64, lines: usize) -> Workspace {
-    let ws = Workspace::of("wrong-operator");
-    std::fs::write(ws.path().join("trellis.toml"), config(server, window)).unwrap();
-    std::fs::create_dir_all(ws.path().join("data")).unwrap();
-    for name in ["alpha", "beta"] {
-        std::fs::write(
-            ws.path().join(format!("data/{name}.txt")),
-            notes(name, lines),
-        )
-        .unwrap();
-    }
-    ws
-}
-
-/// How many lines each notes file needs so that either fits beside the
-/// instructions of a 4,096-token request and both together do not: a
-/// notes file of ~60% of the room the instructions leave. Measured from
-/// one recorded request rather than assumed, so a change of the prompt
-/// library's size moves the files, not the test's meaning.
-fn long_lines() -> usize {
-    let server = OpenAiServer::start(vec![Answer::tool_call(
-        "finish",
-        json!({ "summary": "nothing" }),
-    )]);
-    let ws = workspace(&server, 4096, 1);
-    ws.trellis(&["repair"]);
-    let plan = &plans(&ws)[0];
-    let room = plan.allowance.input - plan.instruction_tokens;
-    assert!(
-        room > 300,
-        "a 4,096-token window leaves room for pages: {room}"
-    );
-    // A page costs its text at a third of a token a byte plus ~50 tokens
-    // of call, result header and framing.
-    let page_tokens = room * 6 / 10 - 50;
-    (page_tokens * 3 / 37) as usize
-}
-
-fn read(path: &str) -> Answer {
-    Answer::tool_call("read_file", json!({ "path": path }))
-}
+use trellis_engine::ledger::{DecodedRow, LedgerEvent};
 
 fn script() -> Vec<Answer> {
     vec![
@@ -90,38 +31,6 @@ fn script() -> Vec<Answer> {
         ),
         Answer::tool_call("finish", json!({ "summary": "add adds" })),
     ]
-}
-
-/// The rows of the workspace's ledger.
-fn rows(ws: &Workspace) -> Vec<trellis_engine::ledger::Row> {
-    Ledger::open(&ws.path().join(".trellis"))
-        .unwrap()
-        .rows()
-        .unwrap()
-}
-
-/// How many search events named `name` the ledger holds.
-fn count(ws: &Workspace, name: &str) -> usize {
-    rows(ws)
-        .iter()
-        .filter(
-            |row| matches!(&row.event, DecodedRow::Search { event, .. } if event.name() == name),
-        )
-        .count()
-}
-
-/// Every recorded plan, in ledger order.
-fn plans(ws: &Workspace) -> Vec<ResidentPlan> {
-    rows(ws)
-        .into_iter()
-        .filter_map(|row| match row.event {
-            DecodedRow::Search {
-                event: SearchEvent::ContextPagesSelected { plan, .. },
-                ..
-            } => Some(serde_json::from_value(plan).unwrap()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn session_id(ws: &Workspace) -> String {

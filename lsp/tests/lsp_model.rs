@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use openai_server::{Answer, OpenAiServer};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, vscode_capabilities, write_crate};
 
 const LIB: &str = "src/lib.rs";
@@ -37,30 +37,6 @@ fn model_crate(server: &OpenAiServer, timeout_secs: u64) -> tempfile::TempDir {
     dir
 }
 
-/// Starts the Repair of the first Trellis diagnostic of the lib; returns the
-/// index of the first notification after the start.
-fn start_repair(client: &mut Client) -> usize {
-    client.open(LIB);
-    let diagnostics = client.wait_for_diagnostics(0, LIB, true);
-    let cluster = diagnostics
-        .iter()
-        .find_map(|d| d["data"]["cluster"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no Trellis cluster among {diagnostics:#?}"));
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.start", "arguments": [{ "cluster": cluster }] }),
-    );
-    from
-}
-
-fn search_end(client: &mut Client, from: usize) -> Value {
-    client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus"
-            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
-    })
-}
-
 #[test]
 fn model_turns_show_as_progress_and_the_preview_names_the_model() {
     let server = OpenAiServer::start(vec![
@@ -73,14 +49,10 @@ fn model_turns_show_as_progress_and_the_preview_names_the_model() {
     ]);
     let dir = model_crate(&server, 60);
     let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
-    let from = start_repair(&mut client);
-    let ended = search_end(&mut client, from);
+    let from = client.start_repair(LIB);
+    let ended = client.search_end(from);
     assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    let messages: Vec<String> = client.notifications[from..]
-        .iter()
-        .filter(|n| n["method"] == "$/progress")
-        .filter_map(|n| n["params"]["value"]["message"].as_str().map(str::to_owned))
-        .collect();
+    let messages = client.progress_messages(from);
     for turn in [
         "turn 1: read_file src/lib.rs",
         "turn 2: replace src/lib.rs",
@@ -116,7 +88,7 @@ fn cancelling_a_repair_aborts_the_request_the_model_never_answers() {
     let dir = model_crate(&server, 120);
     let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
     let requests_before = client.server_requests.len();
-    let from = start_repair(&mut client);
+    let from = client.start_repair(LIB);
     let create = client.wait_for_request(
         requests_before,
         REQUEST_TIMEOUT,
@@ -135,7 +107,7 @@ fn cancelling_a_repair_aborts_the_request_the_model_never_answers() {
         "window/workDoneProgress/cancel",
         json!({ "token": create["params"]["token"] }),
     );
-    let ended = search_end(&mut client, from);
+    let ended = client.search_end(from);
     assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
     assert!(
         cancelled.elapsed() < Duration::from_secs(60),

@@ -19,7 +19,7 @@ use super::runner::ToolRecord;
 use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
 use super::transport::ChatMessage;
 use crate::context::{
-    Allowance, Dependency, FitError, FitInput, Infeasible, Live, MESSAGE_OVERHEAD, Message,
+    Allowance, Dependency, FitError, FitInput, Focus, Infeasible, Live, MESSAGE_OVERHEAD, Message,
     PageKeys, PageSpan, RecallKey, ResidentPlan, fit, pages, resolve, text_tokens,
 };
 use crate::digest::blob_digest;
@@ -147,6 +147,12 @@ impl Paging {
             keys.call_ids.extend(t.call.id.clone());
             let Some(request) = &t.request else { continue };
             keys.paths.extend(request.path().map(str::to_owned));
+            if let ToolRequest::RunTests {
+                filter: Some(filter),
+            } = request
+            {
+                keys.tests.push(filter.clone());
+            }
             if t.result.is_err() {
                 continue;
             }
@@ -205,6 +211,7 @@ impl Paging {
         instruction_tokens: u64,
         allowance: &Allowance,
         live: &Live,
+        focus: &Focus,
     ) -> Result<ResidentPlan, FitError> {
         fit(FitInput {
             conversation,
@@ -213,6 +220,7 @@ impl Paging {
             allowance,
             live,
             recalled: &self.recalled,
+            focus,
         })
     }
 
@@ -305,6 +313,7 @@ mod tests {
                 0,
                 &allowance,
                 &paging.live(Path::new("/nonexistent")),
+                &Focus::default(),
             )
             .unwrap();
         assert_eq!(plan.pages.len(), 1);

@@ -38,7 +38,7 @@ use super::transport::{
 
 use super::paging::{ContextEvent, Paging};
 use crate::config::models::TurnLimits;
-use crate::context::{Allowance, ResidentPlan, apply_plan, messages_tokens};
+use crate::context::{Allowance, Focus, ResidentPlan, apply_plan, messages_tokens};
 
 #[cfg(doc)]
 use super::transport::Transport;
@@ -54,6 +54,9 @@ pub struct PromptInputs {
     pub correction: CorrectTurnState,
     pub policy: ResolutionPolicy,
     pub replacements: Vec<PinnedReplacement>,
+    /// The residual cluster's paths and failing tests: optional pages that
+    /// touch them are kept resident first.
+    pub focus: Focus,
 }
 
 /// Where the runner's facts go; the runtime ledgers and charges them.
@@ -262,7 +265,13 @@ pub async fn run_actor(
                         &specs,
                     );
                     let plan = paging
-                        .plan(&conversation, messages_tokens(&head), &allowance, &live)
+                        .plan(
+                            &conversation,
+                            messages_tokens(&head),
+                            &allowance,
+                            &live,
+                            &inputs.focus,
+                        )
                         .map_err(|e| {
                             if let crate::context::FitError::Infeasible(figures) = &e {
                                 ledger.context(&ContextEvent::Infeasible {
@@ -699,6 +708,7 @@ mod tests {
             },
             policy: ResolutionPolicy::default(),
             replacements: Vec::new(),
+            focus: Focus::default(),
         }
     }
 

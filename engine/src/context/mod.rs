@@ -37,7 +37,7 @@ pub use explain::{Outcome, TurnContext, context_turns};
 pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
 pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
 pub use recall::{RecallKey, resolve};
-pub use select::{FitError, FitInput, fit};
+pub use select::{FitError, FitInput, Focus, fit};
 
 #[cfg(test)]
 pub(crate) mod testing {

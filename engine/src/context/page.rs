@@ -32,12 +32,16 @@ pub enum Dependency {
 }
 
 /// The typed fields a page is recalled by and covers in selection: never
-/// model prose, only tool names, call ids and path arguments.
+/// model prose, only tool names, call ids, path arguments and test filters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageKeys {
     pub tools: Vec<String>,
     pub call_ids: Vec<String>,
     pub paths: Vec<String>,
+    /// The `run_tests` filters the page's calls gave; absent from records
+    /// written before selection weighed the residual cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<String>,
 }
 
 /// Where a page sits in the conversation and what it was born under.

@@ -79,6 +79,7 @@ mod tests {
                     tools: vec!["read_file".into()],
                     call_ids: vec![format!("c{i}")],
                     paths: vec![if i == 2 { "b.rs" } else { "a.rs" }.into()],
+                    tests: vec![],
                 },
             })
             .collect();

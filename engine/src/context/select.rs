@@ -7,7 +7,8 @@
 //! it is stale. Every other page is optional. Stale pages are tombstoned
 //! first and never admitted. The rest start as tombstones (charged inside
 //! β_in, erratum 5) and are restored greedily by weighted coverage of their
-//! typed labels, largest marginal gain first and the page id breaking ties,
+//! typed labels (the residual cluster's paths and failing tests weigh most),
+//! largest marginal gain first and the page id breaking ties,
 //! as long as the page's cost over its tombstone fits what is left. The
 //! labels come from typed fields only (tool names, path arguments, the
 //! turn, a recall): never from model prose. Deterministic: the same inputs
@@ -22,6 +23,10 @@ use super::plan::{Infeasible, PagePlan, Residency, ResidentPlan, tombstone};
 /// Weight of the label a `context_recall` gives the recalled page: more
 /// than everything else together, so a recalled page is restored first.
 const RECALLED: u64 = 1 << 32;
+/// Weight of a path or failing test of the residual cluster a page touches:
+/// more than any recency, path or tool gain, so of two pages that fit, the
+/// one about the cluster wins; less than a recall, which the model asked for.
+const CLUSTER: u64 = 1 << 16;
 /// Weight of a path a page's calls name: file content is what gets edited.
 const PATH: u64 = 16;
 /// Weight of a tool a page called.
@@ -38,6 +43,15 @@ pub struct FitInput<'a, M> {
     pub live: &'a Live,
     /// Ids of the pages `context_recall` asked for.
     pub recalled: &'a BTreeSet<String>,
+    pub focus: &'a Focus,
+}
+
+/// What the residual cluster is about: the paths it affects and the tests
+/// that fail in it, from the correction packet (typed fields only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Focus {
+    pub paths: BTreeSet<String>,
+    pub tests: BTreeSet<String>,
 }
 
 /// The plan of one request, or why it cannot be sent.
@@ -94,7 +108,7 @@ pub fn fit<M: Message>(input: FitInput<'_, M>) -> Result<ResidentPlan, FitError>
         return Err(infeasible());
     }
     let mut left = input.allowance.input - base;
-    select(&pages, &mut plans, input.recalled, &mut left);
+    select(&pages, &mut plans, (input.recalled, input.focus), &mut left);
     let (mut optional, mut tombstone_tokens) = (0, 0);
     for p in &plans {
         match p.residency {
@@ -136,8 +150,10 @@ impl std::fmt::Display for FitError {
     }
 }
 
-/// The typed labels a page covers, with their weights.
-fn labels(page: &Page, recalled: &BTreeSet<String>) -> Vec<(String, u64)> {
+/// The typed labels a page covers, with their weights. A page touches a
+/// failing test of the cluster when one of its `run_tests` filters selects
+/// it (the name contains the filter).
+fn labels(page: &Page, (recalled, focus): (&BTreeSet<String>, &Focus)) -> Vec<(String, u64)> {
     let keys = &page.span.keys;
     let mut out = vec![(
         format!("turn:{}", page.span.turn),
@@ -148,17 +164,35 @@ fn labels(page: &Page, recalled: &BTreeSet<String>) -> Vec<(String, u64)> {
     }
     out.extend(keys.paths.iter().map(|p| (format!("path:{p}"), PATH)));
     out.extend(keys.tools.iter().map(|t| (format!("tool:{t}"), TOOL)));
+    out.extend(
+        keys.paths
+            .iter()
+            .filter(|p| focus.paths.contains(*p))
+            .map(|p| (format!("cluster-path:{p}"), CLUSTER)),
+    );
+    out.extend(
+        focus
+            .tests
+            .iter()
+            .filter(|t| keys.tests.iter().any(|f| t.contains(f.as_str())))
+            .map(|t| (format!("cluster-test:{t}"), CLUSTER)),
+    );
     out
 }
 
 /// Greedy weighted coverage over the evicted (optional, current) pages,
 /// within `left` tokens.
-fn select(pages: &[Page], plans: &mut [PagePlan], recalled: &BTreeSet<String>, left: &mut u64) {
+fn select(
+    pages: &[Page],
+    plans: &mut [PagePlan],
+    weights: (&BTreeSet<String>, &Focus),
+    left: &mut u64,
+) {
     let labelled: BTreeMap<usize, Vec<(String, u64)>> = plans
         .iter()
         .enumerate()
         .filter(|(_, p)| p.residency == Residency::Evicted)
-        .map(|(i, _)| (i, labels(&pages[i], recalled)))
+        .map(|(i, _)| (i, labels(&pages[i], weights)))
         .collect();
     let mut covered: BTreeSet<String> = BTreeSet::new();
     let mut open: BTreeSet<usize> = labelled.keys().copied().collect();
@@ -226,6 +260,7 @@ mod tests {
             tools: vec![tool.into()],
             call_ids: vec![id],
             paths: vec![path.into()],
+            tests: vec![],
         };
         (messages, keys)
     }
@@ -266,6 +301,22 @@ mod tests {
         live: &Live,
         recalled: &BTreeSet<String>,
     ) -> Result<ResidentPlan, FitError> {
+        run_focused(
+            conversation,
+            spans,
+            input,
+            (live, recalled),
+            &Focus::default(),
+        )
+    }
+
+    fn run_focused(
+        conversation: &[Msg],
+        spans: &[PageSpan],
+        input: u64,
+        (live, recalled): (&Live, &BTreeSet<String>),
+        focus: &Focus,
+    ) -> Result<ResidentPlan, FitError> {
         fit(FitInput {
             conversation,
             spans,
@@ -273,7 +324,61 @@ mod tests {
             allowance: &allowance(input),
             live,
             recalled,
+            focus,
         })
+    }
+
+    #[test]
+    fn a_page_about_the_cluster_wins_over_a_same_size_unrelated_one() {
+        // Two reads of the same size (paths of the same length) with room
+        // for one: recency alone keeps the later, unrelated one.
+        let (messages, mut spans) = conversation(&[
+            ("read_file", "src/lib.rs", 1500),
+            ("read_file", "src/aux.rs", 1500),
+            ("run_tests", "", 30),
+        ]);
+        let none = BTreeSet::new();
+        let live = Live::default();
+        let residency = |focus: &Focus, spans: &[PageSpan]| -> Vec<Residency> {
+            run_focused(&messages, spans, 1000, (&live, &none), focus)
+                .unwrap()
+                .pages
+                .iter()
+                .map(|p| p.residency)
+                .collect()
+        };
+        let plain = residency(&Focus::default(), &spans);
+        assert_eq!(
+            plain,
+            [Residency::Evicted, Residency::Resident, Residency::Pinned]
+        );
+        // The cluster affects src/lib.rs: its read is kept instead.
+        let by_path = Focus {
+            paths: BTreeSet::from(["src/lib.rs".to_owned()]),
+            tests: BTreeSet::new(),
+        };
+        let cluster_first = [Residency::Resident, Residency::Evicted, Residency::Pinned];
+        assert_eq!(residency(&by_path, &spans), cluster_first);
+        let plan = run_focused(&messages, &spans, 1000, (&live, &none), &by_path).unwrap();
+        assert!(
+            plan.pages[0].reason.contains("cluster-path:src/lib.rs"),
+            "{}",
+            plan.pages[0].reason
+        );
+        assert_eq!(
+            plan,
+            run_focused(&messages, &spans, 1000, (&live, &none), &by_path).unwrap(),
+            "deterministic"
+        );
+        // A failing test of the cluster weighs the same way: the page whose
+        // `run_tests` filter selects it wins.
+        spans[0].keys.tests = vec!["adds".into()];
+        spans[1].keys.tests = vec!["subtracts".into()];
+        let by_test = Focus {
+            paths: BTreeSet::new(),
+            tests: BTreeSet::from(["tests::adds_two".to_owned()]),
+        };
+        assert_eq!(residency(&by_test, &spans), cluster_first);
     }
 
     #[test]

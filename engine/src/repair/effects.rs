@@ -630,7 +630,7 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
                 meter.error.get_or_insert(e);
             }
         }
-        meter.run.ctx.progress.report(&turn_progress(record), None);
+        meter.run.ctx.progress.milestone(&turn_progress(record));
         let event = SearchEvent::ModelTurnRecorded {
             forest_id: meter.run.id().to_owned(),
             branch_id: meter.branch_id.clone(),
@@ -645,7 +645,7 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
             return;
         };
         if let Some(message) = context_progress(event) {
-            meter.run.ctx.progress.report(&message, None);
+            meter.run.ctx.progress.milestone(&message);
         }
         let (forest_id, branch_id) = (meter.run.id().to_owned(), meter.branch_id.clone());
         let event = match event {

@@ -13,6 +13,7 @@ use trellis_prompts::{BoundedList, BoundedText, ObservationText, PromptStage};
 use crate::actor::{
     ChainEndpoint, FailoverChain, HttpTransport, ModelEndpoint, PromptInputs, TurnLimits,
 };
+use crate::context::Focus;
 use crate::correction::CorrectionPacket;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::ledger::{DecodedRow, Row, SearchEvent};
@@ -207,6 +208,26 @@ pub(super) fn inputs(
         },
         policy: prompts.policy.resolution(),
         replacements: prompts.replacements.clone(),
+        focus: focus(packet),
+    }
+}
+
+/// What selection weighs optional pages by: the cluster's affected paths
+/// and its failing tests.
+fn focus(packet: &CorrectionPacket) -> Focus {
+    Focus {
+        paths: packet
+            .affected
+            .paths
+            .iter()
+            .map(|p| p.as_str().to_owned())
+            .collect(),
+        tests: packet
+            .counterexamples
+            .iter()
+            .map(|t| t.name.clone())
+            .chain(packet.affected.tests.iter().cloned())
+            .collect(),
     }
 }
 

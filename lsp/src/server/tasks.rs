@@ -239,35 +239,71 @@ pub fn branch_count(outcome: &RepairOutcome) -> usize {
     outcome.steps.iter().map(|step| step.branches.len()).sum()
 }
 
+/// One engine report on its way to the client.
+#[derive(Debug, Clone, PartialEq)]
+struct Report {
+    message: String,
+    percent: Option<u32>,
+    /// A milestone is never coalesced away (see [`Progress::milestone`]).
+    milestone: bool,
+}
+
 /// The engine's progress callback is synchronous; it only enqueues.
-struct ChannelProgress(UnboundedSender<(String, Option<u32>)>);
+struct ChannelProgress(UnboundedSender<Report>);
 
 impl Progress for ChannelProgress {
     fn report(&self, message: &str, percent: Option<u32>) {
-        let _ = self.0.send((message.to_owned(), percent));
+        let _ = self.0.send(Report {
+            message: message.to_owned(),
+            percent,
+            milestone: false,
+        });
+    }
+
+    fn milestone(&self, message: &str) {
+        let _ = self.0.send(Report {
+            message: message.to_owned(),
+            percent: None,
+            milestone: true,
+        });
     }
 }
 
-/// Forwards engine progress as `$/progress` reports, coalescing bursts to
-/// the newest one so a chatty search cannot flood the client.
+/// What a burst of queued reports sends: its milestones in order, then
+/// its newest report if that is not already one of them. A chatty search
+/// cannot flood the client, and a refitted turn is never dropped because
+/// a stage report followed it before the forwarder woke.
+fn coalesce(burst: Vec<Report>) -> Vec<Report> {
+    let last = burst.len().saturating_sub(1);
+    burst
+        .into_iter()
+        .enumerate()
+        .filter(|(i, report)| report.milestone || *i == last)
+        .map(|(_, report)| report)
+        .collect()
+}
+
+/// Forwards engine progress as `$/progress` reports, coalescing bursts
+/// (see [`coalesce`]).
 async fn forward_reports(
     client: Client,
     token: Option<ProgressToken>,
-    mut reports: UnboundedReceiver<(String, Option<u32>)>,
+    mut reports: UnboundedReceiver<Report>,
 ) {
-    while let Some(mut latest) = reports.recv().await {
+    while let Some(first) = reports.recv().await {
+        let mut burst = vec![first];
         while let Ok(newer) = reports.try_recv() {
-            latest = newer;
+            burst.push(newer);
         }
-        if let Some(token) = &token {
-            let (message, percentage) = latest;
+        let Some(token) = &token else { continue };
+        for report in coalesce(burst) {
             send_progress(
                 &client,
                 token,
                 WorkDoneProgress::Report(WorkDoneProgressReport {
                     cancellable: Some(true),
-                    message: Some(message),
-                    percentage: percentage.map(|p| p.min(100)),
+                    message: Some(report.message),
+                    percentage: report.percent.map(|p| p.min(100)),
                 }),
             )
             .await;
@@ -543,4 +579,46 @@ pub async fn preview(shared: Arc<Shared>, outcome: Arc<RepairOutcome>, start_vie
             ),
         )
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Report, coalesce};
+
+    fn report(message: &str, milestone: bool) -> Report {
+        Report {
+            message: message.to_owned(),
+            percent: None,
+            milestone,
+        }
+    }
+
+    #[test]
+    fn a_burst_keeps_its_milestones_in_order_and_its_newest_report() {
+        let burst = vec![
+            report("branch b1: model", false),
+            report("turn 3: context refitted to 900 of 1000 tokens", true),
+            report("branch b1: build", false),
+            report("turn 3: read_file src/lib.rs", true),
+            report("branch b1: test", false),
+        ];
+        let sent: Vec<String> = coalesce(burst).into_iter().map(|r| r.message).collect();
+        assert_eq!(
+            sent,
+            [
+                "turn 3: context refitted to 900 of 1000 tokens",
+                "turn 3: read_file src/lib.rs",
+                "branch b1: test",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_burst_ending_in_a_milestone_sends_it_once() {
+        let burst = vec![
+            report("branch b1: build", false),
+            report("turn 1: finish", true),
+        ];
+        assert_eq!(coalesce(burst), [report("turn 1: finish", true)]);
+    }
 }

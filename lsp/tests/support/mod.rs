@@ -483,6 +483,42 @@ impl Client {
         found["params"]["diagnostics"].as_array().unwrap().clone()
     }
 
+    /// Opens `rel`, waits for its Trellis diagnostics and starts the
+    /// Repair of the first one's cluster; returns the index of the first
+    /// notification after the start.
+    pub fn start_repair(&mut self, rel: &str) -> usize {
+        self.open(rel);
+        let diagnostics = self.wait_for_diagnostics(0, rel, true);
+        let cluster = diagnostics
+            .iter()
+            .find_map(|d| d["data"]["cluster"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no Trellis cluster among {diagnostics:#?}"));
+        let from = self.notifications.len();
+        self.request(
+            "workspace/executeCommand",
+            json!({ "command": "trellis.repair.start", "arguments": [{ "cluster": cluster }] }),
+        );
+        from
+    }
+
+    /// The `trellis/searchStatus` that ends the search started at `from`.
+    pub fn search_end(&mut self, from: usize) -> Value {
+        self.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
+            n["method"] == "trellis/searchStatus"
+                && !["running", "applied"]
+                    .contains(&n["params"]["status"].as_str().unwrap_or_default())
+        })
+    }
+
+    /// The messages of every `$/progress` received at or after `from`.
+    pub fn progress_messages(&self, from: usize) -> Vec<String> {
+        self.notifications[from..]
+            .iter()
+            .filter(|n| n["method"] == "$/progress")
+            .filter_map(|n| n["params"]["value"]["message"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// The code actions for `diagnostics` of `rel` at `range`.
     pub fn code_actions(&mut self, rel: &str, range: &Value, diagnostics: &[Value]) -> Vec<Value> {
         let uri = self.uri(rel);
