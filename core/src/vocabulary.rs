@@ -84,6 +84,21 @@ pub enum OperatorKind {
     SatisfyCounterexample,
 }
 
+/// The governed tools a model actor is offered, in the order they are
+/// offered: the actor dispatches exactly these, and a prompt bundle's
+/// `[requires] tools` may name only these.
+pub const GOVERNED_TOOLS: [&str; 9] = [
+    "read_file",
+    "list_files",
+    "search",
+    "replace",
+    "write_file",
+    "run_build",
+    "run_tests",
+    "finish",
+    "context_recall",
+];
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
@@ -100,18 +115,3 @@ mod tests {
         }
     }
 }
-
-/// The governed tools a model actor is offered, in the order they are
-/// offered: the actor dispatches exactly these, and a prompt bundle's
-/// `[requires] tools` may name only these.
-pub const GOVERNED_TOOLS: [&str; 9] = [
-    "read_file",
-    "list_files",
-    "search",
-    "replace",
-    "write_file",
-    "run_build",
-    "run_tests",
-    "finish",
-    "context_recall",
-];
