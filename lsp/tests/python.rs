@@ -584,3 +584,50 @@ fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
     assert!(ws.read("clock/__init__.py").contains("import os\n"));
     assert!(pytest_passes(ws.path()));
 }
+
+/// Issue 12: ruff's unsafe fix (removing an unused local) never joins the
+/// combined candidate of safe fixes; it is an alternative of its own,
+/// verified like any candidate before it is written.
+#[test]
+fn ruffs_unsafe_fix_is_its_own_alternative_and_verified_before_it_is_written() {
+    let ws = Workspace::of("py-unsafe-fix");
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let unsafe_fix = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "F841")
+        .map(|d| &d["suggestions"][0]["alternatives"][0])
+        .unwrap_or_else(|| panic!("no F841: {doc:#}"));
+    assert_eq!(unsafe_fix["applicability"], "maybe-incorrect", "{doc:#}");
+
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    let branches: Vec<&Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["branches"].as_array().unwrap())
+        .collect();
+    let removed_local = branches
+        .iter()
+        .find(|b| {
+            b["label"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("unused variable")
+        })
+        .unwrap_or_else(|| panic!("no branch removes the unused local: {doc:#}"));
+    assert_ne!(
+        removed_local["strategy"], "apply_suggestions",
+        "the unsafe fix is an alternative, not part of the combined candidate: {doc:#}"
+    );
+    let text = ws.read("greet.py");
+    assert!(
+        !text.contains("import sys") && !text.contains("unused ="),
+        "{text}"
+    );
+    assert!(pytest_passes(ws.path()));
+}
