@@ -52,6 +52,9 @@ pub struct StageDef {
     pub role: StageRole,
     /// Whether the stage is required when `[stages] required` is not set.
     pub required_by_default: bool,
+    /// Whether its sensor re-runs failing tests one by one
+    /// (`Sensor::rerun`), so it may be declared nondeterministic.
+    pub rerunnable: bool,
 }
 
 const fn stage(id: &'static str, role: StageRole, required_by_default: bool) -> StageDef {
@@ -59,17 +62,26 @@ const fn stage(id: &'static str, role: StageRole, required_by_default: bool) -> 
         id,
         role,
         required_by_default,
+        rerunnable: false,
+    }
+}
+
+/// A test stage whose sensor re-runs its failures by name.
+const fn rerunnable_test(id: &'static str) -> StageDef {
+    StageDef {
+        rerunnable: true,
+        ..stage(id, StageRole::Test, true)
     }
 }
 
 const RUST_STAGES: &[StageDef] = &[
     stage("build", StageRole::Check, true),
-    stage("test", StageRole::Test, true),
+    rerunnable_test("test"),
 ];
 
 const PYTHON_STAGES: &[StageDef] = &[
     stage("python.typecheck", StageRole::Check, true),
-    stage("python.test", StageRole::Test, true),
+    rerunnable_test("python.test"),
     // Advisory unless named: a project's lint findings are not what makes
     // its code wrong.
     stage("python.lint", StageRole::Lint, false),
@@ -127,6 +139,17 @@ pub fn stage_def(id: &str) -> Option<(Language, StageDef)> {
 /// is a check, the narrowest assumption.
 pub fn stage_role(id: &str) -> StageRole {
     stage_def(id).map_or(StageRole::Check, |(_, s)| s.role)
+}
+
+/// Every stage whose failures can be re-run one by one, in every language:
+/// the only ones `[stages] nondeterministic` may name, and its default.
+pub fn rerunnable_stages() -> Vec<&'static str> {
+    Language::ALL
+        .into_iter()
+        .flat_map(|l| l.stages())
+        .filter(|s| s.rerunnable)
+        .map(|s| s.id)
+        .collect()
 }
 
 /// The required stages of `languages` when the configuration names none.

@@ -84,13 +84,16 @@ impl Measurement {
     }
 }
 
-/// The failing tests of `report` that passed when re-run, as `binary::name`.
+/// The failing tests of `report` that passed when re-run, as `binary::name`
+/// (or the name alone where it already starts with its binary: a pytest
+/// node id starts with its file).
 fn flaky_in(report: &StageReport) -> impl Iterator<Item = String> + '_ {
-    report
-        .failures
-        .iter()
-        .filter(|f| f.is_flaky())
-        .map(|f| format!("{}::{}", f.binary, f.name))
+    report.failures.iter().filter(|f| f.is_flaky()).map(|f| {
+        match f.name.strip_prefix(f.binary.as_str()) {
+            Some(rest) if rest.starts_with("::") => f.name.clone(),
+            _ => format!("{}::{}", f.binary, f.name),
+        }
+    })
 }
 
 /// The profile digest of a sensor set under a configuration.

@@ -4,16 +4,19 @@
 //! own suggestions. One candidate applies every unambiguous suggestion of
 //! the cluster at once; where a suggestion offers alternatives (three
 //! possible imports), each alternative is its own candidate, and the
-//! sensors, not the proposer, decide between them.
+//! sensors, not the proposer, decide between them. A lint stage's fix that
+//! the linter does not call safe (ruff's unsafe and display-only fixes) is
+//! never in the combined candidate: it is an alternative of its own.
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
-use crate::diagnostic::{Applicability, Suggestion, SuggestionGroup};
+use crate::diagnostic::{Applicability, Diagnostic, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::edit::TextEdit;
+use crate::language::{self, StageRole};
 use crate::workspace_path::WorkspacePath;
 
 /// A proposed change to the accepted state.
@@ -99,11 +102,19 @@ fn choice_key(g: &SuggestionGroup) -> Vec<String> {
 
 impl Proposer for SuggestionProposer {
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate> {
+        let mut standalone: Vec<Suggestion> = Vec::new();
         let groups: Vec<SuggestionGroup> = packet
             .diagnostics
             .iter()
-            .flat_map(|d| &d.suggestions)
-            .map(|g| SuggestionGroup {
+            .flat_map(|d| d.suggestions.iter().map(move |g| (d, g)))
+            .filter(|(d, g)| match own_alternative(d, g) {
+                Some(fix) => {
+                    standalone.push(fix.clone());
+                    false
+                }
+                None => true,
+            })
+            .map(|(_, g)| SuggestionGroup {
                 alternatives: g
                     .alternatives
                     .iter()
@@ -153,9 +164,48 @@ impl Proposer for SuggestionProposer {
                 });
             }
         }
+        // A linter's unsafe or display-only fix may change what the code
+        // does: never folded into the combined candidate, each one is an
+        // alternative of its own, verified like any other.
+        let first_own = candidates
+            .iter()
+            .filter(|c| c.alternative.is_some())
+            .count();
+        let mut seen: BTreeSet<Vec<(WorkspacePath, TextEdit)>> = BTreeSet::new();
+        for fix in standalone {
+            let mut edits = unambiguous.clone();
+            edits.extend(edits_of(&fix));
+            edits.sort();
+            edits.dedup();
+            if !seen.insert(edits.clone()) {
+                continue;
+            }
+            candidates.push(Candidate {
+                label: describe(&fix),
+                proposer: Self::ID.into(),
+                edits,
+                alternative: u32::try_from(first_own + seen.len() - 1).ok(),
+            });
+        }
         candidates.truncate(limit);
         candidates
     }
+}
+
+/// The single fix of `group` when it must be its own alternative: a lint
+/// stage's fix the tool does not call safe (ruff's `unsafe` and
+/// display-only fixes). A compiler's or type checker's `MaybeIncorrect`
+/// fix (rustc's, ty's, tsserver's) still joins the combined candidate:
+/// there it says the fix may not be the intended one, which verification
+/// decides, not that it changes behaviour.
+fn own_alternative<'g>(d: &Diagnostic, group: &'g SuggestionGroup) -> Option<&'g Suggestion> {
+    let [fix] = group.alternatives.as_slice() else {
+        return None;
+    };
+    (language::stage_role(&d.stage) == StageRole::Lint
+        && usable(fix)
+        && fix.applicability != Applicability::MachineApplicable)
+        .then_some(fix)
 }
 
 #[cfg(test)]
@@ -190,6 +240,10 @@ mod tests {
     }
 
     fn packet(groups: Vec<Vec<SuggestionGroup>>) -> CorrectionPacket {
+        packet_of("build", groups)
+    }
+
+    fn packet_of(stage: &str, groups: Vec<Vec<SuggestionGroup>>) -> CorrectionPacket {
         CorrectionPacket {
             cluster_id: "c1".into(),
             cluster_title: "t".into(),
@@ -197,7 +251,7 @@ mod tests {
             diagnostics: groups
                 .into_iter()
                 .map(|suggestions| Diagnostic {
-                    stage: "build".into(),
+                    stage: stage.into(),
                     code: Some("E0412".into()),
                     level: Level::Error,
                     message: "cannot find type `Item`".into(),
@@ -267,5 +321,50 @@ mod tests {
                 .len(),
             3
         );
+    }
+
+    /// Issue 12: a lint stage's unsafe and display-only fixes are each their
+    /// own alternative (with the safe fixes), never in the combined
+    /// candidate; a compiler's `MaybeIncorrect` single fix still is.
+    #[test]
+    fn a_linters_unsafe_and_display_only_fixes_are_their_own_alternatives() {
+        let with = |text: &str, at: u32, applicability: Applicability| SuggestionGroup {
+            alternatives: vec![Suggestion {
+                applicability,
+                ..alt(text, at)
+            }],
+        };
+        let lint = packet_of(
+            "python.lint",
+            vec![
+                vec![with("", 0, Applicability::MachineApplicable)],
+                vec![with("x", 10, Applicability::MaybeIncorrect)],
+                vec![with("y", 20, Applicability::Unspecified)],
+                vec![with("x", 10, Applicability::MaybeIncorrect)],
+            ],
+        );
+        let c = SuggestionProposer.propose(&lint, 5);
+        let texts = |c: &Candidate| -> Vec<String> {
+            c.edits.iter().map(|(_, e)| e.new_text.clone()).collect()
+        };
+        assert_eq!(c.len(), 3, "{c:#?}");
+        assert_eq!((texts(&c[0]), c[0].alternative), (vec!["".into()], None));
+        assert_eq!(
+            (texts(&c[1]), c[1].alternative),
+            (vec!["".into(), "x".into()], Some(0)),
+            "the same unsafe fix twice is one alternative"
+        );
+        assert_eq!(
+            (texts(&c[2]), c[2].alternative),
+            (vec!["".into(), "y".into()], Some(1))
+        );
+        // The same fixes from a compiler stay one combined candidate.
+        let build = packet(vec![
+            vec![with("", 0, Applicability::MachineApplicable)],
+            vec![with("x", 10, Applicability::MaybeIncorrect)],
+        ]);
+        let c = SuggestionProposer.propose(&build, 5);
+        assert_eq!(c.len(), 1);
+        assert_eq!(texts(&c[0]), ["", "x"]);
     }
 }

@@ -528,3 +528,106 @@ fn the_editor_repairs_a_python_file_and_applies_the_verified_import() {
     assert!(pytest_passes(ws.path()));
     client.shutdown();
 }
+
+/// Issue 9 item 12 for pytest: `python.test` is declared nondeterministic
+/// by default, so the test that fails on its first run once the import is
+/// fixed is re-run once by its node id in the same slot, passes, and is
+/// reported as flaky: it blocks hard pass but supports no no-good, so the
+/// next repair of the same state is not refused and commits the fix.
+#[test]
+fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
+    use trellis_engine::ledger::SearchEvent;
+    const FLAKY: &str = "tests/test_clock.py::test_here_is_the_working_directory";
+    let no_goods = |events: &[SearchEvent]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, SearchEvent::NoGoodRecorded { .. }))
+            .count()
+    };
+    let ws = Workspace::of("py-flaky-test");
+    let marker = ws.cache().join("flaky-marker");
+    let repair = |args: &[&str]| {
+        let out = ws
+            .command(args)
+            .args(["--format", "json"])
+            .env("FLAKY_TEST_MARKER", &marker)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+        });
+        (out.status.code().unwrap(), doc)
+    };
+
+    let (code, doc) = repair(&["repair"]);
+    assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");
+    assert!(marker.exists(), "the fixed test ran and failed once");
+    let test = doc["steps"][0]["branches"][0]["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|s| s["stage"] == "python.test"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no python.test stage: {doc:#}"));
+    assert_eq!(test["status"], "failed", "{doc:#}");
+    assert_eq!(test["flaky"], json!([FLAKY]), "{doc:#}");
+    let events = ws.search_events();
+    assert_eq!(no_goods(&events), 0, "a flaky failure is no evidence");
+    assert!(
+        events.iter().any(|e| matches!(e,
+            SearchEvent::BranchCandidateMeasured { flaky, .. } if flaky == &[FLAKY.to_owned()])),
+        "the ledger records the flaky test with the measurement"
+    );
+
+    // The test no longer fails: nothing recorded stands in the repair's way.
+    let (code, doc) = repair(&["repair", "--commit"]);
+    assert_eq!(code, 0, "the later repair is not blocked: {doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    assert!(ws.read("clock/__init__.py").contains("import os\n"));
+    assert!(pytest_passes(ws.path()));
+}
+
+/// Issue 12: ruff's unsafe fix (removing an unused local) never joins the
+/// combined candidate of safe fixes; it is an alternative of its own,
+/// verified like any candidate before it is written.
+#[test]
+fn ruffs_unsafe_fix_is_its_own_alternative_and_verified_before_it_is_written() {
+    let ws = Workspace::of("py-unsafe-fix");
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let unsafe_fix = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "F841")
+        .map(|d| &d["suggestions"][0]["alternatives"][0])
+        .unwrap_or_else(|| panic!("no F841: {doc:#}"));
+    assert_eq!(unsafe_fix["applicability"], "maybe-incorrect", "{doc:#}");
+
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    let branches: Vec<&Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["branches"].as_array().unwrap())
+        .collect();
+    let removed_local = branches
+        .iter()
+        .find(|b| {
+            b["label"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("unused variable")
+        })
+        .unwrap_or_else(|| panic!("no branch removes the unused local: {doc:#}"));
+    assert_ne!(
+        removed_local["strategy"], "apply_suggestions",
+        "the unsafe fix is an alternative, not part of the combined candidate: {doc:#}"
+    );
+    let text = ws.read("greet.py");
+    assert!(
+        !text.contains("import sys") && !text.contains("unused ="),
+        "{text}"
+    );
+    assert!(pytest_passes(ws.path()));
+}

@@ -77,7 +77,8 @@ pub struct StagesConfig {
     pub test_timeout_secs: u64,
     /// Stages declared nondeterministic (PSP-10 Assumption 2): a failing
     /// test there is re-run once, alone and by exact name, before it may
-    /// support a no-good. `["test"]` by default; see [`RERUNNABLE_STAGES`].
+    /// support a no-good. By default every stage that can re-run its
+    /// failures ([`language::rerunnable_stages`]).
     pub nondeterministic: Vec<String>,
 }
 
@@ -128,7 +129,10 @@ impl Default for Config {
                 // A failure that does not reproduce would otherwise block
                 // its exact repair until the files change; re-running only
                 // the failing tests of an already built binary costs little.
-                nondeterministic: vec!["test".into()],
+                nondeterministic: language::rerunnable_stages()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
             },
             exploration: ExplorationConfig {
                 initial_branches: 1,
@@ -248,10 +252,6 @@ pub struct ConfigError {
     pub source_name: String,
     pub message: String,
 }
-
-/// The stages whose failures can be re-run one by one (they report tests
-/// by name), so the only ones that may be declared nondeterministic.
-pub const RERUNNABLE_STAGES: &[&str] = &["test"];
 
 /// Why `[prompts]` outside the workspace file is refused: its bundles are
 /// workspace files, pinned into that workspace's `.trellis/`, so a user-wide
@@ -499,12 +499,13 @@ impl Config {
             ));
         }
         language::check_required(&self.stages.required, &self.languages)?;
+        let rerunnable = language::rerunnable_stages();
         for stage in &self.stages.nondeterministic {
-            if !RERUNNABLE_STAGES.contains(&stage.as_str()) {
+            if !rerunnable.contains(&stage.as_str()) {
                 return Err(format!(
                     "`stages.nondeterministic` names `{stage}`, which cannot re-run its failures \
                      one by one (allowed: {}; `[]` declares every stage deterministic)",
-                    RERUNNABLE_STAGES.join(", ")
+                    rerunnable.join(", ")
                 ));
             }
         }
@@ -575,15 +576,25 @@ mod tests {
         assert!(err.message.contains("branches"), "{err}");
     }
 
-    /// Item 12: the test stage is declared nondeterministic unless a layer
-    /// says otherwise; a stage that cannot re-run its failures is refused
-    /// by name.
+    /// Item 12: every test stage whose sensor can re-run its failures is
+    /// declared nondeterministic unless a layer says otherwise; a stage
+    /// that cannot re-run its failures is refused by name.
     #[test]
-    fn nondeterministic_stages_default_to_test_and_are_validated() {
+    fn nondeterministic_stages_default_to_the_rerunnable_tests_and_are_validated() {
         let c = load_with("").unwrap();
-        assert_eq!(c.stages.nondeterministic, vec!["test".to_owned()]);
+        assert_eq!(c.stages.nondeterministic, ["test", "python.test"]);
+        let c = load_with("[stages]\nnondeterministic = [\"python.test\"]\n").unwrap();
+        assert_eq!(c.stages.nondeterministic, ["python.test"]);
         let c = load_with("[stages]\nnondeterministic = []\n").unwrap();
         assert!(c.stages.nondeterministic.is_empty());
+        // TypeScript's test stage cannot re-run a test alone.
+        let err = load_with("[stages]\nnondeterministic = [\"typescript.test\"]\n").unwrap_err();
+        assert!(
+            err.message
+                .contains("`stages.nondeterministic` names `typescript.test`, which cannot re-run")
+                && err.message.contains("allowed: test, python.test"),
+            "{err}"
+        );
         let err = load_with("[stages]\nnondeterministic = [\"build\"]\n").unwrap_err();
         assert!(
             err.message

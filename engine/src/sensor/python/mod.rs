@@ -286,7 +286,7 @@ fn summary(bytes: &[u8]) -> String {
 /// A sensor that is a [`measure`] of one invocation: the shared shape of
 /// the Python stages' `Sensor` impls.
 macro_rules! python_sensor {
-    ($ty:ty) => {
+    ($ty:ty $(, rerun = $rerun:ident)?) => {
         impl $crate::sensor::Sensor for $ty {
             fn stage(&self) -> &str {
                 Self::STAGE
@@ -302,6 +302,15 @@ macro_rules! python_sensor {
             ) -> $crate::sensor::BoxFuture<'a, $crate::sensor::StageReport> {
                 Box::pin(self.measure(run))
             }
+$(
+            fn rerun<'a>(
+                &'a self,
+                run: $crate::sensor::SensorRun<'a>,
+                failures: &'a [$crate::diagnostic::TestFailure],
+            ) -> $crate::sensor::BoxFuture<'a, Vec<$crate::diagnostic::TestFailure>> {
+                Box::pin(self.$rerun(run, failures))
+            }
+)?
         }
     };
 }

@@ -18,11 +18,11 @@ use std::path::Path;
 use super::interpreter::Interpreter;
 use super::junit::{self, Case, Outcome};
 use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
-use crate::diagnostic::{Call, Diagnostic, Level, TestFailure};
+use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::sensor::cargo::tree_target;
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
-use crate::sensor::{SensorFingerprint, SensorRun, StageReport};
+use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
 
 /// The most of one failure's text kept as its output.
 const OUTPUT_CAP: usize = 16 * 1024;
@@ -82,6 +82,38 @@ impl Pytest {
     }
 
     async fn measure(&self, run: SensorRun<'_>) -> StageReport {
+        self.measure_selected(run, &[]).await
+    }
+
+    /// Runs the failing tests `failures` once more, each by its node id, in
+    /// the same tree with the same interpreter and environment, and marks
+    /// each failed again (still failing in the new report), passed, or not
+    /// re-run (pytest could not run them, or a collection error has no
+    /// test to select).
+    async fn rerun(&self, run: SensorRun<'_>, failures: &[TestFailure]) -> Vec<TestFailure> {
+        let selected: Vec<&str> = failures
+            .iter()
+            .filter(|f| f.name.contains("::"))
+            .map(|f| f.name.as_str())
+            .collect();
+        if selected.is_empty() || run.cancel.is_cancelled() {
+            return crate::sensor::rerun_outcome(failures, |_| Rerun::NotRerun);
+        }
+        let again = self.measure_selected(run, &selected).await;
+        let ran = !matches!(again.status, StageStatus::Unavailable { .. });
+        crate::sensor::rerun_outcome(failures, |f| {
+            if !ran || !selected.contains(&f.name.as_str()) {
+                Rerun::NotRerun
+            } else if again.failures.iter().any(|a| a.name == f.name) {
+                Rerun::FailedAgain
+            } else {
+                Rerun::Passed
+            }
+        })
+    }
+
+    /// One pytest run over `node_ids` (every test when empty).
+    async fn measure_selected(&self, run: SensorRun<'_>, node_ids: &[&str]) -> StageReport {
         let own = tree_target(run.target_dir, run.dir);
         let report_path = own.join(REPORT);
         if let Err(error) = std::fs::create_dir_all(&own) {
@@ -97,6 +129,11 @@ impl Pytest {
         let _ = std::fs::remove_file(&report_path);
         let mut args = self.args.clone();
         args.push(format!("--junitxml={}", report_path.display()));
+        // After `--`, a node id is never read as an option.
+        if !node_ids.is_empty() {
+            args.push("--".to_owned());
+            args.extend(node_ids.iter().map(|id| (*id).to_owned()));
+        }
         let invocation = Invocation {
             unavailable: self.unavailable.as_deref(),
             program: &self.program,
@@ -117,7 +154,7 @@ impl Pytest {
     }
 }
 
-python_sensor!(Pytest);
+python_sensor!(Pytest, rerun = rerun);
 
 /// The measured tree's `src/` (when it has one) and root, then whatever
 /// `PYTHONPATH` the user set.
