@@ -14,13 +14,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
-use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
+use super::process::{self, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
-use super::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed};
+use super::{
+    BoxFuture, Observation, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed,
+};
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::digest::CanonicalHasher;
 
@@ -120,23 +121,8 @@ async fn probe(program: &OsString, args: &[&str], dir: &Path) -> Result<String, 
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(dir);
     let shown = format!("{} {}", program.to_string_lossy(), args.join(" "));
-    let output = run_bounded(cmd, &probe_limits(), &CancellationToken::new())
-        .await
-        .map_err(|error| match error {
-            ProcessError::Launch { program, source }
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                format!("`{program}` was not found: install a Rust toolchain or put it on PATH")
-            }
-            error => format!("`{shown}` failed: {error}"),
-        })?;
-    if !output.status.success() {
-        return Err(format!(
-            "`{shown}` exited with {}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
+    let remedy = ": install a Rust toolchain or put it on PATH";
+    let output = process::probe(cmd, &shown, &probe_limits(), remedy).await?;
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
@@ -328,17 +314,7 @@ impl CargoStage {
             Some(reason) => Observation::unavailable(reason.clone()),
             None => self.observe(&run).await,
         };
-        StageReport {
-            stage: self.stage.to_owned(),
-            fingerprint: self.fingerprint.clone(),
-            status: observation.status,
-            diagnostics: observation.diagnostics,
-            failures: observation.failures,
-            tests_passed: observation.tests_passed,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            truncated: observation.truncated,
-            notes: observation.notes,
-        }
+        observation.into_report(self.stage, &self.fingerprint, started)
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
@@ -507,29 +483,6 @@ impl GeneratedLockfile {
                 lockfile.display()
             )
         })
-    }
-}
-
-/// The interpreted result of one cargo run.
-struct Observation {
-    status: StageStatus,
-    diagnostics: Vec<Diagnostic>,
-    failures: Vec<TestFailure>,
-    tests_passed: u32,
-    truncated: bool,
-    notes: Vec<String>,
-}
-
-impl Observation {
-    fn unavailable(reason: String) -> Self {
-        Self {
-            status: StageStatus::Unavailable { reason },
-            diagnostics: Vec::new(),
-            failures: Vec::new(),
-            tests_passed: 0,
-            truncated: false,
-            notes: Vec::new(),
-        }
     }
 }
 

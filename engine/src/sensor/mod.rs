@@ -126,6 +126,51 @@ pub(crate) fn rerun_outcome(
         .collect()
 }
 
+/// What one run of a tool observed, before it is timed and named as a
+/// stage: the common middle of the cargo and TypeScript sensors.
+pub(crate) struct Observation {
+    pub(crate) status: StageStatus,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) failures: Vec<TestFailure>,
+    pub(crate) tests_passed: u32,
+    pub(crate) truncated: bool,
+    pub(crate) notes: Vec<String>,
+}
+
+impl Observation {
+    /// A run that could not measure, and why.
+    pub(crate) fn unavailable(reason: String) -> Self {
+        Observation {
+            status: StageStatus::Unavailable { reason },
+            diagnostics: Vec::new(),
+            failures: Vec::new(),
+            tests_passed: 0,
+            truncated: false,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The report of `stage`, timed from `started`.
+    pub(crate) fn into_report(
+        self,
+        stage: &str,
+        fingerprint: &SensorFingerprint,
+        started: std::time::Instant,
+    ) -> StageReport {
+        StageReport {
+            stage: stage.to_owned(),
+            fingerprint: fingerprint.clone(),
+            status: self.status,
+            diagnostics: self.diagnostics,
+            failures: self.failures,
+            tests_passed: self.tests_passed,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            truncated: self.truncated,
+            notes: self.notes,
+        }
+    }
+}
+
 /// A stage report with just what a pure-core test needs.
 #[cfg(test)]
 pub(crate) fn test_report(

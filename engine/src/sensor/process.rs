@@ -92,6 +92,36 @@ pub fn format_duration(duration: Duration) -> String {
     }
 }
 
+/// Runs a tool's version probe `cmd` (shown to the user as `shown`) within
+/// `limits`: its output, or a reason that names what is missing and, for a
+/// program that is not installed, `remedy` (how to get it).
+pub async fn probe(
+    cmd: Command,
+    shown: &str,
+    limits: &ProcessLimits,
+    remedy: &str,
+) -> Result<ProcessOutput, String> {
+    let output = run_bounded(cmd, limits, &CancellationToken::new())
+        .await
+        .map_err(|error| match error {
+            ProcessError::Launch { program, source }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                format!("`{program}` was not found{remedy}")
+            }
+            error => format!("`{shown}` failed: {error}"),
+        })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let said = match stderr.trim() {
+            "" => String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+            said => said.to_owned(),
+        };
+        return Err(format!("`{shown}` exited with {}: {said}", output.status));
+    }
+    Ok(output)
+}
+
 /// Run `cmd` to completion within `limits`, or kill it.
 ///
 /// Stdin is closed, stdout and stderr are piped and drained concurrently.

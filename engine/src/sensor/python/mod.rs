@@ -31,9 +31,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
-use super::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
+use super::process::{self, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::WorkspacePaths;
 use super::unavailable::UnavailableStage;
 use super::{Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
@@ -116,29 +115,12 @@ async fn probe(program: impl Into<OsString>, args: &[&str], dir: &Path) -> Resul
         .current_dir(dir)
         .envs(ENVIRONMENT.iter().copied());
     let shown = format!("{} {}", program.to_string_lossy(), args.join(" "));
-    let output = run_bounded(cmd, &probe_limits(), &CancellationToken::new())
-        .await
-        .map_err(|error| match error {
-            ProcessError::Launch { program, source }
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                format!("`{program}` was not found")
-            }
-            error => format!("`{shown}` failed: {error}"),
-        })?;
-    let text = format!(
+    let output = process::probe(cmd, &shown, &probe_limits(), "").await?;
+    Ok(format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
-    );
-    if !output.status.success() {
-        return Err(format!(
-            "`{shown}` exited with {}: {}",
-            output.status,
-            text.trim()
-        ));
-    }
-    Ok(text)
+    ))
 }
 
 /// A fingerprint for `tool` at `version`, run as `args` with [`ENVIRONMENT`].

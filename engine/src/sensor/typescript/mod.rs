@@ -23,16 +23,14 @@ mod tsserver;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
 pub use self::node_test::NodeTest;
 pub use self::tsc::TscCheck;
-use super::process::{ProcessError, ProcessLimits, run_bounded};
-use super::{Sensor, SensorFingerprint, StageReport, StageStatus};
-use crate::diagnostic::{Diagnostic, TestFailure};
+use super::process::{self, ProcessLimits};
+use super::{Observation, Sensor};
 
 /// The build and test stages of the TypeScript project at `workspace`.
 /// Missing tools still yield both sensors; each run then reports
@@ -139,67 +137,9 @@ async fn probe(program: &OsString, dir: &Path, remedy: &str) -> Result<String, S
         stdout_cap: 64 * 1024,
         stderr_cap: 64 * 1024,
     };
-    let shown = program.to_string_lossy();
-    let output = run_bounded(cmd, &limits, &CancellationToken::new())
-        .await
-        .map_err(|error| match error {
-            ProcessError::Launch { source, .. }
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                format!("`{shown}` was not found: {remedy}")
-            }
-            error => format!("`{shown} --version` failed: {error}"),
-        })?;
-    if !output.status.success() {
-        return Err(format!(
-            "`{shown} --version` exited with {}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
+    let shown = format!("{} --version", program.to_string_lossy());
+    let output = process::probe(cmd, &shown, &limits, &format!(": {remedy}")).await?;
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// What one run of a TypeScript stage observed.
-struct Observation {
-    status: StageStatus,
-    diagnostics: Vec<Diagnostic>,
-    failures: Vec<TestFailure>,
-    tests_passed: u32,
-    truncated: bool,
-    notes: Vec<String>,
-}
-
-impl Observation {
-    fn unavailable(reason: String) -> Self {
-        Observation {
-            status: StageStatus::Unavailable { reason },
-            diagnostics: Vec::new(),
-            failures: Vec::new(),
-            tests_passed: 0,
-            truncated: false,
-            notes: Vec::new(),
-        }
-    }
-
-    fn into_report(
-        self,
-        stage: &str,
-        fingerprint: &SensorFingerprint,
-        started: Instant,
-    ) -> StageReport {
-        StageReport {
-            stage: stage.to_owned(),
-            fingerprint: fingerprint.clone(),
-            status: self.status,
-            diagnostics: self.diagnostics,
-            failures: self.failures,
-            tests_passed: self.tests_passed,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            truncated: self.truncated,
-            notes: self.notes,
-        }
-    }
 }
 
 /// At most `limit` bytes of `text` from its end, cut at a char boundary:
