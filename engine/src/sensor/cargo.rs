@@ -252,6 +252,15 @@ struct StageSetup {
     rustc_wrapper: Option<String>,
 }
 
+impl StageSetup {
+    /// Whether rustc runs under a wrapper: `[build] rustc_wrapper`, or a
+    /// non-empty `RUSTC_WRAPPER` the slot's cargo inherits.
+    fn wraps_rustc(&self) -> bool {
+        self.rustc_wrapper.is_some()
+            || std::env::var_os("RUSTC_WRAPPER").is_some_and(|w| !w.is_empty())
+    }
+}
+
 /// The user's lock file and target directory: only ever read.
 #[derive(Clone, Debug)]
 struct UserBuild {
@@ -285,6 +294,9 @@ impl CargoStage {
             .collect();
         if let Some(wrapper) = &setup.rustc_wrapper {
             environment.push(format!("RUSTC_WRAPPER={wrapper}"));
+        }
+        if setup.wraps_rustc() {
+            environment.push("CARGO_INCREMENTAL=0".to_owned());
         }
         let fingerprint = SensorFingerprint {
             tool: tool.to_owned(),
@@ -414,6 +426,11 @@ impl CargoStage {
             .envs(ENVIRONMENT.iter().copied());
         if let Some(wrapper) = &self.setup.rustc_wrapper {
             cmd.env("RUSTC_WRAPPER", wrapper);
+        }
+        if self.setup.wraps_rustc() {
+            // A caching wrapper (sccache) cannot cache incremental builds,
+            // and a slot's incremental state is thrown away with it anyway.
+            cmd.env("CARGO_INCREMENTAL", "0");
         }
         let limits = ProcessLimits::with_deadline(run.deadline);
         let lockfile = GeneratedLockfile::before(run.dir, &target);
