@@ -24,6 +24,10 @@ pub struct StageSummary {
     /// still failing the stage, never a no-good.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flaky: Vec<String>,
+    /// Why the stage was decided without running (see
+    /// [`crate::sensor::StageReport::not_run`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 /// Everything the sensors said about one state root.
@@ -74,6 +78,7 @@ impl Measurement {
                 status: r.status.clone(),
                 duration_ms: r.duration_ms,
                 flaky: flaky_in(r).collect(),
+                not_run: r.not_run.clone(),
             })
             .collect()
     }
@@ -112,8 +117,10 @@ pub fn profile(sensors: &[Box<dyn Sensor>], config: &Config, model: &EnergyModel
 }
 
 /// Runs every sensor on `dir` in order. A stage runs even when an earlier
-/// one failed: `cargo test` on code that does not compile still *ran* and
-/// reports the compile errors, which keeps S_req meaningful.
+/// one failed (S_req counts it as run), unless the earlier reports already
+/// decide it ([`Sensor::implied`]: `cargo test` on code `cargo check` found
+/// an error in that every test build compiles), when it is reported as
+/// failed without running.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
     root: Digest,
@@ -160,6 +167,19 @@ pub async fn measure_staged(
     for (index, sensor) in sensors.iter().enumerate() {
         if index > 0 && !run.cancel.is_cancelled() {
             staged(&measured(root, reports.clone(), sensors, run.config));
+        }
+        if let Some(report) = sensor.implied(&reports) {
+            // The earlier stages decide it: running it would repeat them.
+            run.progress.report(
+                &format!(
+                    "{}: {}: not run (the build fails)",
+                    run.label,
+                    sensor.stage()
+                ),
+                None,
+            );
+            reports.push(report);
+            continue;
         }
         run.progress
             .report(&format!("{}: {}", run.label, sensor.stage()), None);

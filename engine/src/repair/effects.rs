@@ -63,7 +63,7 @@ pub(super) enum Probed {
     Refused,
     /// The candidate does not apply to the slot, and why.
     NotApplicable(String),
-    Built(StageReport),
+    Built(Box<StageReport>),
 }
 
 /// What a metered copy did: its settled receipt, whether it copied more
@@ -334,7 +334,7 @@ impl ForestRun<'_> {
         };
         let ctx = self.ctx;
         let probed = match blocking(|| apply_candidate(slot, candidate)) {
-            Ok(()) => Probed::Built(
+            Ok(()) => Probed::Built(Box::new(
                 build
                     .run(SensorRun {
                         dir: slot,
@@ -343,7 +343,7 @@ impl ForestRun<'_> {
                         cancel: ctx.cancel.clone(),
                     })
                     .await,
-            ),
+            )),
             Err(reason) => Probed::NotApplicable(reason),
         };
         self.settle(reservation, ActionKind::VerifierRun)?;

@@ -178,7 +178,7 @@ impl QuantumRun<'_, '_> {
                 Probed::Built(report)
                     if !matches!(report.status, StageStatus::Unavailable { .. }) =>
                 {
-                    narrowed_energy(std::slice::from_ref(&report))
+                    narrowed_energy(std::slice::from_ref(&*report))
                 }
                 Probed::NotApplicable(reason) => {
                     self.run.observe(

@@ -29,6 +29,9 @@ use crate::digest::CanonicalHasher;
 /// what the tool prints (colour codes, backtraces in test output).
 const ENVIRONMENT: &[(&str, &str)] = &[("CARGO_TERM_COLOR", "never"), ("RUST_BACKTRACE", "0")];
 
+/// The stage id of [`CargoCheck`].
+const BUILD_STAGE: &str = "build";
+
 const CHECK_ARGS: &[&str] = &[
     "check",
     "--workspace",
@@ -333,6 +336,34 @@ impl CargoStage {
         self.observe_with(run, self.args.iter().copied()).await
     }
 
+    /// The test stage on a tree whose `cargo check` (stage `build`, in
+    /// `earlier`) found an error every test build compiles: `cargo test`
+    /// builds everything before it runs a test, and stops at the first
+    /// crate that does not compile, so it would fail at those errors and
+    /// run nothing. Reported as failed with no diagnostics of its own (the
+    /// build stage's are the same sites), never run.
+    fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
+        if !self.reads_tests {
+            return None;
+        }
+        let blocker = earlier
+            .iter()
+            .filter(|r| r.stage == BUILD_STAGE && r.status == StageStatus::Failed)
+            .find_map(|r| r.blocks_tests.as_deref())?;
+        let observation = Observation {
+            status: StageStatus::Failed,
+            diagnostics: Vec::new(),
+            failures: Vec::new(),
+            tests_passed: 0,
+            truncated: false,
+            notes: Vec::new(),
+            blocks_tests: None,
+        };
+        let mut report = observation.into_report(self.stage, &self.fingerprint, Instant::now());
+        report.not_run = Some(blocker.to_owned());
+        Some(report)
+    }
+
     /// Re-runs each failing test binary once with only its failing tests,
     /// by exact name (`cargo test -p demo --lib -- --exact tests::a`), in
     /// the same slot and target directory. A failure is `FailedAgain` when
@@ -530,7 +561,8 @@ fn interpret(
     };
     let (json_lines, test_lines) = lines.split_at(first_test_line);
 
-    let messages = rustc_json::parse_compiler_messages(json_lines.iter().copied(), stage, paths);
+    let mut messages =
+        rustc_json::parse_compiler_messages(json_lines.iter().copied(), stage, paths);
     let mut notes = Vec::new();
     if messages.malformed_lines > 0 {
         tracing::warn!(
@@ -558,7 +590,7 @@ fn interpret(
         .into_iter()
         .map(|failure| locate(failure, paths))
         .collect();
-    let mut diagnostics = messages.diagnostics;
+    let mut diagnostics = std::mem::take(&mut messages.diagnostics);
 
     let has_errors = diagnostics
         .iter()
@@ -587,6 +619,7 @@ fn interpret(
         tests_passed: tests.passed,
         truncated: output.truncated(),
         notes,
+        blocks_tests: messages.blocks_tests,
     }
 }
 
@@ -699,7 +732,7 @@ impl CargoCheck {
     fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
         Self(CargoStage::new(
             toolchain,
-            "build",
+            BUILD_STAGE,
             "cargo-check",
             CHECK_ARGS,
             false,
@@ -743,6 +776,10 @@ macro_rules! cargo_sensor {
 
             fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
                 Box::pin(self.0.measure(run))
+            }
+
+            fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
+                self.0.implied(earlier)
             }
 
             fn rerun<'a>(

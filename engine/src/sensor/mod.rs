@@ -78,6 +78,15 @@ pub struct StageReport {
     /// malformed output lines, a hit output cap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Set by a build stage whose errors lie in code that every test build
+    /// of the workspace compiles, saying where: the test stage would stop
+    /// at the same errors (see [`Sensor::implied`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_tests: Option<String>,
+    /// Why this stage's report was decided by the stages before it instead
+    /// of by running it ([`Sensor::implied`]); `None` for a stage that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 /// Where and how a sensor runs.
@@ -98,6 +107,14 @@ pub trait Sensor: Send + Sync {
     fn stage(&self) -> &str;
     fn fingerprint(&self) -> &SensorFingerprint;
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport>;
+    /// This stage's report on the tree that produced `earlier` (the reports
+    /// of the stages before it in one measurement), when those already
+    /// decide it and running the tool would only repeat them: `cargo test`
+    /// on a workspace whose `cargo check` found an error in code every test
+    /// build compiles. `None` (the default): the stage must run.
+    fn implied(&self, _earlier: &[StageReport]) -> Option<StageReport> {
+        None
+    }
 
     /// Re-runs `failures` (this stage's, from a run in `run.dir`) once, in
     /// the same directory, each by its exact name, and returns them with
@@ -135,6 +152,8 @@ pub(crate) struct Observation {
     pub(crate) tests_passed: u32,
     pub(crate) truncated: bool,
     pub(crate) notes: Vec<String>,
+    /// See [`StageReport::blocks_tests`].
+    pub(crate) blocks_tests: Option<String>,
 }
 
 impl Observation {
@@ -147,6 +166,7 @@ impl Observation {
             tests_passed: 0,
             truncated: false,
             notes: Vec::new(),
+            blocks_tests: None,
         }
     }
 
@@ -167,6 +187,8 @@ impl Observation {
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             truncated: self.truncated,
             notes: self.notes,
+            blocks_tests: self.blocks_tests,
+            not_run: None,
         }
     }
 }
@@ -193,5 +215,7 @@ pub(crate) fn test_report(
         duration_ms: 1,
         truncated: false,
         notes: Vec::new(),
+        blocks_tests: None,
+        not_run: None,
     }
 }

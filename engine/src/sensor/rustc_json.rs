@@ -149,6 +149,65 @@ pub struct CompilerMessages {
     pub diagnostics: Vec<Diagnostic>,
     /// Lines that looked like JSON but were not a message we could read.
     pub malformed_lines: usize,
+    /// Which target every test build of the workspace compiles does not
+    /// build (see [`TestBuildBlocker`]), when one does not.
+    pub blocks_tests: Option<String>,
+}
+
+/// [`Diagnostic::site_key`], owned.
+type SiteKey = (Option<String>, Level, String, Option<Span>);
+
+/// Finds an error that `cargo test` would stop at, among the messages of a
+/// `cargo check --workspace --all-targets`. An integration test or a build
+/// script is compiled by every test build; a library or binary error counts
+/// once two compilations report it (the target's own and its unit-test
+/// build: an error that only one of them sees may live in code the tests
+/// never compile). Benches and examples never count: `cargo test` can run
+/// without compiling them as tests.
+#[derive(Default)]
+struct TestBuildBlocker {
+    /// Error sites per target (package, target name, site), with how many
+    /// compilations reported each.
+    seen: HashMap<(String, String, SiteKey), u32>,
+    found: Option<String>,
+}
+
+impl TestBuildBlocker {
+    fn record(&mut self, message: &CompilerMessage, diagnostic: &Diagnostic) {
+        use cargo_metadata::TargetKind;
+        if self.found.is_some() || diagnostic.level != Level::Error {
+            return;
+        }
+        let target = &message.target;
+        let needed = |kind: &TargetKind| match kind {
+            TargetKind::Test | TargetKind::CustomBuild => 1,
+            TargetKind::Bench | TargetKind::Example => u32::MAX,
+            _ => 2,
+        };
+        let Some(reports_needed) = target.kind.iter().map(needed).min() else {
+            return;
+        };
+        let (code, level, text, primary) = diagnostic.site_key();
+        let site = (
+            code.map(str::to_owned),
+            level,
+            text.to_owned(),
+            primary.cloned(),
+        );
+        let key = (message.package_id.repr.clone(), target.name.clone(), site);
+        let reported = self.seen.entry(key).or_default();
+        *reported += 1;
+        if *reported >= reports_needed {
+            let kind = target
+                .kind
+                .first()
+                .map_or_else(|| "target".to_owned(), |kind| kind.to_string());
+            self.found = Some(format!(
+                "the {kind} target `{}` does not build",
+                target.name
+            ));
+        }
+    }
 }
 
 /// Just enough of a cargo message to know what it is.
@@ -168,6 +227,7 @@ pub fn parse_compiler_messages<'a>(
     paths: &mut WorkspacePaths,
 ) -> CompilerMessages {
     let mut found = CompilerMessages::default();
+    let mut blocker = TestBuildBlocker::default();
     for line in lines {
         let line = line.trim_end_matches('\r');
         if !line.starts_with('{') {
@@ -183,6 +243,7 @@ pub fn parse_compiler_messages<'a>(
         match serde_json::from_str::<CompilerMessage>(line) {
             Ok(message) => {
                 if let Some(diagnostic) = convert(&message.message, stage, paths) {
+                    blocker.record(&message, &diagnostic);
                     found.diagnostics.push(diagnostic);
                 }
             }
@@ -190,6 +251,7 @@ pub fn parse_compiler_messages<'a>(
         }
     }
     found.diagnostics = dedup(found.diagnostics);
+    found.blocks_tests = blocker.found;
     found
 }
 
@@ -553,5 +615,81 @@ mod tests {
         assert_eq!(byte_offset(text, 2, 3), Some(6));
         assert_eq!(byte_offset(text, 2, 4), None);
         assert_eq!(byte_offset(text, 0, 1), None);
+    }
+
+    /// [`message`] from a target of `kind` named `name`.
+    fn message_from(kind: &str, name: &str, diagnostic: Value) -> String {
+        let mut line: Value = serde_json::from_str(&message(diagnostic)).unwrap();
+        line["target"]["kind"] = json!([kind]);
+        line["target"]["name"] = json!(name);
+        line.to_string()
+    }
+
+    fn blocker(lines: &[String]) -> Option<String> {
+        let (_dir, mut paths) = workspace();
+        parse_compiler_messages(lines.iter().map(String::as_str), "build", &mut paths).blocks_tests
+    }
+
+    #[test]
+    fn a_library_error_blocks_tests_once_its_unit_test_build_reports_it_too() {
+        let error = || {
+            diagnostic(
+                "cannot find value `x`",
+                Some("E0425"),
+                vec![span("src/lib.rs", 12, 19, true)],
+            )
+        };
+        let once = message_from("lib", "demo", error());
+        assert_eq!(
+            blocker(std::slice::from_ref(&once)),
+            None,
+            "one build may be cfg(not(test)) code"
+        );
+        let found = blocker(&[once.clone(), once]).expect("both builds of the lib report it");
+        assert!(found.contains("lib target `demo`"), "{found}");
+    }
+
+    #[test]
+    fn an_integration_test_or_build_script_error_blocks_tests_and_a_bench_or_example_never() {
+        let error = || {
+            diagnostic(
+                "mismatched types",
+                Some("E0308"),
+                vec![span("src/lib.rs", 0, 2, true)],
+            )
+        };
+        for kind in ["test", "custom-build"] {
+            assert!(
+                blocker(&[message_from(kind, "it", error())]).is_some(),
+                "{kind}"
+            );
+        }
+        for kind in ["bench", "example"] {
+            let line = message_from(kind, "b", error());
+            assert_eq!(blocker(&[line.clone(), line]), None, "{kind}");
+        }
+    }
+
+    #[test]
+    fn warnings_and_errors_of_different_sites_never_add_up_to_a_blocker() {
+        let mut warning = diagnostic(
+            "unused variable: `y`",
+            Some("unused_variables"),
+            vec![span("src/lib.rs", 0, 2, true)],
+        );
+        warning["level"] = json!("warning");
+        let warning = message_from("lib", "demo", warning);
+        assert_eq!(blocker(&[warning.clone(), warning]), None);
+        let first = message_from(
+            "lib",
+            "demo",
+            diagnostic("a", None, vec![span("src/lib.rs", 0, 2, true)]),
+        );
+        let second = message_from(
+            "lib",
+            "demo",
+            diagnostic("b", None, vec![span("src/lib.rs", 3, 5, true)]),
+        );
+        assert_eq!(blocker(&[first, second]), None);
     }
 }

@@ -55,6 +55,8 @@ impl Sensor for UnavailableStage {
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 truncated: false,
                 notes: Vec::new(),
+                blocks_tests: None,
+                not_run: None,
             }
         })
     }

@@ -37,11 +37,14 @@ fn stage_line(stages: &[StageSummary]) -> String {
             } else {
                 format!("; flaky, passed when re-run: {}", s.flaky.join(", "))
             };
-            format!(
-                "{} {status} ({:.1}s{advisory}{flaky})",
-                s.stage,
-                s.duration_ms as f64 / 1000.0
-            )
+            match &s.not_run {
+                Some(why) => format!("{} {status} (not run: {why}{advisory})", s.stage),
+                None => format!(
+                    "{} {status} ({:.1}s{advisory}{flaky})",
+                    s.stage,
+                    s.duration_ms as f64 / 1000.0
+                ),
+            }
         })
         .collect();
     parts.join(", ")

@@ -247,6 +247,8 @@ fn report(
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         truncated,
         notes: observation.notes,
+        blocks_tests: None,
+        not_run: None,
     }
 }
 

@@ -403,6 +403,7 @@ fn interpret(
         tests_passed: run.passed(),
         truncated: output.truncated(),
         notes,
+        blocks_tests: None,
     }
 }
 

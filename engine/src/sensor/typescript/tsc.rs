@@ -274,6 +274,7 @@ fn interpret(output: &ProcessOutput, paths: &mut WorkspacePaths) -> Observation 
         tests_passed: 0,
         truncated: output.truncated(),
         notes,
+        blocks_tests: None,
     }
 }
 

@@ -207,6 +207,7 @@ mod tests {
                 status,
                 duration_ms: 12,
                 flaky: Vec::new(),
+                not_run: None,
             }],
             clusters: vec!["unused import".into()],
             outcome,
