@@ -273,22 +273,36 @@ impl Engine {
         let snapshot = self.snapshot(&overlay)?;
         self.ledger
             .append(&records::snapshot_taken(&snapshot, &overlay))?;
-        let cached = || {
+        let cached = |root: &Digest| {
             self.measurements
                 .lock()
                 .expect("measurement cache")
-                .get(&snapshot.root)
+                .get(root)
                 .cloned()
         };
-        if let Some(m) = cached() {
+        if let Some(m) = cached(&snapshot.root) {
             return Ok((snapshot, overlay, m));
         }
         let sensors = self.sensors().await?;
-        let _view = self.view_lock.lock().await;
+        let (_view, snapshot) = match self.view_lock.try_lock() {
+            Ok(view) => (view, snapshot),
+            // Waited for another run: rooted again, so a file that changed
+            // meanwhile is measured as it is now, never served the old
+            // root's measurement (nor copied under the old root).
+            Err(_) => {
+                let view = self.view_lock.lock().await;
+                let now = self.snapshot(&overlay)?;
+                if now.root != snapshot.root {
+                    self.ledger
+                        .append(&records::snapshot_taken(&now, &overlay))?;
+                }
+                (view, now)
+            }
+        };
         // The run this one waited for may have measured the same root: a
         // repair asked for once the build's diagnostics were shown, while
         // their run still tests.
-        if let Some(m) = cached() {
+        if let Some(m) = cached(&snapshot.root) {
             return Ok((snapshot, overlay, m));
         }
         let _view_slot = slot_lock(&self.slots, "view").await?;
@@ -305,6 +319,7 @@ impl Engine {
             }
         })?;
         blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
+        blocking(|| failpoint::hit("view-measure"));
         let (dir, target_dir) = (self.slots.view(), self.slots.view_target());
         let run = measure::Run {
             dir: &dir,
