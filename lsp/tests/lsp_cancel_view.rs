@@ -114,7 +114,9 @@ fn processes_under(dir: &Path) -> Vec<String> {
 /// measures it itself; the failpoint holds it there, and the user cancels
 /// it. Released, the repair ends `cancelled` without searching from the
 /// incomplete measurement: no forest is opened (so none is left open), no
-/// file of the user's changes, and no process runs in its slots.
+/// file of the user's changes, and no process runs in its slots; nor is
+/// the incomplete measurement kept, so the next repair of the same view
+/// measures it and verifies.
 #[test]
 fn a_repair_cancelled_while_its_view_is_measured_ends_cancelled_and_leaves_nothing() {
     let ws = Workspace::of("missing-mut");
@@ -167,6 +169,13 @@ fn a_repair_cancelled_while_its_view_is_measured_ends_cancelled_and_leaves_nothi
     );
     let verify = ws.trellis(&["ledger", "verify"]);
     assert!(verify.status.success(), "{verify:?}");
+
+    // Nothing of the cancelled measurement stands in for one: the same
+    // view, asked again, is measured in full and repaired.
+    let again = start_repair(&mut client, &cluster);
+    let ended = client.search_end(again);
+    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
+    assert!(measured_the_view(&client, again));
     client.shutdown();
 }
 
