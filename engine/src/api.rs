@@ -284,21 +284,17 @@ impl Engine {
             return Ok((snapshot, overlay, m));
         }
         let sensors = self.sensors().await?;
-        let (_view, snapshot) = match self.view_lock.try_lock() {
-            Ok(view) => (view, snapshot),
-            // Waited for another run: rooted again, so a file that changed
-            // meanwhile is measured as it is now, never served the old
-            // root's measurement (nor copied under the old root).
-            Err(_) => {
-                let view = self.view_lock.lock().await;
-                let now = self.snapshot(&overlay)?;
-                if now.root != snapshot.root {
-                    self.ledger
-                        .append(&records::snapshot_taken(&now, &overlay))?;
-                }
-                (view, now)
-            }
-        };
+        let _view = self.view_lock.lock().await;
+        // Rooted again under the lock: a file that changed since the first
+        // snapshot (while this run waited for another) is measured as it is
+        // now, never served the old root's measurement nor copied under
+        // it. A re-root costs little next to the stages it precedes.
+        let now = self.snapshot(&overlay)?;
+        if now.root != snapshot.root {
+            self.ledger
+                .append(&records::snapshot_taken(&now, &overlay))?;
+        }
+        let snapshot = now;
         // The run this one waited for may have measured the same root: a
         // repair asked for once the build's diagnostics were shown, while
         // their run still tests.

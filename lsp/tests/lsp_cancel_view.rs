@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::kill::count_rows;
 use support::workspace::Workspace;
 use support::{Client, REQUEST_TIMEOUT, vscode_capabilities};
 use trellis_engine::ledger::SearchEvent;
@@ -34,16 +35,39 @@ fn server(ws: &Workspace, hit: usize, marker: &Path) -> Client {
     Client::start_with_env(ws.path(), None, &env, vscode_capabilities(), None).0
 }
 
-/// Reads messages until `marker` exists: the server paused there.
-fn wait_for_pause(client: &mut Client, marker: &Path) {
+/// Reads messages (answering the server's requests) until `done` holds.
+fn wait_until(client: &mut Client, what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
-    while !marker.exists() {
+    while !done() {
         assert!(
             start.elapsed() < support::SENSING_TIMEOUT,
-            "the view measurement never reached the failpoint"
+            "timed out waiting for {what}"
         );
         client.pump(Duration::from_millis(50));
     }
+}
+
+/// Reads messages until `marker` exists: the server paused there.
+fn wait_for_pause(client: &mut Client, marker: &Path) {
+    wait_until(client, "the view measurement to pause", || marker.exists());
+}
+
+/// Snapshots the workspace's ledger records.
+fn snapshots(ws: &Workspace) -> i64 {
+    count_rows(
+        &ws.path().join(".trellis/ledger.db"),
+        "kind = 'snapshot_taken'",
+    )
+}
+
+/// Starts the Repair of `cluster` while a view measurement is held, and
+/// reads messages until the repair has taken its root (its snapshot is
+/// ledgered): it found nothing cached under it, and waits for the lock.
+fn start_waiting_repair(client: &mut Client, ws: &Workspace, cluster: &str) -> usize {
+    let taken = snapshots(ws);
+    let from = start_repair(client, cluster);
+    wait_until(client, "the repair's snapshot", || snapshots(ws) > taken);
+    from
 }
 
 /// The id of the workspace's one error cluster and the state root of its
@@ -192,8 +216,7 @@ fn a_repair_that_waited_for_a_sensing_run_of_its_view_is_served_its_measurement(
     client.open(LIB);
     wait_for_pause(&mut client, &marker);
 
-    let from = start_repair(&mut client, &cluster);
-    client.pump(Duration::from_secs(2));
+    let from = start_waiting_repair(&mut client, &ws, &cluster);
     std::fs::remove_file(&marker).unwrap();
     let ended = client.search_end(from);
     assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
@@ -222,11 +245,9 @@ fn a_repair_that_waited_while_a_file_changed_measures_the_changed_view() {
     client.open("Cargo.toml");
     wait_for_pause(&mut client, &marker);
 
-    let from = start_repair(&mut client, &cluster);
-    client.pump(Duration::from_secs(1));
+    let from = start_waiting_repair(&mut client, &ws, &cluster);
     let edited = format!("{}// edited while the repair waited\n", ws.read(LIB));
     std::fs::write(ws.path().join(LIB), &edited).unwrap();
-    client.pump(Duration::from_secs(1));
     std::fs::remove_file(&marker).unwrap();
     let ended = client.search_end(from);
     assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
