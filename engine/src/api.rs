@@ -273,22 +273,32 @@ impl Engine {
         let snapshot = self.snapshot(&overlay)?;
         self.ledger
             .append(&records::snapshot_taken(&snapshot, &overlay))?;
-        let cached = || {
+        let cached = |root: &Digest| {
             self.measurements
                 .lock()
                 .expect("measurement cache")
-                .get(&snapshot.root)
+                .get(root)
                 .cloned()
         };
-        if let Some(m) = cached() {
+        if let Some(m) = cached(&snapshot.root) {
             return Ok((snapshot, overlay, m));
         }
         let sensors = self.sensors().await?;
         let _view = self.view_lock.lock().await;
+        // Rooted again under the lock: a file that changed since the first
+        // snapshot (while this run waited for another) is measured as it is
+        // now, never served the old root's measurement nor copied under
+        // it. A re-root costs little next to the stages it precedes.
+        let now = self.snapshot(&overlay)?;
+        if now.root != snapshot.root {
+            self.ledger
+                .append(&records::snapshot_taken(&now, &overlay))?;
+        }
+        let snapshot = now;
         // The run this one waited for may have measured the same root: a
         // repair asked for once the build's diagnostics were shown, while
         // their run still tests.
-        if let Some(m) = cached() {
+        if let Some(m) = cached(&snapshot.root) {
             return Ok((snapshot, overlay, m));
         }
         let _view_slot = slot_lock(&self.slots, "view").await?;
@@ -305,6 +315,7 @@ impl Engine {
             }
         })?;
         blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
+        blocking(|| failpoint::hit("view-measure"));
         let (dir, target_dir) = (self.slots.view(), self.slots.view_target());
         let run = measure::Run {
             dir: &dir,

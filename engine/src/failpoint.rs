@@ -17,8 +17,10 @@
 //! new content was staged), `promote-before-rename` (a target's old file was
 //! moved aside and checked; its new one is about to be renamed in) and
 //! `promote-after-rename` (a target was replaced); `gc-collect` (a storage
-//! collection starts); and `bundles-attached` (a repair resolved its
-//! prompt-bundle refs and has not yet run). This
+//! collection starts); `bundles-attached` (a repair resolved its
+//! prompt-bundle refs and has not yet run); and `view-measure` (a check,
+//! a sensing run or a repair holds the view lock and has copied the view
+//! into its slot; its stages are about to run). This
 //! module must never change behaviour when the variable is unset, and is
 //! never a configuration surface: nothing documents it to users.
 
