@@ -3,7 +3,7 @@
 //!
 //! - everything under a package's `tests/`, `benches/` and `examples/`
 //!   (integration tests, bench targets and examples, with their helper
-//!   modules and data). `cargo test` runs the first, and builds the others
+//!   modules and data; a package's `src/` below them is its own code). `cargo test` runs the first, and builds the others
 //!   to check they compile (and runs those with `test = true`): as they
 //!   were, they are the historical contract, helpers included;
 //! - the out-of-line test modules: the file a `#[cfg(test)] mod name;` (or
@@ -23,14 +23,16 @@ use syn::{Attribute, Item};
 use super::marks_test;
 
 /// Whether `path` is test code whole by where it sits: under a package's
-/// `tests/`, `benches/` or `examples/` directory, not a module directory
-/// below `src/` (`src/tests/` is a module: see [`test_module_files`]).
+/// `tests/`, `benches/` or `examples/` directory, and not below a `src/`:
+/// `src/tests/` is a module directory (see [`test_module_files`]), and
+/// `examples/app/src/` or `tests/fixtures/demo/src/` the code of a package
+/// of its own.
 pub(in crate::repair) fn is_test_target(path: &str) -> bool {
     let dirs: Vec<&str> = path.split('/').collect();
     let dirs = &dirs[..dirs.len() - 1];
     dirs.iter()
-        .position(|d| matches!(*d, "tests" | "benches" | "examples"))
-        .is_some_and(|at| !dirs[..at].contains(&"src"))
+        .any(|d| matches!(*d, "tests" | "benches" | "examples"))
+        && !dirs.contains(&"src")
 }
 
 /// The out-of-line test module files among `sources` (workspace-relative
@@ -218,6 +220,7 @@ mod tests {
             "examples/demo.rs",
             "examples/demo/main.rs",
             "crates/core/benches/b.rs",
+            "tests/fixtures/demo/tests/it.rs",
         ] {
             assert!(is_test_target(path), "{path}");
         }
@@ -226,6 +229,8 @@ mod tests {
             "src/tests/mod.rs",
             "src/tests.rs",
             "crates/core/src/examples/x.rs",
+            "examples/app/src/main.rs",
+            "tests/fixtures/demo/src/lib.rs",
             "tests",
             "build.rs",
         ] {
@@ -374,10 +379,12 @@ mod tests {
                 text.push_str("#[cfg(test)]\n");
             }
             text.push_str(&format!("mod {name};\n"));
-            let (path, below) = if child.mod_rs {
-                (format!("{dir}/{name}/mod.rs"), format!("{dir}/{name}"))
+            // Either way its own modules live in `{dir}/{name}/`.
+            let below = format!("{dir}/{name}");
+            let path = if child.mod_rs {
+                format!("{below}/mod.rs")
             } else {
-                (format!("{dir}/{name}.rs"), format!("{dir}/{name}"))
+                format!("{below}.rs")
             };
             let test = in_test || child.test;
             if test {
