@@ -47,6 +47,7 @@ use crate::snapshot::{
 };
 
 use super::Ctx;
+use super::original_tests;
 use super::session::Session;
 use crate::report::{BranchOutcome, BranchReport, NotUsed};
 
@@ -867,10 +868,11 @@ fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport
 impl ForestRun<'_> {
     /// `test_policy = "backward-compatible"`: the tests as they were at the
     /// repair's start (`start`, realized by `source`) run against the
-    /// candidate in `slot`: integration test files as they were, and in
-    /// every other Rust file the candidate changed, its `#[cfg(test)]`
-    /// items, `#[test]` functions and doc tests as they were around the
-    /// candidate's code ([`super::original_tests`]). Those files are put in
+    /// candidate in `slot`: files that are test code whole (under `tests/`,
+    /// `benches/`, `examples/`, and out-of-line test modules) as they were,
+    /// and in every other Rust file the candidate changed, its
+    /// `#[cfg(test)]` items, `#[test]` functions and doc tests as they were
+    /// around the candidate's code ([`original_tests`]). Those files are put in
     /// place for one reserved run of the test stage, then the candidate's
     /// versions restored, so the measured candidate is exactly what the
     /// model left. `Ok(None)` when the candidate's test code is the
@@ -885,6 +887,8 @@ impl ForestRun<'_> {
         // Each file to swap: its path, the original tests' version, the candidate's.
         type Swap<'p> = (&'p str, Vec<u8>, Option<Vec<u8>>);
         let mut changed: Vec<Swap<'_>> = Vec::new();
+        // Read at the first changed Rust file that could be one.
+        let mut test_modules: Option<BTreeSet<String>> = None;
         for (path, entry) in &start.entries {
             let now = snapshot::fsutil::confine(slot, path)
                 .ok()
@@ -895,15 +899,21 @@ impl ForestRun<'_> {
             {
                 continue;
             }
-            let integration = is_integration_test(path);
-            if !integration && (!path.ends_with(".rs") || now.is_none()) {
+            let whole = original_tests::is_test_target(path)
+                || (path.ends_with(".rs") && {
+                    if test_modules.is_none() {
+                        test_modules = Some(original_test_modules(start, source)?);
+                    }
+                    test_modules.as_ref().is_some_and(|m| m.contains(path))
+                });
+            if !whole && (!path.ends_with(".rs") || now.is_none()) {
                 // A Rust file the candidate removed: its own build says
                 // whether the crate still holds together.
                 continue;
             }
             let original = snapshot::ContentSource::read(source, path, entry)
                 .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
-            let put = if integration {
+            let put = if whole {
                 original
             } else {
                 let (Ok(was), Some(Ok(candidate))) = (
@@ -912,7 +922,7 @@ impl ForestRun<'_> {
                 ) else {
                     continue;
                 };
-                match super::original_tests::with_original_tests(was, candidate) {
+                match original_tests::with_original_tests(was, candidate) {
                     Ok(None) => continue,
                     Ok(Some(hybrid)) => hybrid.into_bytes(),
                     Err(reason) => return Ok(Some(vec![format!("{path}: {reason}")])),
@@ -1037,14 +1047,23 @@ impl ForestRun<'_> {
     }
 }
 
-/// Whether `path` is an integration test, whole: under a `tests/`
-/// directory of a package (not a module directory below `src/`).
-fn is_integration_test(path: &str) -> bool {
-    let dirs: Vec<&str> = path.split('/').collect();
-    let dirs = &dirs[..dirs.len() - 1];
-    dirs.iter()
-        .position(|d| *d == "tests")
-        .is_some_and(|at| !dirs[..at].contains(&"src"))
+/// The out-of-line test module files of the repair's start: every Rust
+/// file of `start` read from `source` and handed to the pure
+/// [`original_tests::test_module_files`] (a file that is not UTF-8 declares
+/// no module).
+fn original_test_modules(
+    start: &Snapshot,
+    source: &DirSource,
+) -> Result<BTreeSet<String>, EngineError> {
+    let mut sources = std::collections::BTreeMap::new();
+    for (path, entry) in start.entries.iter().filter(|(p, _)| p.ends_with(".rs")) {
+        let bytes = snapshot::ContentSource::read(source, path, entry)
+            .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
+        if let Ok(text) = String::from_utf8(bytes) {
+            sources.insert(path.clone(), text);
+        }
+    }
+    Ok(original_tests::test_module_files(&sources))
 }
 
 /// Realizes a candidate in its slot and snapshots the result. An edit is

@@ -10,16 +10,24 @@
 //! original's on the same item. A model that weakened an assertion then
 //! meets the assertion as it was.
 //!
+//! Files that are test code as a whole (under `tests/`, `benches/`,
+//! `examples/`, and out-of-line test modules with their helpers) are not
+//! mixed: [`files`] names them, and they go back whole.
+//!
 //! Pure: text in, text out, parsed with `syn`. It never reads or writes a
 //! file (`effects.rs` does, in the branch slot) and never guesses: an
 //! original test whose module or documented item the candidate no longer
 //! has is an error naming it.
+
+mod files;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 use syn::spanned::Spanned;
 use syn::{Attribute, ImplItem, Item, TraitItem};
+
+pub(super) use files::{is_test_target, test_module_files};
 
 /// `candidate` with `original`'s test code in place of its own; `Ok(None)`
 /// when both have the same test code (the candidate's own run is the run
@@ -70,9 +78,11 @@ pub(super) fn with_original_tests(
     }
     // Back to front, so earlier offsets stay valid; spans never overlap
     // (test items are not documented items, docs precede their item).
-    edits.sort_by_key(|(span, _)| std::cmp::Reverse((span.start, span.end)));
+    // Insertions at one offset go last first, so they keep their order.
+    let mut edits: Vec<(usize, (Range<usize>, String))> = edits.into_iter().enumerate().collect();
+    edits.sort_by_key(|(i, (span, _))| std::cmp::Reverse((span.start, span.end, *i)));
     let mut out = candidate.to_owned();
-    for (span, text) in edits {
+    for (_, (span, text)) in edits {
         out.replace_range(span, &text);
     }
     Ok(Some(out))
@@ -202,10 +212,15 @@ impl TestCode {
 }
 
 /// `#[cfg(test)]` (alone or among `any`/`all`), or a test attribute
-/// (`#[test]`, `#[tokio::test]`, ...).
+/// (`#[test]`, `#[tokio::test]`, ...; `#[bench]`, which the test build
+/// runs once as a test).
 fn marks_test(attr: &Attribute) -> bool {
     let path = attr.path();
-    if path.segments.last().is_some_and(|s| s.ident == "test") {
+    if path
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "test" || s.ident == "bench")
+    {
         return true;
     }
     path.is_ident("cfg")
@@ -283,6 +298,8 @@ fn quote_compact(tokens: &impl quote::ToTokens) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     const LIB: &str = "//! Adds.\n\npub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n\
@@ -349,5 +366,75 @@ mod tests {
     fn unparsable_text_is_left_to_its_own_build() {
         assert_eq!(with_original_tests(LIB, "fn (").unwrap(), None);
         assert_eq!(with_original_tests("fn (", LIB).unwrap(), None);
+    }
+
+    #[test]
+    fn a_bench_function_is_test_code() {
+        let lib = "pub fn one() -> u8 { 1 }
+#[bench]
+fn b(_: &mut Bencher) { assert_eq!(one(), 1); }
+";
+        let weakened = lib.replace("assert_eq!(one(), 1);", "");
+        let restored = with_original_tests(lib, &weakened).unwrap().unwrap();
+        assert!(restored.contains("assert_eq!(one(), 1)"), "{restored}");
+    }
+
+    /// A file of functions `f{i}` returning a value, a root-level `#[test]`
+    /// after some, and a `#[cfg(test)] mod tests` asserting others.
+    fn source(items: &[(i8, Option<i8>, Option<i8>)]) -> String {
+        let mut out = String::new();
+        let mut module = String::new();
+        for (i, (value, root, inner)) in items.iter().enumerate() {
+            out.push_str(&format!("pub fn f{i}() -> i32 {{\n    {value}\n}}\n"));
+            if let Some(e) = root {
+                out.push_str(&format!(
+                    "#[test]\nfn r{i}() {{\n    assert_eq!(f{i}(), {e});\n}}\n"
+                ));
+            }
+            if let Some(e) = inner {
+                module.push_str(&format!(
+                    "    #[test]\n    fn t{i}() {{ assert_eq!(f{i}(), {e}); }}\n"
+                ));
+            }
+        }
+        if !module.is_empty() {
+            out.push_str(&format!(
+                "#[cfg(test)]\nmod tests {{\n    use super::*;\n{module}}}\n"
+            ));
+        }
+        out
+    }
+
+    fn items() -> impl Strategy<Value = Vec<(i8, Option<i8>, Option<i8>)>> {
+        prop::collection::vec(
+            (any::<i8>(), any::<Option<i8>>(), any::<Option<i8>>()),
+            1..5,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(trellis_core::fuzz::config(64))]
+
+        /// Whatever a candidate did to the code and the tests, the file
+        /// that runs has the original's test code exactly (putting the
+        /// original's back again changes nothing) and the candidate's code.
+        #[test]
+        fn the_result_has_the_original_tests_and_the_candidate_code(
+            was in items(),
+            now in items(),
+        ) {
+            let (original, candidate) = (source(&was), source(&now));
+            let Some(run) = with_original_tests(&original, &candidate).unwrap() else {
+                let (a, b) = (TestCode::scan(&original).unwrap(), TestCode::scan(&candidate).unwrap());
+                prop_assert_eq!(a.texts(&original), b.texts(&candidate));
+                return Ok(());
+            };
+            prop_assert!(syn::parse_file(&run).is_ok(), "{}", run);
+            prop_assert_eq!(with_original_tests(&original, &run).unwrap(), None, "{}", run);
+            for (i, (value, _, _)) in now.iter().enumerate() {
+                let code = format!("pub fn f{i}() -> i32 {{\n    {value}\n}}");
+                prop_assert!(run.contains(&code), "{}", run);
+            }
+        }
     }
 }
