@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::{Diagnostic, Level, Span, TestFailure};
+use crate::diagnostic::{Diagnostic, Level, Span, TestFailure, dedup_by_site};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::sensor::{StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
@@ -380,17 +380,7 @@ struct Draft {
 /// Clusters the reports of one measured state. `required` names the stages
 /// whose passing is hard pass.
 pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel) -> Assessment {
-    let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    for report in reports {
-        for d in &report.diagnostics {
-            if !diagnostics
-                .iter()
-                .any(|seen| seen.site_key() == d.site_key())
-            {
-                diagnostics.push(d.clone());
-            }
-        }
-    }
+    let diagnostics = dedup_by_site(reports.iter().flat_map(|r| r.diagnostics.iter().cloned()));
     let mut staged: Vec<(TestFailure, &str)> = reports
         .iter()
         .flat_map(|r| r.failures.iter().map(|f| (f.clone(), r.stage.as_str())))

@@ -5,6 +5,8 @@
 //! code is wrong and often how to fix it), while a [`TestFailure`] is a
 //! *concrete counterexample* (an execution that violated an expectation).
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::workspace_path::WorkspacePath;
@@ -115,6 +117,27 @@ impl Diagnostic {
     }
 }
 
+/// One diagnostic per [`Diagnostic::site_key`], in first-reported order:
+/// the same error reported twice (by the lib and test builds of a crate, by
+/// a checker that repeats itself, by two stages) is one piece of evidence.
+/// Every sensor and the clustering deduplicate through this one function,
+/// so "the same diagnostic" means the same thing everywhere.
+pub fn dedup_by_site(diagnostics: impl IntoIterator<Item = Diagnostic>) -> Vec<Diagnostic> {
+    let mut seen = HashSet::new();
+    diagnostics
+        .into_iter()
+        .filter(|diagnostic| {
+            let (code, level, message, primary) = diagnostic.site_key();
+            seen.insert((
+                code.map(str::to_owned),
+                level,
+                message.to_owned(),
+                primary.cloned(),
+            ))
+        })
+        .collect()
+}
+
 /// A concrete counterexample: a test that ran and failed.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TestFailure {
@@ -176,4 +199,71 @@ pub struct Call {
 pub enum Evidence {
     Correction(Diagnostic),
     Counterexample(TestFailure),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(message: &str, code: Option<&str>, line: Option<u32>) -> Diagnostic {
+        Diagnostic {
+            stage: "build".into(),
+            code: code.map(str::to_owned),
+            level: Level::Error,
+            message: message.into(),
+            primary: line.map(|line| Span {
+                path: WorkspacePath::new("src/lib.rs").unwrap(),
+                byte_start: line * 10,
+                byte_end: line * 10 + 3,
+                line_start: line,
+                col_start: 1,
+                line_end: line,
+                col_end: 4,
+                label: None,
+            }),
+            secondary: vec![],
+            notes: vec![],
+            suggestions: vec![],
+            rendered: None,
+        }
+    }
+
+    #[test]
+    fn dedup_by_site_keeps_the_first_report_of_each_site_in_order() {
+        let mut again = at("cannot find `x`", Some("E0425"), Some(1));
+        // What differs outside the site key (the stage, the rendering) does
+        // not make it another diagnostic.
+        again.stage = "test".into();
+        again.rendered = Some("error[E0425]".into());
+        let kept = dedup_by_site([
+            at("cannot find `x`", Some("E0425"), Some(1)),
+            at("cannot find `x`", Some("E0425"), Some(2)),
+            again,
+            at("cannot find `x`", None, Some(1)),
+            at("cannot find `x`", Some("E0425"), None),
+            at("cannot find `y`", Some("E0425"), Some(1)),
+            at("cannot find `x`", Some("E0425"), None),
+        ]);
+        let sites: Vec<_> = kept
+            .iter()
+            .map(|d| {
+                (
+                    d.message.as_str(),
+                    d.code.as_deref(),
+                    d.primary.as_ref().map(|s| s.line_start),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sites,
+            [
+                ("cannot find `x`", Some("E0425"), Some(1)),
+                ("cannot find `x`", Some("E0425"), Some(2)),
+                ("cannot find `x`", None, Some(1)),
+                ("cannot find `x`", Some("E0425"), None),
+                ("cannot find `y`", Some("E0425"), Some(1)),
+            ]
+        );
+        assert_eq!(kept[0].stage, "build", "the first report is the one kept");
+    }
 }
