@@ -561,7 +561,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostic::{Applicability, Call, Replacement, Suggestion, SuggestionGroup};
+    use crate::diagnostic::{Applicability, Call, Fixer, Replacement, Suggestion, SuggestionGroup};
     use crate::sensor::test_report as report;
 
     fn span(path: &str, line: u32) -> Span {
@@ -610,6 +610,7 @@ mod tests {
             alternatives: vec![Suggestion {
                 message: "Update import from \"./stats.js\"".into(),
                 applicability: Applicability::MaybeIncorrect,
+                fixer: Fixer::Tsserver,
                 replacements: vec![Replacement {
                     span: span("src/lib.rs", 0),
                     text: "mean, ".into(),
@@ -655,6 +656,7 @@ mod tests {
             alternatives: vec![Suggestion {
                 message: "consider importing this struct".into(),
                 applicability: Applicability::MaybeIncorrect,
+                fixer: Fixer::Rustc,
                 replacements: vec![Replacement {
                     span: span("src/lib.rs", 0),
                     text: "use crate::geo::Point;\n".into(),

@@ -37,7 +37,9 @@ pub struct Span {
     pub label: Option<String>,
 }
 
-/// How confident the tool is that a suggestion is right, as rustc says it.
+/// How confident the tool is that a suggestion is right, in rustc's terms
+/// (each sensor maps its tool's own onto them). What a value means for
+/// verification depends on the tool: see [`Fixer::stands_alone`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Applicability {
@@ -45,6 +47,33 @@ pub enum Applicability {
     MaybeIncorrect,
     HasPlaceholders,
     Unspecified,
+}
+
+/// The tool whose fix a suggestion is: what its applicability means
+/// ([`Fixer::stands_alone`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fixer {
+    Rustc,
+    Ty,
+    Ruff,
+    Tsserver,
+}
+
+impl Fixer {
+    /// Whether this tool's fix of `applicability` must be verified on its
+    /// own, never folded into a candidate with the other fixes: what the
+    /// tool's word means, one tool at a time. ruff calls a fix safe only
+    /// when it keeps the code's behaviour, so its `unsafe` fixes
+    /// (`MaybeIncorrect`) and display-only ones (`Unspecified`) may change
+    /// it. rustc's, ty's and tsserver's `MaybeIncorrect` says the fix may
+    /// not be the one meant, which verification decides: it still joins.
+    pub fn stands_alone(self, applicability: Applicability) -> bool {
+        match self {
+            Fixer::Ruff => applicability != Applicability::MachineApplicable,
+            Fixer::Rustc | Fixer::Ty | Fixer::Tsserver => false,
+        }
+    }
 }
 
 /// Replace the bytes of `span` with `text`.
@@ -59,7 +88,15 @@ pub struct Replacement {
 pub struct Suggestion {
     pub message: String,
     pub applicability: Applicability,
+    pub fixer: Fixer,
     pub replacements: Vec<Replacement>,
+}
+
+impl Suggestion {
+    /// See [`Fixer::stands_alone`].
+    pub fn stands_alone(&self) -> bool {
+        self.fixer.stands_alone(self.applicability)
+    }
 }
 
 /// A fix the tool offers, possibly as several mutually exclusive alternatives

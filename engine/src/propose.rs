@@ -4,19 +4,21 @@
 //! own suggestions. One candidate applies every unambiguous suggestion of
 //! the cluster at once; where a suggestion offers alternatives (three
 //! possible imports), each alternative is its own candidate, and the
-//! sensors, not the proposer, decide between them. A lint stage's fix that
-//! the linter does not call safe (ruff's unsafe and display-only fixes) is
-//! never in the combined candidate: it is an alternative of its own.
+//! sensors, not the proposer, decide between them. A fix whose tool does
+//! not vouch for its behaviour ([`Suggestion::stands_alone`]: ruff's unsafe
+//! and display-only fixes) is never in the combined candidate: it is an
+//! alternative of its own. Which fixes those are is each tool's meaning of
+//! its applicability ([`Fixer::stands_alone`]); the proposer never asks
+//! which stage reported a fix.
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
-use crate::diagnostic::{Applicability, Diagnostic, Suggestion, SuggestionGroup};
+use crate::diagnostic::{Applicability, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::edit::TextEdit;
-use crate::language::{self, StageRole};
 use crate::workspace_path::WorkspacePath;
 
 /// A proposed change to the accepted state.
@@ -106,15 +108,15 @@ impl Proposer for SuggestionProposer {
         let groups: Vec<SuggestionGroup> = packet
             .diagnostics
             .iter()
-            .flat_map(|d| d.suggestions.iter().map(move |g| (d, g)))
-            .filter(|(d, g)| match own_alternative(d, g) {
+            .flat_map(|d| &d.suggestions)
+            .filter(|g| match own_alternative(g) {
                 Some(fix) => {
                     standalone.push(fix.clone());
                     false
                 }
                 None => true,
             })
-            .map(|(_, g)| SuggestionGroup {
+            .map(|g| SuggestionGroup {
                 alternatives: g
                     .alternatives
                     .iter()
@@ -164,8 +166,8 @@ impl Proposer for SuggestionProposer {
                 });
             }
         }
-        // A linter's unsafe or display-only fix may change what the code
-        // does: never folded into the combined candidate, each one is an
+        // A fix its tool does not vouch for may change what the code does:
+        // never folded into the combined candidate, each one is an
         // alternative of its own, verified like any other.
         let first_own = candidates
             .iter()
@@ -192,20 +194,16 @@ impl Proposer for SuggestionProposer {
     }
 }
 
-/// The single fix of `group` when it must be its own alternative: a lint
-/// stage's fix the tool does not call safe (ruff's `unsafe` and
-/// display-only fixes). A compiler's or type checker's `MaybeIncorrect`
-/// fix (rustc's, ty's, tsserver's) still joins the combined candidate:
-/// there it says the fix may not be the intended one, which verification
-/// decides, not that it changes behaviour.
-fn own_alternative<'g>(d: &Diagnostic, group: &'g SuggestionGroup) -> Option<&'g Suggestion> {
+/// The single fix of `group` when it must be its own alternative: one
+/// whose tool does not vouch for its behaviour ([`Suggestion::stands_alone`]:
+/// ruff's `unsafe` and display-only fixes). A `MaybeIncorrect` fix of
+/// rustc, ty or tsserver still joins the combined candidate: it may not be
+/// the intended one, which verification decides, but it does what it says.
+fn own_alternative(group: &SuggestionGroup) -> Option<&Suggestion> {
     let [fix] = group.alternatives.as_slice() else {
         return None;
     };
-    (language::stage_role(&d.stage) == StageRole::Lint
-        && usable(fix)
-        && fix.applicability != Applicability::MachineApplicable)
-        .then_some(fix)
+    (usable(fix) && fix.stands_alone()).then_some(fix)
 }
 
 #[cfg(test)]
@@ -213,7 +211,7 @@ mod tests {
     use super::*;
     use crate::cluster::ResidualClass;
     use crate::correction::AffectedSet;
-    use crate::diagnostic::{Diagnostic, Level, Replacement, Span};
+    use crate::diagnostic::{Diagnostic, Fixer, Level, Replacement, Span};
 
     fn span(at: u32) -> Span {
         Span {
@@ -232,6 +230,7 @@ mod tests {
         Suggestion {
             message: "consider importing".into(),
             applicability: Applicability::MaybeIncorrect,
+            fixer: Fixer::Rustc,
             replacements: vec![Replacement {
                 span: span(at),
                 text: text.into(),
@@ -323,48 +322,60 @@ mod tests {
         );
     }
 
-    /// Issue 12: a lint stage's unsafe and display-only fixes are each their
-    /// own alternative (with the safe fixes), never in the combined
-    /// candidate; a compiler's `MaybeIncorrect` single fix still is.
+    /// Issue 12: ruff's unsafe and display-only fixes are each their own
+    /// alternative (with the safe fixes), never in the combined candidate;
+    /// rustc's, ty's and tsserver's `MaybeIncorrect` single fix still is.
+    /// The stage that reported a fix never decides: its tool's word does.
     #[test]
-    fn a_linters_unsafe_and_display_only_fixes_are_their_own_alternatives() {
-        let with = |text: &str, at: u32, applicability: Applicability| SuggestionGroup {
-            alternatives: vec![Suggestion {
-                applicability,
-                ..alt(text, at)
-            }],
-        };
-        let lint = packet_of(
-            "python.lint",
-            vec![
-                vec![with("", 0, Applicability::MachineApplicable)],
-                vec![with("x", 10, Applicability::MaybeIncorrect)],
-                vec![with("y", 20, Applicability::Unspecified)],
-                vec![with("x", 10, Applicability::MaybeIncorrect)],
-            ],
-        );
-        let c = SuggestionProposer.propose(&lint, 5);
+    fn ruffs_unsafe_and_display_only_fixes_are_their_own_alternatives() {
+        let with =
+            |fixer: Fixer, text: &str, at: u32, applicability: Applicability| SuggestionGroup {
+                alternatives: vec![Suggestion {
+                    applicability,
+                    fixer,
+                    ..alt(text, at)
+                }],
+            };
         let texts = |c: &Candidate| -> Vec<String> {
             c.edits.iter().map(|(_, e)| e.new_text.clone()).collect()
         };
-        assert_eq!(c.len(), 3, "{c:#?}");
-        assert_eq!((texts(&c[0]), c[0].alternative), (vec!["".into()], None));
-        assert_eq!(
-            (texts(&c[1]), c[1].alternative),
-            (vec!["".into(), "x".into()], Some(0)),
-            "the same unsafe fix twice is one alternative"
-        );
-        assert_eq!(
-            (texts(&c[2]), c[2].alternative),
-            (vec!["".into(), "y".into()], Some(1))
-        );
-        // The same fixes from a compiler stay one combined candidate.
-        let build = packet(vec![
-            vec![with("", 0, Applicability::MachineApplicable)],
-            vec![with("x", 10, Applicability::MaybeIncorrect)],
-        ]);
-        let c = SuggestionProposer.propose(&build, 5);
-        assert_eq!(c.len(), 1);
-        assert_eq!(texts(&c[0]), ["", "x"]);
+        for stage in ["python.lint", "build"] {
+            let ruff = |text, at, applicability| with(Fixer::Ruff, text, at, applicability);
+            let lint = packet_of(
+                stage,
+                vec![
+                    vec![ruff("", 0, Applicability::MachineApplicable)],
+                    vec![ruff("x", 10, Applicability::MaybeIncorrect)],
+                    vec![ruff("y", 20, Applicability::Unspecified)],
+                    vec![ruff("x", 10, Applicability::MaybeIncorrect)],
+                ],
+            );
+            let c = SuggestionProposer.propose(&lint, 5);
+            assert_eq!(c.len(), 3, "{stage}: {c:#?}");
+            assert_eq!((texts(&c[0]), c[0].alternative), (vec!["".into()], None));
+            assert_eq!(
+                (texts(&c[1]), c[1].alternative),
+                (vec!["".into(), "x".into()], Some(0)),
+                "{stage}: the same unsafe fix twice is one alternative"
+            );
+            assert_eq!(
+                (texts(&c[2]), c[2].alternative),
+                (vec!["".into(), "y".into()], Some(1))
+            );
+            // The same words from the other tools stay one combined candidate.
+            for fixer in [Fixer::Rustc, Fixer::Ty, Fixer::Tsserver] {
+                let ordinary = packet_of(
+                    stage,
+                    vec![
+                        vec![with(fixer, "", 0, Applicability::MachineApplicable)],
+                        vec![with(fixer, "x", 10, Applicability::MaybeIncorrect)],
+                        vec![with(fixer, "y", 20, Applicability::Unspecified)],
+                    ],
+                );
+                let c = SuggestionProposer.propose(&ordinary, 5);
+                assert_eq!(c.len(), 1, "{stage} {fixer:?}: {c:#?}");
+                assert_eq!(texts(&c[0]), ["", "x", "y"], "{stage} {fixer:?}");
+            }
+        }
     }
 }

@@ -18,7 +18,7 @@ use cargo_metadata::diagnostic::{
 use serde::Deserialize;
 
 use crate::diagnostic::{
-    Applicability, Diagnostic, Level, Note, Replacement, Span, Suggestion, SuggestionGroup,
+    Applicability, Diagnostic, Fixer, Level, Note, Replacement, Span, Suggestion, SuggestionGroup,
     dedup_by_site,
 };
 use crate::workspace_path::WorkspacePath;
@@ -345,6 +345,7 @@ fn suggestion_group(
         Some(Suggestion {
             message: child.message.clone(),
             applicability,
+            fixer: Fixer::Rustc,
             replacements,
         })
     };
