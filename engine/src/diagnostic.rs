@@ -49,8 +49,8 @@ pub enum Applicability {
     Unspecified,
 }
 
-/// The tool whose fix a suggestion is: what its applicability means
-/// ([`Fixer::stands_alone`]).
+/// The tool whose fix a suggestion is. It names the route that proposes
+/// the fix ([`Fixer::route`]), what the ledger and `trellis status` show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fixer {
@@ -61,6 +61,19 @@ pub enum Fixer {
 }
 
 impl Fixer {
+    pub const ALL: [Fixer; 4] = [Fixer::Rustc, Fixer::Ty, Fixer::Ruff, Fixer::Tsserver];
+
+    /// The route that applies this tool's fixes. Rust's keeps the name it
+    /// always had, so Rust ledgers read as before.
+    pub fn route(self) -> &'static str {
+        match self {
+            Fixer::Rustc => "rustc-suggestions",
+            Fixer::Ty => "ty-fixes",
+            Fixer::Ruff => "ruff-fixes",
+            Fixer::Tsserver => "tsserver-fixes",
+        }
+    }
+
     /// Whether this tool's fix of `applicability` must be verified on its
     /// own, never folded into a candidate with the other fixes: what the
     /// tool's word means, one tool at a time. ruff calls a fix safe only
@@ -74,6 +87,17 @@ impl Fixer {
             Fixer::Rustc | Fixer::Ty | Fixer::Tsserver => false,
         }
     }
+}
+
+/// Whether `route` applies the tools' own fixes (one tool's route, or
+/// several joined by `+` when one packet holds fixes of several tools), as
+/// opposed to a model route. Ledgers written before routes named their
+/// tool say `rustc-suggestions` for every language: that is a tool route
+/// too, so they replay and compare as they did.
+pub fn is_tool_route(route: &str) -> bool {
+    route
+        .split('+')
+        .all(|part| Fixer::ALL.iter().any(|fixer| fixer.route() == part))
 }
 
 /// Replace the bytes of `span` with `text`.

@@ -10,13 +10,19 @@
 //! alternative of its own. Which fixes those are is each tool's meaning of
 //! its applicability ([`Fixer::stands_alone`]); the proposer never asks
 //! which stage reported a fix.
+//!
+//! Its candidates' route names the tools that supplied the fixes
+//! ([`Fixer::route`]: `rustc-suggestions`, `ty-fixes`, ...); every candidate
+//! of one packet has the same route, so a plan is one route as it always
+//! was, and the search treats every tool route as that one deterministic
+//! route ([`crate::diagnostic::is_tool_route`]).
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
-use crate::diagnostic::{Applicability, Suggestion, SuggestionGroup};
+use crate::diagnostic::{Applicability, Fixer, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::edit::TextEdit;
 use crate::workspace_path::WorkspacePath;
@@ -26,7 +32,8 @@ use crate::workspace_path::WorkspacePath;
 pub struct Candidate {
     /// What the candidate does, for a person.
     pub label: String,
-    /// Which proposer made it (`rustc-suggestions`, a model route, ...).
+    /// Which route made it: the tools whose fixes it comes from
+    /// (`rustc-suggestions`, `ruff-fixes`, ...) or a model route.
     pub proposer: String,
     /// Byte-range edits, each with the file it edits.
     pub edits: Vec<(WorkspacePath, TextEdit)>,
@@ -58,11 +65,18 @@ pub trait Proposer: Send + Sync {
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate>;
 }
 
-/// Turns compiler suggestions into candidates.
+/// Turns the tools' suggestions into candidates.
 pub struct SuggestionProposer;
 
-impl SuggestionProposer {
-    pub const ID: &'static str = "rustc-suggestions";
+/// The route of a packet's fixes: the tool that supplied them, or the
+/// tools joined by `+` (in [`Fixer`] order) when several did.
+fn route<'s>(fixes: impl IntoIterator<Item = &'s Suggestion>) -> String {
+    let fixers: BTreeSet<Fixer> = fixes.into_iter().map(|s| s.fixer).collect();
+    fixers
+        .into_iter()
+        .map(Fixer::route)
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 fn usable(s: &Suggestion) -> bool {
@@ -127,6 +141,12 @@ impl Proposer for SuggestionProposer {
             .filter(|g| !g.alternatives.is_empty())
             .collect();
 
+        let proposer = route(
+            groups
+                .iter()
+                .flat_map(|g| &g.alternatives)
+                .chain(&standalone),
+        );
         let mut unambiguous: Vec<(WorkspacePath, TextEdit)> = Vec::new();
         let mut labels: BTreeSet<String> = BTreeSet::new();
         for g in groups.iter().filter(|g| g.alternatives.len() == 1) {
@@ -140,7 +160,7 @@ impl Proposer for SuggestionProposer {
         if !unambiguous.is_empty() {
             candidates.push(Candidate {
                 label: labels.into_iter().collect::<Vec<_>>().join("; "),
-                proposer: Self::ID.into(),
+                proposer: proposer.clone(),
                 edits: unambiguous.clone(),
                 alternative: None,
             });
@@ -160,7 +180,7 @@ impl Proposer for SuggestionProposer {
                 edits.dedup();
                 candidates.push(Candidate {
                     label: describe(alternative),
-                    proposer: Self::ID.into(),
+                    proposer: proposer.clone(),
                     edits,
                     alternative: u32::try_from(i).ok(),
                 });
@@ -184,7 +204,7 @@ impl Proposer for SuggestionProposer {
             }
             candidates.push(Candidate {
                 label: describe(&fix),
-                proposer: Self::ID.into(),
+                proposer: proposer.clone(),
                 edits,
                 alternative: u32::try_from(first_own + seen.len() - 1).ok(),
             });
@@ -211,7 +231,7 @@ mod tests {
     use super::*;
     use crate::cluster::ResidualClass;
     use crate::correction::AffectedSet;
-    use crate::diagnostic::{Diagnostic, Fixer, Level, Replacement, Span};
+    use crate::diagnostic::{Diagnostic, Level, Replacement, Span};
 
     fn span(at: u32) -> Span {
         Span {
@@ -377,5 +397,54 @@ mod tests {
                 assert_eq!(texts(&c[0]), ["", "x", "y"], "{stage} {fixer:?}");
             }
         }
+    }
+
+    /// Issue 4 of the review: the route names the tool that supplied the
+    /// fixes, Rust's as it always did, and every candidate of one packet
+    /// shares it.
+    #[test]
+    fn candidates_are_routed_by_the_tool_that_supplied_their_fixes() {
+        let by = |fixer: Fixer, text: &str, applicability: Applicability| SuggestionGroup {
+            alternatives: vec![Suggestion {
+                fixer,
+                applicability,
+                ..alt(text, 0)
+            }],
+        };
+        let routes = |groups: Vec<Vec<SuggestionGroup>>| -> Vec<String> {
+            SuggestionProposer
+                .propose(&packet(groups), 5)
+                .into_iter()
+                .map(|c| c.proposer)
+                .collect()
+        };
+        let ordinary = Applicability::MaybeIncorrect;
+        assert_eq!(
+            routes(vec![vec![by(Fixer::Rustc, "a", ordinary)]]),
+            ["rustc-suggestions"]
+        );
+        assert_eq!(
+            routes(vec![vec![by(Fixer::Ty, "a", ordinary)]]),
+            ["ty-fixes"]
+        );
+        assert_eq!(
+            routes(vec![vec![by(Fixer::Tsserver, "a", ordinary)]]),
+            ["tsserver-fixes"]
+        );
+        assert_eq!(
+            routes(vec![
+                vec![by(Fixer::Ruff, "a", Applicability::MachineApplicable)],
+                vec![by(Fixer::Ruff, "b", Applicability::MaybeIncorrect)],
+            ]),
+            ["ruff-fixes", "ruff-fixes"]
+        );
+        // One packet with fixes of two tools is one route naming both.
+        let mixed = routes(vec![
+            vec![by(Fixer::Ruff, "b", ordinary)],
+            vec![by(Fixer::Ty, "a", ordinary)],
+        ]);
+        assert_eq!(mixed, ["ty-fixes+ruff-fixes", "ty-fixes+ruff-fixes"]);
+        assert!(mixed.iter().all(|r| crate::diagnostic::is_tool_route(r)));
+        assert!(!crate::diagnostic::is_tool_route("model:local"));
     }
 }

@@ -47,7 +47,7 @@ pub use budget::{
 };
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
-    Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first,
+    Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first, same_route,
 };
 pub use forest::{
     BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError, ForestSettlement,
