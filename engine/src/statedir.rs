@@ -237,7 +237,11 @@ impl Dir {
     /// links right before, and the open itself refuses one
     /// (`SQLITE_OPEN_NOFOLLOW`).
     pub fn open_database(&self, name: &str) -> std::result::Result<Connection, DatabaseError> {
-        for file in [name.to_owned(), format!("{name}-wal"), format!("{name}-shm")] {
+        for file in [
+            name.to_owned(),
+            format!("{name}-wal"),
+            format!("{name}-shm"),
+        ] {
             self.refuse_link(&file).map_err(DatabaseError::State)?;
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
