@@ -65,7 +65,7 @@ impl Fixer {
 
     /// The route that applies this tool's fixes. Rust's keeps the name it
     /// always had, so Rust ledgers read as before.
-    pub fn route(self) -> &'static str {
+    pub const fn route(self) -> &'static str {
         match self {
             Fixer::Rustc => "rustc-suggestions",
             Fixer::Ty => "ty-fixes",

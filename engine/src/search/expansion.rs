@@ -506,10 +506,10 @@ fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnostic::Fixer;
     use crate::digest::blob_digest;
 
-    /// Rust's tool route, as every ledger names it.
-    const RUSTC: &str = "rustc-suggestions";
+    const RUSTC: &str = Fixer::Rustc.route();
     const MODEL: &str = "openai:qwen";
 
     fn apply(route: &str) -> Attempt {
@@ -658,9 +658,9 @@ mod tests {
     #[test]
     fn every_tool_route_is_one_route_whichever_tool_names_it() {
         let mut s = quiet();
-        s.current.attempt = apply("ty-fixes");
-        s.tried = vec![apply("ty-fixes")];
-        s.routes = vec![RUSTC.into(), "ruff-fixes".into(), MODEL.into()];
+        s.current.attempt = apply(Fixer::Ty.route());
+        s.tried = vec![apply(Fixer::Ty.route())];
+        s.routes = vec![RUSTC.into(), Fixer::Ruff.route().into(), MODEL.into()];
         s.current.signatures = vec![blob_digest(b"c1"), blob_digest(b"c1")];
         s.context.untried_alternatives = 0;
         let (_, _, attempt, novelty) = opened(&s);
@@ -670,7 +670,7 @@ mod tests {
         s.current.outcome = BranchOutcome::Ineligible;
         let (_, _, first, _) = opened(&s);
         s.tried.push(Attempt {
-            route: "ty-fixes".into(),
+            route: Fixer::Ty.route().into(),
             ..first.clone()
         });
         let (_, _, next, _) = opened(&s);
@@ -679,7 +679,7 @@ mod tests {
             (first.operator, first.strategy, first.alternative),
             "{next}"
         );
-        assert!(same_route(RUSTC, "tsserver-fixes") && !same_route(RUSTC, MODEL));
+        assert!(same_route(RUSTC, Fixer::Tsserver.route()) && !same_route(RUSTC, MODEL));
     }
 
     #[test]
