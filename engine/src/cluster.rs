@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::{Diagnostic, Level, Span, TestFailure};
+use crate::diagnostic::{Diagnostic, Level, Span, TestFailure, dedup_by_site};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::sensor::{StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
@@ -380,17 +380,7 @@ struct Draft {
 /// Clusters the reports of one measured state. `required` names the stages
 /// whose passing is hard pass.
 pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel) -> Assessment {
-    let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    for report in reports {
-        for d in &report.diagnostics {
-            if !diagnostics
-                .iter()
-                .any(|seen| seen.site_key() == d.site_key())
-            {
-                diagnostics.push(d.clone());
-            }
-        }
-    }
+    let diagnostics = dedup_by_site(reports.iter().flat_map(|r| r.diagnostics.iter().cloned()));
     let mut staged: Vec<(TestFailure, &str)> = reports
         .iter()
         .flat_map(|r| r.failures.iter().map(|f| (f.clone(), r.stage.as_str())))
@@ -571,7 +561,7 @@ pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostic::{Applicability, Call, Replacement, Suggestion, SuggestionGroup};
+    use crate::diagnostic::{Applicability, Call, Fixer, Replacement, Suggestion, SuggestionGroup};
     use crate::sensor::test_report as report;
 
     fn span(path: &str, line: u32) -> Span {
@@ -620,6 +610,7 @@ mod tests {
             alternatives: vec![Suggestion {
                 message: "Update import from \"./stats.js\"".into(),
                 applicability: Applicability::MaybeIncorrect,
+                fixer: Fixer::Tsserver,
                 replacements: vec![Replacement {
                     span: span("src/lib.rs", 0),
                     text: "mean, ".into(),
@@ -665,6 +656,7 @@ mod tests {
             alternatives: vec![Suggestion {
                 message: "consider importing this struct".into(),
                 applicability: Applicability::MaybeIncorrect,
+                fixer: Fixer::Rustc,
                 replacements: vec![Replacement {
                     span: span("src/lib.rs", 0),
                     text: "use crate::geo::Point;\n".into(),

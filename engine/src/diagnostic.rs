@@ -5,6 +5,8 @@
 //! code is wrong and often how to fix it), while a [`TestFailure`] is a
 //! *concrete counterexample* (an execution that violated an expectation).
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::workspace_path::WorkspacePath;
@@ -35,7 +37,9 @@ pub struct Span {
     pub label: Option<String>,
 }
 
-/// How confident the tool is that a suggestion is right, as rustc says it.
+/// How confident the tool is that a suggestion is right, in rustc's terms
+/// (each sensor maps its tool's own onto them). What a value means for
+/// verification depends on the tool: see [`Fixer::stands_alone`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Applicability {
@@ -43,6 +47,57 @@ pub enum Applicability {
     MaybeIncorrect,
     HasPlaceholders,
     Unspecified,
+}
+
+/// The tool whose fix a suggestion is. It names the route that proposes
+/// the fix ([`Fixer::route`]), what the ledger and `trellis status` show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fixer {
+    Rustc,
+    Ty,
+    Ruff,
+    Tsserver,
+}
+
+impl Fixer {
+    pub const ALL: [Fixer; 4] = [Fixer::Rustc, Fixer::Ty, Fixer::Ruff, Fixer::Tsserver];
+
+    /// The route that applies this tool's fixes. Rust's keeps the name it
+    /// always had, so Rust ledgers read as before.
+    pub const fn route(self) -> &'static str {
+        match self {
+            Fixer::Rustc => "rustc-suggestions",
+            Fixer::Ty => "ty-fixes",
+            Fixer::Ruff => "ruff-fixes",
+            Fixer::Tsserver => "tsserver-fixes",
+        }
+    }
+
+    /// Whether this tool's fix of `applicability` must be verified on its
+    /// own, never folded into a candidate with the other fixes: what the
+    /// tool's word means, one tool at a time. ruff calls a fix safe only
+    /// when it keeps the code's behaviour, so its `unsafe` fixes
+    /// (`MaybeIncorrect`) and display-only ones (`Unspecified`) may change
+    /// it. rustc's, ty's and tsserver's `MaybeIncorrect` says the fix may
+    /// not be the one meant, which verification decides: it still joins.
+    pub fn stands_alone(self, applicability: Applicability) -> bool {
+        match self {
+            Fixer::Ruff => applicability != Applicability::MachineApplicable,
+            Fixer::Rustc | Fixer::Ty | Fixer::Tsserver => false,
+        }
+    }
+}
+
+/// Whether `route` applies the tools' own fixes (one tool's route, or
+/// several joined by `+` when one packet holds fixes of several tools), as
+/// opposed to a model route. Ledgers written before routes named their
+/// tool say `rustc-suggestions` for every language: that is a tool route
+/// too, so they replay and compare as they did.
+pub fn is_tool_route(route: &str) -> bool {
+    route
+        .split('+')
+        .all(|part| Fixer::ALL.iter().any(|fixer| fixer.route() == part))
 }
 
 /// Replace the bytes of `span` with `text`.
@@ -57,7 +112,15 @@ pub struct Replacement {
 pub struct Suggestion {
     pub message: String,
     pub applicability: Applicability,
+    pub fixer: Fixer,
     pub replacements: Vec<Replacement>,
+}
+
+impl Suggestion {
+    /// See [`Fixer::stands_alone`].
+    pub fn stands_alone(&self) -> bool {
+        self.fixer.stands_alone(self.applicability)
+    }
 }
 
 /// A fix the tool offers, possibly as several mutually exclusive alternatives
@@ -113,6 +176,27 @@ impl Diagnostic {
             self.primary.as_ref(),
         )
     }
+}
+
+/// One diagnostic per [`Diagnostic::site_key`], in first-reported order:
+/// the same error reported twice (by the lib and test builds of a crate, by
+/// a checker that repeats itself, by two stages) is one piece of evidence.
+/// Every sensor and the clustering deduplicate through this one function,
+/// so "the same diagnostic" means the same thing everywhere.
+pub fn dedup_by_site(diagnostics: impl IntoIterator<Item = Diagnostic>) -> Vec<Diagnostic> {
+    let mut seen = HashSet::new();
+    diagnostics
+        .into_iter()
+        .filter(|diagnostic| {
+            let (code, level, message, primary) = diagnostic.site_key();
+            seen.insert((
+                code.map(str::to_owned),
+                level,
+                message.to_owned(),
+                primary.cloned(),
+            ))
+        })
+        .collect()
 }
 
 /// A concrete counterexample: a test that ran and failed.
@@ -176,4 +260,71 @@ pub struct Call {
 pub enum Evidence {
     Correction(Diagnostic),
     Counterexample(TestFailure),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(message: &str, code: Option<&str>, line: Option<u32>) -> Diagnostic {
+        Diagnostic {
+            stage: "build".into(),
+            code: code.map(str::to_owned),
+            level: Level::Error,
+            message: message.into(),
+            primary: line.map(|line| Span {
+                path: WorkspacePath::new("src/lib.rs").unwrap(),
+                byte_start: line * 10,
+                byte_end: line * 10 + 3,
+                line_start: line,
+                col_start: 1,
+                line_end: line,
+                col_end: 4,
+                label: None,
+            }),
+            secondary: vec![],
+            notes: vec![],
+            suggestions: vec![],
+            rendered: None,
+        }
+    }
+
+    #[test]
+    fn dedup_by_site_keeps_the_first_report_of_each_site_in_order() {
+        let mut again = at("cannot find `x`", Some("E0425"), Some(1));
+        // What differs outside the site key (the stage, the rendering) does
+        // not make it another diagnostic.
+        again.stage = "test".into();
+        again.rendered = Some("error[E0425]".into());
+        let kept = dedup_by_site([
+            at("cannot find `x`", Some("E0425"), Some(1)),
+            at("cannot find `x`", Some("E0425"), Some(2)),
+            again,
+            at("cannot find `x`", None, Some(1)),
+            at("cannot find `x`", Some("E0425"), None),
+            at("cannot find `y`", Some("E0425"), Some(1)),
+            at("cannot find `x`", Some("E0425"), None),
+        ]);
+        let sites: Vec<_> = kept
+            .iter()
+            .map(|d| {
+                (
+                    d.message.as_str(),
+                    d.code.as_deref(),
+                    d.primary.as_ref().map(|s| s.line_start),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sites,
+            [
+                ("cannot find `x`", Some("E0425"), Some(1)),
+                ("cannot find `x`", Some("E0425"), Some(2)),
+                ("cannot find `x`", None, Some(1)),
+                ("cannot find `x`", Some("E0425"), None),
+                ("cannot find `y`", Some("E0425"), Some(1)),
+            ]
+        );
+        assert_eq!(kept[0].stage, "build", "the first report is the one kept");
+    }
 }

@@ -4,19 +4,27 @@
 //! own suggestions. One candidate applies every unambiguous suggestion of
 //! the cluster at once; where a suggestion offers alternatives (three
 //! possible imports), each alternative is its own candidate, and the
-//! sensors, not the proposer, decide between them. A lint stage's fix that
-//! the linter does not call safe (ruff's unsafe and display-only fixes) is
-//! never in the combined candidate: it is an alternative of its own.
+//! sensors, not the proposer, decide between them. A fix whose tool does
+//! not vouch for its behaviour ([`Suggestion::stands_alone`]: ruff's unsafe
+//! and display-only fixes) is never in the combined candidate: it is an
+//! alternative of its own. Which fixes those are is each tool's meaning of
+//! its applicability ([`Fixer::stands_alone`]); the proposer never asks
+//! which stage reported a fix.
+//!
+//! Its candidates' route names the tools that supplied the fixes
+//! ([`Fixer::route`]: `rustc-suggestions`, `ty-fixes`, ...); every candidate
+//! of one packet has the same route, so a plan is one route as it always
+//! was, and the search treats every tool route as that one deterministic
+//! route ([`crate::diagnostic::is_tool_route`]).
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
-use crate::diagnostic::{Applicability, Diagnostic, Suggestion, SuggestionGroup};
+use crate::diagnostic::{Applicability, Fixer, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::edit::TextEdit;
-use crate::language::{self, StageRole};
 use crate::workspace_path::WorkspacePath;
 
 /// A proposed change to the accepted state.
@@ -24,7 +32,8 @@ use crate::workspace_path::WorkspacePath;
 pub struct Candidate {
     /// What the candidate does, for a person.
     pub label: String,
-    /// Which proposer made it (`rustc-suggestions`, a model route, ...).
+    /// Which route made it: the tools whose fixes it comes from
+    /// (`rustc-suggestions`, `ruff-fixes`, ...) or a model route.
     pub proposer: String,
     /// Byte-range edits, each with the file it edits.
     pub edits: Vec<(WorkspacePath, TextEdit)>,
@@ -56,11 +65,18 @@ pub trait Proposer: Send + Sync {
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate>;
 }
 
-/// Turns compiler suggestions into candidates.
+/// Turns the tools' suggestions into candidates.
 pub struct SuggestionProposer;
 
-impl SuggestionProposer {
-    pub const ID: &'static str = "rustc-suggestions";
+/// The route of a packet's fixes: the tool that supplied them, or the
+/// tools joined by `+` (in [`Fixer`] order) when several did.
+fn route<'s>(fixes: impl IntoIterator<Item = &'s Suggestion>) -> String {
+    let fixers: BTreeSet<Fixer> = fixes.into_iter().map(|s| s.fixer).collect();
+    fixers
+        .into_iter()
+        .map(Fixer::route)
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 fn usable(s: &Suggestion) -> bool {
@@ -106,15 +122,15 @@ impl Proposer for SuggestionProposer {
         let groups: Vec<SuggestionGroup> = packet
             .diagnostics
             .iter()
-            .flat_map(|d| d.suggestions.iter().map(move |g| (d, g)))
-            .filter(|(d, g)| match own_alternative(d, g) {
+            .flat_map(|d| &d.suggestions)
+            .filter(|g| match own_alternative(g) {
                 Some(fix) => {
                     standalone.push(fix.clone());
                     false
                 }
                 None => true,
             })
-            .map(|(_, g)| SuggestionGroup {
+            .map(|g| SuggestionGroup {
                 alternatives: g
                     .alternatives
                     .iter()
@@ -125,6 +141,12 @@ impl Proposer for SuggestionProposer {
             .filter(|g| !g.alternatives.is_empty())
             .collect();
 
+        let proposer = route(
+            groups
+                .iter()
+                .flat_map(|g| &g.alternatives)
+                .chain(&standalone),
+        );
         let mut unambiguous: Vec<(WorkspacePath, TextEdit)> = Vec::new();
         let mut labels: BTreeSet<String> = BTreeSet::new();
         for g in groups.iter().filter(|g| g.alternatives.len() == 1) {
@@ -138,7 +160,7 @@ impl Proposer for SuggestionProposer {
         if !unambiguous.is_empty() {
             candidates.push(Candidate {
                 label: labels.into_iter().collect::<Vec<_>>().join("; "),
-                proposer: Self::ID.into(),
+                proposer: proposer.clone(),
                 edits: unambiguous.clone(),
                 alternative: None,
             });
@@ -158,14 +180,14 @@ impl Proposer for SuggestionProposer {
                 edits.dedup();
                 candidates.push(Candidate {
                     label: describe(alternative),
-                    proposer: Self::ID.into(),
+                    proposer: proposer.clone(),
                     edits,
                     alternative: u32::try_from(i).ok(),
                 });
             }
         }
-        // A linter's unsafe or display-only fix may change what the code
-        // does: never folded into the combined candidate, each one is an
+        // A fix its tool does not vouch for may change what the code does:
+        // never folded into the combined candidate, each one is an
         // alternative of its own, verified like any other.
         let first_own = candidates
             .iter()
@@ -182,7 +204,7 @@ impl Proposer for SuggestionProposer {
             }
             candidates.push(Candidate {
                 label: describe(&fix),
-                proposer: Self::ID.into(),
+                proposer: proposer.clone(),
                 edits,
                 alternative: u32::try_from(first_own + seen.len() - 1).ok(),
             });
@@ -192,20 +214,16 @@ impl Proposer for SuggestionProposer {
     }
 }
 
-/// The single fix of `group` when it must be its own alternative: a lint
-/// stage's fix the tool does not call safe (ruff's `unsafe` and
-/// display-only fixes). A compiler's or type checker's `MaybeIncorrect`
-/// fix (rustc's, ty's, tsserver's) still joins the combined candidate:
-/// there it says the fix may not be the intended one, which verification
-/// decides, not that it changes behaviour.
-fn own_alternative<'g>(d: &Diagnostic, group: &'g SuggestionGroup) -> Option<&'g Suggestion> {
+/// The single fix of `group` when it must be its own alternative: one
+/// whose tool does not vouch for its behaviour ([`Suggestion::stands_alone`]:
+/// ruff's `unsafe` and display-only fixes). A `MaybeIncorrect` fix of
+/// rustc, ty or tsserver still joins the combined candidate: it may not be
+/// the intended one, which verification decides, but it does what it says.
+fn own_alternative(group: &SuggestionGroup) -> Option<&Suggestion> {
     let [fix] = group.alternatives.as_slice() else {
         return None;
     };
-    (language::stage_role(&d.stage) == StageRole::Lint
-        && usable(fix)
-        && fix.applicability != Applicability::MachineApplicable)
-        .then_some(fix)
+    (usable(fix) && fix.stands_alone()).then_some(fix)
 }
 
 #[cfg(test)]
@@ -232,6 +250,7 @@ mod tests {
         Suggestion {
             message: "consider importing".into(),
             applicability: Applicability::MaybeIncorrect,
+            fixer: Fixer::Rustc,
             replacements: vec![Replacement {
                 span: span(at),
                 text: text.into(),
@@ -323,48 +342,109 @@ mod tests {
         );
     }
 
-    /// Issue 12: a lint stage's unsafe and display-only fixes are each their
-    /// own alternative (with the safe fixes), never in the combined
-    /// candidate; a compiler's `MaybeIncorrect` single fix still is.
+    /// Issue 12: ruff's unsafe and display-only fixes are each their own
+    /// alternative (with the safe fixes), never in the combined candidate;
+    /// rustc's, ty's and tsserver's `MaybeIncorrect` single fix still is.
+    /// The stage that reported a fix never decides: its tool's word does.
     #[test]
-    fn a_linters_unsafe_and_display_only_fixes_are_their_own_alternatives() {
-        let with = |text: &str, at: u32, applicability: Applicability| SuggestionGroup {
-            alternatives: vec![Suggestion {
-                applicability,
-                ..alt(text, at)
-            }],
-        };
-        let lint = packet_of(
-            "python.lint",
-            vec![
-                vec![with("", 0, Applicability::MachineApplicable)],
-                vec![with("x", 10, Applicability::MaybeIncorrect)],
-                vec![with("y", 20, Applicability::Unspecified)],
-                vec![with("x", 10, Applicability::MaybeIncorrect)],
-            ],
-        );
-        let c = SuggestionProposer.propose(&lint, 5);
+    fn ruffs_unsafe_and_display_only_fixes_are_their_own_alternatives() {
+        let with =
+            |fixer: Fixer, text: &str, at: u32, applicability: Applicability| SuggestionGroup {
+                alternatives: vec![Suggestion {
+                    applicability,
+                    fixer,
+                    ..alt(text, at)
+                }],
+            };
         let texts = |c: &Candidate| -> Vec<String> {
             c.edits.iter().map(|(_, e)| e.new_text.clone()).collect()
         };
-        assert_eq!(c.len(), 3, "{c:#?}");
-        assert_eq!((texts(&c[0]), c[0].alternative), (vec!["".into()], None));
+        for stage in ["python.lint", "build"] {
+            let ruff = |text, at, applicability| with(Fixer::Ruff, text, at, applicability);
+            let lint = packet_of(
+                stage,
+                vec![
+                    vec![ruff("", 0, Applicability::MachineApplicable)],
+                    vec![ruff("x", 10, Applicability::MaybeIncorrect)],
+                    vec![ruff("y", 20, Applicability::Unspecified)],
+                    vec![ruff("x", 10, Applicability::MaybeIncorrect)],
+                ],
+            );
+            let c = SuggestionProposer.propose(&lint, 5);
+            assert_eq!(c.len(), 3, "{stage}: {c:#?}");
+            assert_eq!((texts(&c[0]), c[0].alternative), (vec!["".into()], None));
+            assert_eq!(
+                (texts(&c[1]), c[1].alternative),
+                (vec!["".into(), "x".into()], Some(0)),
+                "{stage}: the same unsafe fix twice is one alternative"
+            );
+            assert_eq!(
+                (texts(&c[2]), c[2].alternative),
+                (vec!["".into(), "y".into()], Some(1))
+            );
+            // The same words from the other tools stay one combined candidate.
+            for fixer in [Fixer::Rustc, Fixer::Ty, Fixer::Tsserver] {
+                let ordinary = packet_of(
+                    stage,
+                    vec![
+                        vec![with(fixer, "", 0, Applicability::MachineApplicable)],
+                        vec![with(fixer, "x", 10, Applicability::MaybeIncorrect)],
+                        vec![with(fixer, "y", 20, Applicability::Unspecified)],
+                    ],
+                );
+                let c = SuggestionProposer.propose(&ordinary, 5);
+                assert_eq!(c.len(), 1, "{stage} {fixer:?}: {c:#?}");
+                assert_eq!(texts(&c[0]), ["", "x", "y"], "{stage} {fixer:?}");
+            }
+        }
+    }
+
+    /// Issue 4 of the review: the route names the tool that supplied the
+    /// fixes, Rust's as it always did, and every candidate of one packet
+    /// shares it.
+    #[test]
+    fn candidates_are_routed_by_the_tool_that_supplied_their_fixes() {
+        let by = |fixer: Fixer, text: &str, applicability: Applicability| SuggestionGroup {
+            alternatives: vec![Suggestion {
+                fixer,
+                applicability,
+                ..alt(text, 0)
+            }],
+        };
+        let routes = |groups: Vec<Vec<SuggestionGroup>>| -> Vec<String> {
+            SuggestionProposer
+                .propose(&packet(groups), 5)
+                .into_iter()
+                .map(|c| c.proposer)
+                .collect()
+        };
+        let ordinary = Applicability::MaybeIncorrect;
         assert_eq!(
-            (texts(&c[1]), c[1].alternative),
-            (vec!["".into(), "x".into()], Some(0)),
-            "the same unsafe fix twice is one alternative"
+            routes(vec![vec![by(Fixer::Rustc, "a", ordinary)]]),
+            ["rustc-suggestions"]
         );
         assert_eq!(
-            (texts(&c[2]), c[2].alternative),
-            (vec!["".into(), "y".into()], Some(1))
+            routes(vec![vec![by(Fixer::Ty, "a", ordinary)]]),
+            ["ty-fixes"]
         );
-        // The same fixes from a compiler stay one combined candidate.
-        let build = packet(vec![
-            vec![with("", 0, Applicability::MachineApplicable)],
-            vec![with("x", 10, Applicability::MaybeIncorrect)],
+        assert_eq!(
+            routes(vec![vec![by(Fixer::Tsserver, "a", ordinary)]]),
+            ["tsserver-fixes"]
+        );
+        assert_eq!(
+            routes(vec![
+                vec![by(Fixer::Ruff, "a", Applicability::MachineApplicable)],
+                vec![by(Fixer::Ruff, "b", Applicability::MaybeIncorrect)],
+            ]),
+            ["ruff-fixes", "ruff-fixes"]
+        );
+        // One packet with fixes of two tools is one route naming both.
+        let mixed = routes(vec![
+            vec![by(Fixer::Ruff, "b", ordinary)],
+            vec![by(Fixer::Ty, "a", ordinary)],
         ]);
-        let c = SuggestionProposer.propose(&build, 5);
-        assert_eq!(c.len(), 1);
-        assert_eq!(texts(&c[0]), ["", "x"]);
+        assert_eq!(mixed, ["ty-fixes+ruff-fixes", "ty-fixes+ruff-fixes"]);
+        assert!(mixed.iter().all(|r| crate::diagnostic::is_tool_route(r)));
+        assert!(!crate::diagnostic::is_tool_route("model:local"));
     }
 }

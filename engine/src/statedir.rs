@@ -11,14 +11,18 @@
 //!
 //! This module must never resolve a path by string and then open it: that is
 //! exactly the check-then-use gap it exists to close. Paths kept here are for
-//! messages (and for SQLite, which can only open by name; see
-//! [`crate::ledger`]).
+//! messages (and for SQLite, which can only open by name: every state
+//! database is opened through [`Dir::open_database`], which closes that gap
+//! as far as SQLite allows).
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
@@ -67,6 +71,21 @@ impl StateError {
 }
 
 type Result<T> = std::result::Result<T, StateError>;
+
+/// How long a writer to a state database waits for another process that
+/// holds its write lock.
+const DATABASE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why [`Dir::open_database`] could not open a state database. Each store
+/// names its database in its own error.
+#[derive(Debug)]
+pub enum DatabaseError {
+    /// The database or one of its journal files is a link, or not a file.
+    State(StateError),
+    Sqlite(rusqlite::Error),
+    /// SQLite would not journal in WAL mode; this is the mode it reported.
+    NoWal(String),
+}
 
 /// A file's identity: device and inode, as `lstat` reports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,6 +227,38 @@ impl Dir {
                 source: io::Error::other("is not a regular file"),
             }),
         }
+    }
+
+    /// Opens (creating if needed) the SQLite database `name` in this
+    /// directory for reading and writing, in WAL mode, its writers waiting
+    /// for one another: how every state database (the ledger, the bundle
+    /// store) is opened. SQLite opens by name and creates its `-wal` and
+    /// `-shm` files beside the database, so all three are checked not to be
+    /// links right before, and the open itself refuses one
+    /// (`SQLITE_OPEN_NOFOLLOW`).
+    pub fn open_database(&self, name: &str) -> std::result::Result<Connection, DatabaseError> {
+        for file in [
+            name.to_owned(),
+            format!("{name}-wal"),
+            format!("{name}-shm"),
+        ] {
+            self.refuse_link(&file).map_err(DatabaseError::State)?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn =
+            Connection::open_with_flags(self.join(name), flags).map_err(DatabaseError::Sqlite)?;
+        conn.busy_timeout(DATABASE_BUSY_TIMEOUT)
+            .map_err(DatabaseError::Sqlite)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(DatabaseError::Sqlite)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(DatabaseError::NoWal(mode));
+        }
+        Ok(conn)
     }
 
     /// The bytes of the regular file `name`; `None` when it does not exist.
@@ -495,6 +546,36 @@ mod tests {
         );
         assert!(err.to_string().contains(".trellis"), "{err}");
         assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_database_opens_in_wal_mode_and_a_linked_journal_file_is_refused_by_name() {
+        let root = tempfile::tempdir().unwrap();
+        let state = open_state(root.path()).unwrap();
+        let conn = state.open_database("fresh.db").unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+
+        let victim = root.path().join("other-app.sqlite");
+        fs::write(&victim, b"another application's data").unwrap();
+        symlink(&victim, state.join("linked.db-wal")).unwrap();
+        let err = state.open_database("linked.db").unwrap_err();
+        assert!(
+            matches!(&err, DatabaseError::State(StateError::Symlink(p)) if *p == state.join("linked.db-wal")),
+            "{err:?}"
+        );
+        let DatabaseError::State(err) = err else {
+            unreachable!("matched above")
+        };
+        assert!(err.to_string().contains("linked.db-wal"), "{err}");
+        assert_eq!(fs::read(&victim).unwrap(), b"another application's data");
+        assert_eq!(
+            state.kind("linked.db").unwrap(),
+            None,
+            "nothing was created beside the link"
+        );
     }
 
     #[test]

@@ -130,6 +130,15 @@ fn repair_commits_tys_import_fix_and_writes_nothing_else() {
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    assert!(
+        doc["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["branches"].as_array().unwrap())
+            .any(|b| b["outcome"] == "selected" && b["proposer"] == "ty-fixes"),
+        "the verified route names ty: {doc:#}"
+    );
     assert_eq!(
         doc["promotion"]["files"],
         json!(["clock/__init__.py"]),
@@ -306,6 +315,15 @@ fn a_required_lint_stage_blocks_and_ruffs_safe_fix_repairs_it() {
     assert_eq!(fix["applicability"], "machine-applicable", "{doc:#}");
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
+    assert!(
+        doc["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["branches"].as_array().unwrap())
+            .any(|b| b["outcome"] == "selected" && b["proposer"] == "ruff-fixes"),
+        "the verified route names ruff: {doc:#}"
+    );
     assert!(!ws.read("greet.py").contains("import sys"));
     assert!(pytest_passes(ws.path()));
 }

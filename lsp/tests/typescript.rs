@@ -162,6 +162,15 @@ fn repair_commits_the_language_services_import_and_the_projects_checks_pass() {
     let ws = project("ts-missing-import");
     let before = tree(&ws);
     let doc = committed(&ws);
+    assert!(
+        doc["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["branches"].as_array().unwrap())
+            .any(|b| b["outcome"] == "selected" && b["proposer"] == "tsserver-fixes"),
+        "the verified route names tsserver: {doc:#}"
+    );
     assert_eq!(
         doc["promotion"]["files"],
         json!(["src/report.ts"]),

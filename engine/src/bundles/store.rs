@@ -13,9 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::STORE_FILE;
@@ -23,14 +22,12 @@ use super::draft::{Draft, MAX_NOTE_BYTES, checksum_of};
 use super::error::BundleError;
 use super::refs::BundleRef;
 use super::retention::{Held, RETAIN_LATEST, removable};
-use crate::statedir::Dir;
+use crate::statedir::{DatabaseError, Dir};
 
 /// `PRAGMA user_version` of the schema this build creates and reads.
 const SCHEMA_VERSION: i64 = 1;
 /// At most this many bundle ids in one store.
 pub const MAX_IDS: usize = 256;
-/// Another writer holding the database is waited for this long.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS contents (
@@ -153,25 +150,22 @@ fn now() -> i64 {
 
 impl BundleStore {
     /// Opens (creating if needed) the store in the checked state directory.
-    /// As for the ledger, the database and its WAL files are checked not to
-    /// be links, and SQLite refuses to follow one.
+    /// As for the ledger, a link at the database or its journal files is
+    /// refused ([`Dir::open_database`]).
     pub(crate) fn open_in(state: &Dir) -> Result<BundleStore, BundleError> {
-        for name in [STORE_FILE, "bundles.db-wal", "bundles.db-shm"] {
-            state.refuse_link(name)?;
-        }
         let path = state.join(STORE_FILE);
         let sqlite = |source| BundleError::Sqlite {
             path: path.clone(),
             source,
         };
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(sqlite)?;
+        let mut conn = state.open_database(STORE_FILE).map_err(|e| match e {
+            DatabaseError::State(e) => BundleError::State(e),
+            DatabaseError::Sqlite(source) => sqlite(source),
+            DatabaseError::NoWal(mode) => BundleError::NoWal {
+                path: path.clone(),
+                mode,
+            },
+        })?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sqlite)?;

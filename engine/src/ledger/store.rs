@@ -17,15 +17,14 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::event::{DecodedRow, LedgerEvent, SEARCH_KIND, SearchEnvelopeV1, SearchEvent};
 use super::witness::{self, Head};
 use crate::digest::{CanonicalHasher, Digest};
-use crate::statedir::{Dir, FileId, Kind, StateError};
+use crate::statedir::{DatabaseError, Dir, FileId, Kind, StateError};
 
 /// File name of the ledger inside `.trellis/`.
 pub const LEDGER_FILE: &str = "ledger.db";
@@ -35,9 +34,6 @@ const EVENT_HASH_DOMAIN: &str = "trellis.ledger.event.v1";
 
 /// `PRAGMA user_version` of the schema this build creates and reads.
 const SCHEMA_VERSION: i64 = 1;
-
-/// How long an append waits for another process holding the write lock.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -171,30 +167,22 @@ impl Ledger {
     }
 
     /// Opens (creating if needed) the ledger in the checked state directory
-    /// `state`. SQLite opens by name, so the database and its WAL and
-    /// shared-memory files are checked not to be links right before, and
-    /// the open itself refuses one (`SQLITE_OPEN_NOFOLLOW`).
+    /// `state`, refusing a link at the database or its journal files
+    /// ([`Dir::open_database`]).
     pub fn open_in(state: Dir) -> Result<Ledger, LedgerError> {
-        for name in [LEDGER_FILE, "ledger.db-wal", "ledger.db-shm"] {
-            state.refuse_link(name)?;
-        }
         let path = state.join(LEDGER_FILE);
         let sqlite = |source| LedgerError::Sqlite {
             path: path.clone(),
             source,
         };
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(sqlite)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(LedgerError::NoWal { path, mode });
-        }
+        let mut conn = state.open_database(LEDGER_FILE).map_err(|e| match e {
+            DatabaseError::State(e) => LedgerError::State(e),
+            DatabaseError::Sqlite(source) => sqlite(source),
+            DatabaseError::NoWal(mode) => LedgerError::NoWal {
+                path: path.clone(),
+                mode,
+            },
+        })?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sqlite)?;
 

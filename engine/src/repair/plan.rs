@@ -20,7 +20,7 @@ use crate::measure::Measurement;
 use crate::propose::{Candidate, Proposer};
 use crate::search::{
     Attempt, NoGoodComponents, OperatorKind, PartialCheckpointRef, Seed, Strategy, StrategyContext,
-    build_digest, probe_attempt, probe_first,
+    build_digest, probe_attempt, probe_first, same_route,
 };
 use crate::sensor::Sensor;
 use crate::snapshot::{Overlay, Snapshot};
@@ -255,7 +255,7 @@ impl Plan {
         let taken = |c: &Candidate| {
             tried
                 .iter()
-                .any(|a| a.route == c.proposer && a.alternative == c.alternative)
+                .any(|a| same_route(&a.route, &c.proposer) && a.alternative == c.alternative)
         };
         StrategyContext {
             single_fix_suggestions: self
@@ -369,6 +369,16 @@ impl Quantum {
                 plan.packet.cluster_title
             ),
         }
+    }
+
+    /// The route the ledger and the report name: the one whose fixes the
+    /// branch applies (its candidate's, which after a partial checkpoint
+    /// may be another tool's than the attempt it continues), else the
+    /// attempt's.
+    pub(super) fn route(&self) -> &str {
+        self.candidate
+            .as_ref()
+            .map_or(&self.attempt.route, |c| &c.proposer)
     }
 }
 

@@ -22,7 +22,7 @@ use crate::measure::Measurement;
 use crate::propose::{Candidate, SuggestionProposer};
 use crate::search::{
     Attempt, CandidateObservation, Eligibility, Environmental, Evidence, Ineligibility,
-    NoGoodComponents, NoGoodRefusal, Seed, Support,
+    NoGoodComponents, NoGoodRefusal, Seed, Support, same_route,
 };
 use crate::sensor::{StageReport, StageStatus};
 use crate::snapshot::{DirSource, Snapshot};
@@ -137,7 +137,7 @@ impl QuantumRun<'_, '_> {
             c.alternative.is_some()
                 && !tried
                     .iter()
-                    .any(|a| a.route == c.proposer && a.alternative == c.alternative)
+                    .any(|a| same_route(&a.route, &c.proposer) && a.alternative == c.alternative)
         });
         let mut best: Option<(f64, &Candidate)> = None;
         for candidate in untried {

@@ -27,7 +27,6 @@ use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::gate::GateDecision;
 use crate::measure::Measurement;
-use crate::propose::SuggestionProposer;
 use crate::records;
 use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec, Expansion,
@@ -527,7 +526,7 @@ impl<'s, 'a> Step<'s, 'a> {
             let mut report = BranchReport {
                 branch_id: quantum.continues.clone().unwrap_or_default(),
                 label: quantum.label(seed.plan),
-                proposer: quantum.attempt.route.clone(),
+                proposer: quantum.route().to_owned(),
                 strategy: quantum.attempt.strategy.name().to_owned(),
                 proposal: proposal_digest(&quantum, seed.plan),
                 root: None,
@@ -818,7 +817,13 @@ impl<'s, 'a> Step<'s, 'a> {
                     correction_empty: track.correction_empty,
                 },
                 operators: plan.operators(),
-                routes: vec![SuggestionProposer::ID.to_owned()],
+                // One packet's candidates share one route (`propose`).
+                routes: plan
+                    .candidates
+                    .iter()
+                    .map(|c| c.proposer.clone())
+                    .take(1)
+                    .collect(),
                 context: plan.context(tried, kept.is_some()),
                 tried: tried.clone(),
                 continuation: continuation.as_ref().map(|(_, a)| a.clone()),
@@ -1041,7 +1046,7 @@ fn fork_branch(
     }
     let spec = BranchSpec {
         strategy: quantum.attempt.strategy,
-        route: quantum.attempt.route.clone(),
+        route: quantum.route().to_owned(),
         prompt_program: None,
     };
     let branch = run.fork(quantum.seed.clone(), spec, copied.receipt)?;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::forest::{PartialCheckpointRef, Seed};
 use crate::correction::CorrectionOperator;
+use crate::diagnostic::is_tool_route;
 use crate::digest::{CanonicalHasher, Digest};
 
 /// How a branch goes about a correction. Each strategy declares one
@@ -434,7 +435,11 @@ fn candidates(state: &ExpansionState, forced: bool) -> Vec<(Attempt, Novelty)> {
             }
         }
     }
-    for route in state.routes.iter().filter(|r| **r != current.route) {
+    for route in state
+        .routes
+        .iter()
+        .filter(|r| !same_route(r, &current.route))
+    {
         for strategy in std::iter::once(current.strategy).chain(Strategy::ALL) {
             for &op in &operators {
                 out.push((attempt(op, strategy, route), Novelty::Route));
@@ -462,9 +467,23 @@ fn next_alternative(state: &ExpansionState, route: &str) -> Option<u32> {
             .tried
             .iter()
             .chain([&state.current.attempt])
-            .any(|a| a.route == route && a.alternative == Some(i))
+            .any(|a| same_route(&a.route, route) && a.alternative == Some(i))
     };
     (0..u32::try_from(offered).unwrap_or(u32::MAX)).find(|&i| !taken(i))
+}
+
+/// Whether two routes are one route to expansion. The tools' fixes are one
+/// deterministic route whichever tool names it: a Python repair that moves
+/// on from ty's fixes to ruff's, or an old ledger's `rustc-suggestions`
+/// for a TypeScript fix, opens no "new route".
+pub fn same_route(a: &str, b: &str) -> bool {
+    a == b || (is_tool_route(a) && is_tool_route(b))
+}
+
+/// The same attempt, its routes compared by [`same_route`].
+fn same_attempt(a: &Attempt, b: &Attempt) -> bool {
+    (a.operator, a.strategy, a.alternative) == (b.operator, b.strategy, b.alternative)
+        && same_route(&a.route, &b.route)
 }
 
 fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
@@ -474,8 +493,8 @@ fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
     seeded_right
         && attempt.strategy.supports(attempt.operator)
         && attempt.strategy.assumption_holds(&state.context)
-        && *attempt != state.current.attempt
-        && !state.tried.contains(attempt)
+        && !same_attempt(attempt, &state.current.attempt)
+        && !state.tried.iter().any(|tried| same_attempt(tried, attempt))
         && (attempt.operator != OperatorKind::ChooseAlternative
             || (state.context.untried_alternatives > 0
                 && state
@@ -487,9 +506,10 @@ fn admissible(state: &ExpansionState, attempt: &Attempt) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnostic::Fixer;
     use crate::digest::blob_digest;
 
-    const RUSTC: &str = "rustc-suggestions";
+    const RUSTC: &str = Fixer::Rustc.route();
     const MODEL: &str = "openai:qwen";
 
     fn apply(route: &str) -> Attempt {
@@ -630,6 +650,36 @@ mod tests {
         assert!(fired.contains(&Trigger::RecurringSignature));
         assert_eq!(novelty, Novelty::Route);
         assert_eq!(attempt.route, MODEL);
+    }
+
+    /// The tools' fixes are one route whatever tool names it: another
+    /// tool's name (or an old ledger's `rustc-suggestions` for a Python
+    /// fix) is no new route, and an attempt tried under one name is tried.
+    #[test]
+    fn every_tool_route_is_one_route_whichever_tool_names_it() {
+        let mut s = quiet();
+        s.current.attempt = apply(Fixer::Ty.route());
+        s.tried = vec![apply(Fixer::Ty.route())];
+        s.routes = vec![RUSTC.into(), Fixer::Ruff.route().into(), MODEL.into()];
+        s.current.signatures = vec![blob_digest(b"c1"), blob_digest(b"c1")];
+        s.context.untried_alternatives = 0;
+        let (_, _, attempt, novelty) = opened(&s);
+        assert_eq!((novelty, attempt.route.as_str()), (Novelty::Route, MODEL));
+
+        let mut s = quiet();
+        s.current.outcome = BranchOutcome::Ineligible;
+        let (_, _, first, _) = opened(&s);
+        s.tried.push(Attempt {
+            route: Fixer::Ty.route().into(),
+            ..first.clone()
+        });
+        let (_, _, next, _) = opened(&s);
+        assert_ne!(
+            (next.operator, next.strategy, next.alternative),
+            (first.operator, first.strategy, first.alternative),
+            "{next}"
+        );
+        assert!(same_route(RUSTC, Fixer::Tsserver.route()) && !same_route(RUSTC, MODEL));
     }
 
     #[test]

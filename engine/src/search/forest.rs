@@ -888,7 +888,7 @@ mod tests {
     fn spec(strategy: Strategy) -> BranchSpec {
         BranchSpec {
             strategy,
-            route: "rustc-suggestions".into(),
+            route: crate::diagnostic::Fixer::Rustc.route().into(),
             prompt_program: None,
         }
     }

@@ -47,7 +47,7 @@ pub use budget::{
 };
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
-    Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first,
+    Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first, same_route,
 };
 pub use forest::{
     BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError, ForestSettlement,
@@ -66,6 +66,7 @@ mod tests {
     //! The pure API driven the way the runtime drives it, end to end.
 
     use super::*;
+    use crate::diagnostic::Fixer;
     use crate::digest::{Digest, blob_digest};
     use crate::gate::{AcceptedTrajectory, GateParams, Observation, Verdict};
 
@@ -126,7 +127,7 @@ mod tests {
         let receipt = reserve_and_settle(&mut forest, fork);
         let spec = BranchSpec {
             strategy: Strategy::ApplySuggestions,
-            route: "rustc-suggestions".into(),
+            route: Fixer::Rustc.route().into(),
             prompt_program: None,
         };
         let b1 = forest
@@ -174,7 +175,7 @@ mod tests {
                 attempt: Attempt::new(
                     OperatorKind::ApplySuggestions,
                     Strategy::ApplySuggestions,
-                    "rustc-suggestions",
+                    Fixer::Rustc.route(),
                 ),
                 outcome: BranchOutcome::Partial(partial.clone()),
                 energies: vec![5.9, 5.9, 5.9],
@@ -186,7 +187,7 @@ mod tests {
             operators: vec![crate::correction::CorrectionOperator::ChooseAlternative {
                 alternatives: 2,
             }],
-            routes: vec!["rustc-suggestions".into()],
+            routes: vec![Fixer::Rustc.route().into()],
             context: StrategyContext {
                 single_fix_suggestions: 1,
                 untried_alternatives: 1,

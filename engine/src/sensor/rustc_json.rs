@@ -7,7 +7,7 @@
 //! caused it. Lines that are not cargo JSON are skipped; lines that look like
 //! JSON but do not parse are counted, never fatal.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cargo_metadata::CompilerMessage;
@@ -18,7 +18,8 @@ use cargo_metadata::diagnostic::{
 use serde::Deserialize;
 
 use crate::diagnostic::{
-    Applicability, Diagnostic, Level, Note, Replacement, Span, Suggestion, SuggestionGroup,
+    Applicability, Diagnostic, Fixer, Level, Note, Replacement, Span, Suggestion, SuggestionGroup,
+    dedup_by_site,
 };
 use crate::workspace_path::WorkspacePath;
 
@@ -250,27 +251,10 @@ pub fn parse_compiler_messages<'a>(
             Err(_) => found.malformed_lines += 1,
         }
     }
-    found.diagnostics = dedup(found.diagnostics);
+    // The lib and test builds of a crate report the same error twice.
+    found.diagnostics = dedup_by_site(found.diagnostics);
     found.blocks_tests = blocker.found;
     found
-}
-
-/// One diagnostic per [`Diagnostic::site_key`], in first-reported order: the
-/// lib and test builds of a crate report the same error twice.
-pub fn dedup(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
-    let mut seen = HashSet::new();
-    diagnostics
-        .into_iter()
-        .filter(|diagnostic| {
-            let (code, level, message, primary) = diagnostic.site_key();
-            seen.insert((
-                code.map(str::to_owned),
-                level,
-                message.to_owned(),
-                primary.cloned(),
-            ))
-        })
-        .collect()
 }
 
 /// Convert one rustc diagnostic, or `None` for the summary lines rustc adds
@@ -423,6 +407,7 @@ fn suggestion_group(
         Some(Suggestion {
             message: child.message.clone(),
             applicability,
+            fixer: Fixer::Rustc,
             replacements,
         })
     };

@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::interpreter::Interpreter;
 use super::lsp_position::{Encoding, span_of};
 use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
-use crate::diagnostic::{Diagnostic, Level};
+use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport};
@@ -131,14 +131,9 @@ pub(super) fn parse_report(
             suggestions: Vec::new(),
             rendered: None,
         };
-        if !diagnostics
-            .iter()
-            .any(|d| d.site_key() == diagnostic.site_key())
-        {
-            diagnostics.push(diagnostic);
-        }
+        diagnostics.push(diagnostic);
     }
-    Ok(diagnostics)
+    Ok(dedup_by_site(diagnostics))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! Each finding's `fix` becomes a suggestion carrying ruff's applicability,
 //! so fixes flow through the same proposer as rustc's: a `safe` fix is
 //! machine-applicable, an `unsafe` one maybe-incorrect, a `display-only`
-//! one unspecified; like every candidate, none is accepted before the
+//! one unspecified. What those mean is ruff's ([`Fixer::stands_alone`]):
+//! only a safe fix joins the others, an unsafe or display-only one is
+//! verified on its own; like every candidate, none is accepted before the
 //! stages verified it.
 //!
 //! Findings are warnings unless `python.lint` is required: then they are
@@ -18,7 +20,7 @@ use serde::Deserialize;
 
 use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
 use crate::diagnostic::{
-    Applicability, Diagnostic, Level, Replacement, Suggestion, SuggestionGroup,
+    Applicability, Diagnostic, Fixer, Level, Replacement, Suggestion, SuggestionGroup,
 };
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
@@ -171,6 +173,7 @@ pub(super) fn parse_findings(
                     alternatives: vec![Suggestion {
                         message: fix.message.unwrap_or_else(|| finding.message.clone()),
                         applicability: applicability(&fix.applicability),
+                        fixer: Fixer::Ruff,
                         replacements,
                     }],
                 })
@@ -242,6 +245,7 @@ mod tests {
         );
         let unsafe_fix = &found[2].suggestions[0].alternatives[0];
         assert_eq!(unsafe_fix.applicability, Applicability::MaybeIncorrect);
+        assert!(unsafe_fix.stands_alone() && !safe.stands_alone());
         assert!(found.iter().all(|d| d.level == Level::Warning));
     }
 

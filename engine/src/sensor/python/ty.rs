@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::interpreter::Interpreter;
 use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary, ty_fixes};
-use crate::diagnostic::{Diagnostic, Level};
+use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
@@ -187,14 +187,9 @@ pub(super) fn parse_report(
             suggestions: Vec::new(),
             rendered: None,
         };
-        if !diagnostics
-            .iter()
-            .any(|d| d.site_key() == diagnostic.site_key())
-        {
-            diagnostics.push(diagnostic);
-        }
+        diagnostics.push(diagnostic);
     }
-    Ok(diagnostics)
+    Ok(dedup_by_site(diagnostics))
 }
 
 /// `ty check --output-format gitlab` of ty 0.0.108 on a file with two

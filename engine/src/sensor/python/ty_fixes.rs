@@ -27,7 +27,9 @@ use tokio::process::Command;
 use super::ENVIRONMENT;
 use super::lsp_position::{Encoding, span_of};
 use super::ty::UNRESOLVED_REFERENCE;
-use crate::diagnostic::{Applicability, Diagnostic, Replacement, Suggestion, SuggestionGroup};
+use crate::diagnostic::{
+    Applicability, Diagnostic, Fixer, Replacement, Suggestion, SuggestionGroup,
+};
 use crate::sensor::SensorRun;
 use crate::sensor::process::Interactive;
 use crate::workspace_path::WorkspacePath;
@@ -355,6 +357,7 @@ pub(super) fn import_fixes(
             (!replacements.is_empty()).then(|| Suggestion {
                 message: title.to_owned(),
                 applicability: Applicability::MaybeIncorrect,
+                fixer: Fixer::Ty,
                 replacements,
             })
         })

@@ -29,7 +29,7 @@ use tokio::process::Command;
 use super::position;
 use super::tsc::span_of;
 use crate::diagnostic::{
-    Applicability, Diagnostic, Level, Replacement, Suggestion, SuggestionGroup,
+    Applicability, Diagnostic, Fixer, Level, Replacement, Suggestion, SuggestionGroup,
 };
 use crate::digest::CanonicalHasher;
 use crate::sensor::SensorRun;
@@ -315,6 +315,7 @@ pub(super) fn suggestion(
         } else {
             Applicability::MaybeIncorrect
         },
+        fixer: Fixer::Tsserver,
         replacements,
     })
 }
