@@ -7,9 +7,11 @@
 
 mod support;
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
+use support::files_under;
 use support::workspace::{Workspace, fixture};
 
 /// A copy of the fixture `name` with its `node_modules` linked in.
@@ -88,4 +90,85 @@ fn a_deterministic_node_test_failure_fails_again_and_is_not_flaky() {
     assert_eq!(failures.len(), 1, "{doc:#}");
     assert_eq!(failures[0]["name"], "a quarter off 200 is 150");
     assert_eq!(failures[0]["rerun"], "failed_again", "{doc:#}");
+}
+
+/// What a user's `npm install` put in the monorepo fixture's package
+/// `packages/report`: its own `node_modules/units`, which its code imports
+/// and its test needs.
+fn install_package_dependency(ws: &Workspace) {
+    let units = ws.path().join("packages/report/node_modules/units");
+    std::fs::create_dir_all(&units).unwrap();
+    for (file, text) in [
+        (
+            "package.json",
+            r#"{"name": "units", "version": "1.0.0", "type": "module", "exports": {"types": "./index.d.ts", "default": "./index.js"}}"#,
+        ),
+        (
+            "index.js",
+            "export function unit(short) { return { ms: \"milliseconds\" }[short] ?? short; }\n",
+        ),
+        (
+            "index.d.ts",
+            "export declare function unit(short: string): string;\n",
+        ),
+    ] {
+        std::fs::write(units.join(file), text).unwrap();
+    }
+}
+
+/// Item 2: a monorepo package's own `node_modules` is no content of a
+/// snapshot; every slot links the user's at the same place, so the repair
+/// is verified against the package the user installed there, without a copy
+/// per slot, and only the fixed file is written.
+#[test]
+fn a_packages_own_node_modules_is_linked_into_every_slot_never_copied() {
+    const NESTED: &str = "packages/report/node_modules";
+    let ws = project("ts-monorepo");
+    install_package_dependency(&ws);
+    let before = files_under(ws.path(), &[".trellis"]);
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    assert_eq!(
+        doc["promotion"]["files"],
+        json!(["packages/report/src/report.ts"]),
+        "{doc:#}"
+    );
+    assert!(
+        ws.read("packages/report/src/report.ts")
+            .contains("import { mean } from \"./stats.js\";"),
+        "the language service's import"
+    );
+
+    let user = ws.path().canonicalize().unwrap().join(NESTED);
+    let cached = files_under(ws.cache(), &[]);
+    let links: Vec<&Path> = cached
+        .keys()
+        .filter(|path| path.ends_with(NESTED))
+        .map(|path| path.as_path())
+        .collect();
+    assert!(
+        links.len() >= 2,
+        "the view and the branch that verified the fix link it: {links:?}"
+    );
+    for link in &links {
+        let target = std::fs::read_link(ws.cache().join(link))
+            .unwrap_or_else(|e| panic!("{} is no symlink: {e}", link.display()));
+        assert_eq!(target, user, "{}", link.display());
+    }
+    let copied: Vec<&Path> = cached
+        .keys()
+        .filter(|path| path.to_string_lossy().contains(&format!("{NESTED}/")))
+        .map(|path| path.as_path())
+        .collect();
+    assert!(copied.is_empty(), "nothing below it is copied: {copied:?}");
+
+    let mut after = files_under(ws.path(), &[".trellis"]);
+    after.remove(Path::new("packages/report/src/report.ts"));
+    let mut unchanged = before;
+    unchanged.remove(Path::new("packages/report/src/report.ts"));
+    assert_eq!(
+        after, unchanged,
+        "only the repaired file changed; both node_modules are as they were"
+    );
 }
