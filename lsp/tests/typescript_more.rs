@@ -172,3 +172,60 @@ fn a_packages_own_node_modules_is_linked_into_every_slot_never_copied() {
         "only the repaired file changed; both node_modules are as they were"
     );
 }
+
+/// Item 3, the trap: the language service's fix declares the property the
+/// base class assigns at run time; it type checks, but the declared field
+/// is reset after `super()`, so the test that passed fails. The gate
+/// refuses the branch (trading the type error for that failure is no
+/// descent under the fixture's `[gate] rho`), the other fix (an index
+/// signature) does not type check, and nothing is written.
+#[test]
+fn the_trap_declaration_type_checks_but_fails_its_test_and_is_never_written() {
+    let ws = project("ts-trap");
+    let before = files_under(ws.path(), &[".trellis"]);
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 1, "nothing is promoted: {doc:#}");
+    assert_eq!(doc["status"], "no_eligible_candidate", "{doc:#}");
+    assert!(doc["promotion"].is_null(), "{doc:#}");
+    let branches: Vec<&Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["branches"].as_array().unwrap())
+        .collect();
+    let trap = branches
+        .iter()
+        .find(|b| {
+            b["label"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Declare property 'total'")
+        })
+        .unwrap_or_else(|| panic!("the declaration was never tried: {doc:#}"));
+    assert_eq!(trap["outcome"], "ineligible", "{trap:#}");
+    assert_eq!(trap["cause"]["kind"], "no_descent", "{trap:#}");
+    assert_eq!(
+        trap["reason"], "no descent: energy 1.00 is not below 2.00 − ρ",
+        "{trap:#}"
+    );
+    assert_eq!(
+        stage(trap, "typescript.typecheck")["status"],
+        "passed",
+        "{trap:#}"
+    );
+    assert_eq!(
+        stage(trap, "typescript.test")["status"],
+        "failed",
+        "{trap:#}"
+    );
+    assert_eq!(
+        trap["clusters"],
+        json!(["test `an invoice of 100 is 120 with tax` fails"]),
+        "the failing test is what is left: {trap:#}"
+    );
+    assert_eq!(
+        files_under(ws.path(), &[".trellis"]),
+        before,
+        "the user's tree must stay byte-identical"
+    );
+}
