@@ -89,7 +89,7 @@ const PYTHON_STAGES: &[StageDef] = &[
 
 const TYPESCRIPT_STAGES: &[StageDef] = &[
     stage("typescript.typecheck", StageRole::Check, true),
-    stage("typescript.test", StageRole::Test, true),
+    rerunnable_test("typescript.test"),
 ];
 
 impl Language {

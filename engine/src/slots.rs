@@ -12,7 +12,11 @@
 //! a symlink at the same relative place to the real directory, read-only:
 //! it is never copied or edited. Cargo runs with one target directory per
 //! slot below [`Slots::view_target`], seeded with the dependencies the
-//! user or another slot already compiled (`sensor::cargo`).
+//! user or another slot already compiled (`sensor::cargo`). Every
+//! `node_modules` of the workspace (the root's, and each package's own in a
+//! monorepo) is no content of a snapshot: each slot links the user's at the
+//! same place, read where it is (tools never write through a link,
+//! `fsutil::confine`), and a link whose directory is gone is dropped.
 //!
 //! This module never writes outside the cache directory.
 
@@ -148,9 +152,12 @@ impl Slots {
     /// Links, beside every slot's ancestry, each directory outside the
     /// workspace that a manifest of `snapshot` names as a path dependency,
     /// so `../dep` in a slot is the user's `../dep`, and, in every slot,
-    /// `node_modules` to the workspace's own, so a branch measures the
-    /// packages the user installed without a copy per branch. Existing
-    /// links are refreshed. Nothing outside the cache directory is written.
+    /// each `node_modules` to the workspace's own at the same place (the
+    /// root's, and every one in a directory of `snapshot`), so a branch
+    /// measures the packages the user installed without a copy per branch.
+    /// Existing links are refreshed, and those linked last time whose
+    /// directory is gone are removed. Nothing outside the cache directory
+    /// is written.
     pub fn link_outside_paths(
         &self,
         snapshot: &Snapshot,
@@ -164,8 +171,12 @@ impl Slots {
             }
         }
         let links = outside_links(&self.root, &manifests);
-        let node_modules = self.root.join(NODE_MODULES);
-        let node_modules = node_modules.is_dir().then_some(node_modules);
+        let record = self.base.join(NODE_MODULES_RECORD);
+        let before = read_record(&record)?;
+        let linked: BTreeSet<String> = snapshot_dirs(snapshot)
+            .into_iter()
+            .filter(|dir| self.root.join(dir).join(NODE_MODULES).is_dir())
+            .collect();
         let slots = std::iter::once(self.view())
             .chain((0..MAX_BRANCH_SLOTS).map(|index| self.branch(index)));
         for slot in slots {
@@ -176,18 +187,77 @@ impl Slots {
                 std::fs::create_dir_all(parent)?;
                 refresh_link(&parent.join(&link.name), Some(&link.real))?;
             }
-            if node_modules.is_some() {
-                std::fs::create_dir_all(&slot)?;
+            for dir in before.union(&linked) {
+                let real = self.root.join(dir).join(NODE_MODULES);
+                let wanted = linked.contains(dir).then_some(real.as_path());
+                link_node_modules(&slot, dir, wanted)?;
             }
-            refresh_link(&slot.join(NODE_MODULES), node_modules.as_deref())?;
         }
-        Ok(())
+        std::fs::create_dir_all(&self.base)?;
+        let text: String = linked.iter().map(|dir| format!("{dir}\n")).collect();
+        crate::snapshot::fsutil::write_file_atomic_unconfined(&record, text.as_bytes(), 0o644)
+            .map_err(io::Error::other)
     }
 }
 
-/// The workspace's installed Node.js packages: never in a snapshot, and in
-/// every slot a link to the user's own directory, read where it is.
+/// The workspace's installed Node.js packages, at any depth: never in a
+/// snapshot, and in every slot a link to the user's own directory, read
+/// where it is.
 const NODE_MODULES: &str = "node_modules";
+
+/// The file in a slot set listing the directories (workspace-relative, the
+/// root as empty) whose `node_modules` the slots link, so a link whose
+/// directory left the workspace is still found and removed.
+const NODE_MODULES_RECORD: &str = "node-modules-links";
+
+/// The directories linked last time; none when nothing was recorded. A
+/// line that is no safe relative path is skipped: the record is ours, and
+/// nothing it says may reach outside a slot.
+fn read_record(path: &Path) -> io::Result<BTreeSet<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+        Err(err) => return Err(err),
+    };
+    Ok(text
+        .lines()
+        .filter(|dir| dir.is_empty() || crate::workspace_path::check_rel_path(dir).is_ok())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The workspace's root (as empty) and every directory holding an entry of
+/// `snapshot`: where a `node_modules` of the user's can sit beside content.
+fn snapshot_dirs(snapshot: &Snapshot) -> BTreeSet<String> {
+    let mut dirs = BTreeSet::from([String::new()]);
+    for rel in snapshot.entries.keys() {
+        dirs.extend(rel.match_indices('/').map(|(at, _)| rel[..at].to_owned()));
+    }
+    dirs
+}
+
+/// Makes `dir/node_modules` in `slot` a link to `real`, or removes our link
+/// there when `real` is `None`. A path through a link in the slot (the slot
+/// still holds an older tree) is left: nothing is created or removed
+/// through a link, and the next sync makes the directory real.
+fn link_node_modules(slot: &Path, dir: &str, real: Option<&Path>) -> io::Result<()> {
+    let rel = if dir.is_empty() {
+        NODE_MODULES.to_owned()
+    } else {
+        format!("{dir}/{NODE_MODULES}")
+    };
+    let at = match crate::snapshot::fsutil::confine(slot, &rel) {
+        Ok(at) => at,
+        Err(crate::snapshot::SnapshotError::SymlinkInPath { .. }) => return Ok(()),
+        Err(err) => return Err(io::Error::other(err)),
+    };
+    if real.is_some()
+        && let Some(parent) = at.parent()
+    {
+        std::fs::create_dir_all(parent)?;
+    }
+    refresh_link(&at, real)
+}
 
 /// Makes `at` a link to `real`, or removes a link there when `real` is
 /// `None`. Something at `at` that is not a link is nothing of ours: it is
@@ -392,6 +462,53 @@ mod tests {
         std::fs::remove_dir_all(root.join(NODE_MODULES)).unwrap();
         slots.link_outside_paths(&snapshot, &source).unwrap();
         assert!(std::fs::symlink_metadata(slots.view().join(NODE_MODULES)).is_err());
+    }
+
+    #[test]
+    fn a_packages_own_node_modules_is_linked_and_its_link_dropped_with_the_package() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("app");
+        std::fs::create_dir_all(root.join("packages/a/node_modules/greet")).unwrap();
+        std::fs::create_dir_all(root.join("packages/b/node_modules")).unwrap();
+        std::fs::write(root.join("package.json"), "{}").unwrap();
+        std::fs::write(root.join("packages/a/package.json"), "{}").unwrap();
+        std::fs::write(root.join("packages/b/package.json"), "{}").unwrap();
+        let slots = Slots {
+            base: dir.path().join("cache"),
+            root: root.clone(),
+        };
+        let link = |root: &Path| -> io::Result<()> {
+            let snapshot = crate::snapshot::Snapshotter::new(root, None)
+                .snapshot(&crate::snapshot::Overlay::default())
+                .unwrap();
+            let source = crate::snapshot::DirSource::new(root.to_path_buf(), Default::default());
+            slots.link_outside_paths(&snapshot, &source)
+        };
+        link(&root).unwrap();
+        for slot in [slots.view(), slots.branch(1)] {
+            for package in ["packages/a", "packages/b"] {
+                let at = slot.join(package).join(NODE_MODULES);
+                assert_eq!(
+                    std::fs::read_link(&at).unwrap(),
+                    root.join(package).join(NODE_MODULES)
+                );
+            }
+            assert!(
+                std::fs::symlink_metadata(slot.join(NODE_MODULES)).is_err(),
+                "the root has none"
+            );
+        }
+        // One package's install removed, the other package gone with it.
+        std::fs::remove_dir_all(root.join("packages/a/node_modules")).unwrap();
+        std::fs::remove_dir_all(root.join("packages/b")).unwrap();
+        link(&root).unwrap();
+        for slot in [slots.view(), slots.branch(1)] {
+            for package in ["packages/a", "packages/b"] {
+                let at = slot.join(package).join(NODE_MODULES);
+                assert!(std::fs::symlink_metadata(&at).is_err(), "{}", at.display());
+            }
+        }
+        assert!(root.join("packages/a/package.json").is_file());
     }
 
     #[test]

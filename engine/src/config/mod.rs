@@ -582,17 +582,23 @@ mod tests {
     #[test]
     fn nondeterministic_stages_default_to_the_rerunnable_tests_and_are_validated() {
         let c = load_with("").unwrap();
-        assert_eq!(c.stages.nondeterministic, ["test", "python.test"]);
+        assert_eq!(
+            c.stages.nondeterministic,
+            ["test", "python.test", "typescript.test"]
+        );
         let c = load_with("[stages]\nnondeterministic = [\"python.test\"]\n").unwrap();
         assert_eq!(c.stages.nondeterministic, ["python.test"]);
         let c = load_with("[stages]\nnondeterministic = []\n").unwrap();
         assert!(c.stages.nondeterministic.is_empty());
-        // TypeScript's test stage cannot re-run a test alone.
-        let err = load_with("[stages]\nnondeterministic = [\"typescript.test\"]\n").unwrap_err();
+        // A type check has no tests to re-run.
+        let err =
+            load_with("[stages]\nnondeterministic = [\"typescript.typecheck\"]\n").unwrap_err();
         assert!(
-            err.message
-                .contains("`stages.nondeterministic` names `typescript.test`, which cannot re-run")
-                && err.message.contains("allowed: test, python.test"),
+            err.message.contains(
+                "`stages.nondeterministic` names `typescript.typecheck`, which cannot re-run"
+            ) && err
+                .message
+                .contains("allowed: test, python.test, typescript.test"),
             "{err}"
         );
         let err = load_with("[stages]\nnondeterministic = [\"build\"]\n").unwrap_err();

@@ -131,8 +131,8 @@ fn check_copyable(snapshot: &Snapshot) -> Result<(), SnapshotError> {
     for path in snapshot.entries.keys() {
         check_rel_path(path)?;
         let first = path.split('/').next().unwrap_or_default();
-        if matches!(first, "target" | ".trellis" | "node_modules")
-            || path.split('/').any(|c| c == ".git")
+        if matches!(first, "target" | ".trellis")
+            || path.split('/').any(|c| c == ".git" || c == "node_modules")
         {
             return Err(SnapshotError::InvalidPath {
                 path: path.clone(),

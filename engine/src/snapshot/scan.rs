@@ -1,8 +1,9 @@
 //! Building snapshots from disk, with a stat cache like git's index.
 //!
 //! The walk honours `.gitignore` (with or without a `.git` directory) and
-//! `.ignore`, includes hidden files, and always leaves out `.git` at any
-//! depth, the root's `target/` and `.trellis/`, and build output: any
+//! `.ignore`, includes hidden files, and always leaves out `.git` and
+//! `node_modules` at any depth, the root's `target/` and `.trellis/`, and
+//! build output: any
 //! directory below the root holding a `CACHEDIR.TAG` (cargo tags its target
 //! directories, Trellis its cache), and any Python virtual environment (a
 //! directory holding `pyvenv.cfg`). Global git excludes and
@@ -447,13 +448,15 @@ impl Walked {
     }
 }
 
-/// Paths left out of every snapshot whatever the ignore files say. The
-/// root's `node_modules` holds installed packages, not the project's
-/// sources: a slot links the user's (`slots`), and its lock file, which is
-/// in the snapshot, says what it holds.
+/// Paths left out of every snapshot whatever the ignore files say. A
+/// `node_modules` at any depth (the root's, or a monorepo package's own)
+/// holds installed packages, not the project's sources: a slot links the
+/// user's (`slots`), and the lock files, which are in the snapshot, say
+/// what they hold.
 fn always_excluded(depth: usize, name: &[u8]) -> bool {
     name == b".git"
-        || (depth == 1 && (name == b"target" || name == b".trellis" || name == b"node_modules"))
+        || name == b"node_modules"
+        || (depth == 1 && (name == b"target" || name == b".trellis"))
 }
 
 /// The file that marks a directory as build output or a cache

@@ -182,21 +182,26 @@ fn a_bounded_walk_refuses_a_huge_ignored_directory_naming_it() {
 }
 
 #[test]
-fn the_roots_node_modules_is_never_in_a_snapshot_however_large() {
+fn no_node_modules_is_ever_in_a_snapshot_however_large() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "package.json", b"{}");
-    write(root, "packages/a/node_modules/x/index.js", b"x");
+    write(root, "packages/a/package.json", b"{}");
     for i in 0..20 {
         write(root, &format!("node_modules/p{i}/index.js"), b"x");
+        write(
+            root,
+            &format!("packages/a/node_modules/p{i}/index.js"),
+            b"x",
+        );
     }
     let mut snapshotter = Snapshotter::new(root, None);
     snapshotter.bound(10, u64::MAX);
     let snapshot = snapshotter.snapshot(&Overlay::default()).unwrap();
-    // Only the root's: a slot links it (`slots`); a package's own is content.
+    // The root's and a package's own: a slot links each (`slots`).
     assert_eq!(
         paths(&snapshot),
-        ["package.json", "packages/a/node_modules/x/index.js"]
+        ["package.json", "packages/a/package.json"]
     );
 }
 

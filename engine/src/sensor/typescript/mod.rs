@@ -16,6 +16,7 @@
 
 mod node_test;
 mod position;
+mod rerun;
 mod tap;
 mod tsc;
 mod tsc_output;

@@ -11,7 +11,8 @@
 //! ([`super::tap`]): each failing test is a [`TestFailure`] keyed by its
 //! file and its name within its suites, with the report's failure text. A
 //! command whose runner writes no report (another test framework) is judged
-//! by its exit code alone, and says so in a note.
+//! by its exit code alone, and says so in a note. Declared nondeterministic,
+//! the stage re-runs its failing tests alone, by name ([`super::rerun`]).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -22,7 +23,8 @@ use std::time::Instant;
 use tokio::process::Command;
 
 use super::position;
-use super::tap::{self, TapResult};
+use super::rerun::{self, Again, TestKey, UNLOCATED};
+use super::tap::{self, Outcome, TapResult};
 use super::tsc::span_of;
 use super::{NodeTools, Observation, Tool, tail};
 use crate::diagnostic::{Span, TestFailure};
@@ -40,6 +42,10 @@ const REPORTER: &str = "--test-reporter=tap --test-reporter-destination=";
 
 /// The script `npm init` writes: a placeholder, not a test command.
 const NPM_PLACEHOLDER: &str = "echo \"Error: no test specified\" && exit 1";
+
+/// The file of the failure that stands for the whole command (it failed
+/// without a failing test to show): no test a name can select.
+const COMMAND_FAILURE: &str = "package.json";
 
 /// The most of a report that is read (a test printing without end must
 /// not exhaust memory); the rest is left unread and noted.
@@ -82,6 +88,28 @@ impl TestCommand {
         }
     }
 
+    /// The command, with `flags` for Node's runner after its `--test`;
+    /// `None` when the script has no `--test` to put them after.
+    fn command(&self, node: &OsString, flags: &[String]) -> Option<Command> {
+        match self {
+            TestCommand::Script(script) => {
+                let script = if flags.is_empty() {
+                    script.clone()
+                } else {
+                    rerun::narrowed_script(script, flags)?
+                };
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(script);
+                Some(cmd)
+            }
+            TestCommand::NodeTest => {
+                let mut cmd = Command::new(node);
+                cmd.arg("--test").args(flags);
+                Some(cmd)
+            }
+        }
+    }
+
     fn shown(&self) -> String {
         match self {
             TestCommand::Script(script) => format!("sh -c {script:?}"),
@@ -120,12 +148,54 @@ impl NodeTest {
         let started = Instant::now();
         let observation = match (&self.node.version, &self.command) {
             (Err(reason), _) | (_, Err(reason)) => Observation::unavailable(reason.clone()),
-            (Ok(_), Ok(command)) => self.observe(command, &run).await,
+            (Ok(_), Ok(command)) => self.observe(command, &[], &run).await.0,
         };
         observation.into_report(STAGE, &self.fingerprint, started)
     }
 
-    async fn observe(&self, command: &TestCommand, run: &SensorRun<'_>) -> Observation {
+    /// Runs the failing tests `failures` once more, selected by name, with
+    /// the same command in the same tree, and marks each failed again,
+    /// passed (reported passing), or not re-run (the failure of the command
+    /// itself, a script that cannot be narrowed, a re-run that could not
+    /// run).
+    async fn rerun(&self, run: SensorRun<'_>, failures: &[TestFailure]) -> Vec<TestFailure> {
+        let selected = |f: &TestFailure| f.binary != COMMAND_FAILURE;
+        let flags = rerun::pattern_flags(failures.iter().filter(|f| selected(f)));
+        let again = match (&self.node.version, &self.command) {
+            (Ok(_), Ok(command)) if !flags.is_empty() && !run.cancel.is_cancelled() => {
+                match self.observe(command, &flags, &run).await {
+                    (observation, Some(passed)) => {
+                        let ran = !matches!(observation.status, StageStatus::Unavailable { .. });
+                        ran.then(|| Again {
+                            failed: observation
+                                .failures
+                                .into_iter()
+                                .map(|f| (f.binary, f.name))
+                                .collect(),
+                            passed,
+                        })
+                    }
+                    (_, None) => None,
+                }
+            }
+            _ => None,
+        };
+        crate::sensor::rerun_outcome(failures, |f| rerun::outcome(f, selected(f), again.as_ref()))
+    }
+
+    /// One run of `command` with `flags` for Node's runner: its observation
+    /// and the tests it reported passing, or `None` for those when the
+    /// command could not be built or run.
+    async fn observe(
+        &self,
+        command: &TestCommand,
+        flags: &[String],
+        run: &SensorRun<'_>,
+    ) -> (Observation, Option<Vec<TestKey>>) {
+        let Some(mut cmd) = command.command(&self.node.program, flags) else {
+            let reason = format!("`{}` has no `--test` to select tests by", command.shown());
+            return (Observation::unavailable(reason), None);
+        };
         let report = report_path(run);
         if let Err(error) = std::fs::create_dir_all(run.target_dir).and_then(|()| {
             match std::fs::remove_file(&report) {
@@ -133,23 +203,12 @@ impl NodeTest {
                 _ => Ok(()),
             }
         }) {
-            return Observation::unavailable(format!(
+            let reason = format!(
                 "cannot prepare the test report {}: {error}",
                 report.display()
-            ));
+            );
+            return (Observation::unavailable(reason), None);
         }
-        let mut cmd = match command {
-            TestCommand::Script(script) => {
-                let mut cmd = Command::new("sh");
-                cmd.arg("-c").arg(script);
-                cmd
-            }
-            TestCommand::NodeTest => {
-                let mut cmd = Command::new(&self.node.program);
-                cmd.arg("--test");
-                cmd
-            }
-        };
         let mut options: OsString = std::env::var_os("NODE_OPTIONS").unwrap_or_default();
         if !options.is_empty() {
             options.push(" ");
@@ -164,28 +223,28 @@ impl NodeTest {
         let output = match run_bounded(cmd, &limits, &run.cancel).await {
             Ok(output) => output,
             Err(error @ ProcessError::Launch { .. }) => {
-                return Observation::unavailable(format!("the test command cannot start: {error}"));
+                let reason = format!("the test command cannot start: {error}");
+                return (Observation::unavailable(reason), None);
             }
-            Err(error) => return Observation::unavailable(error.to_string()),
+            Err(error) => return (Observation::unavailable(error.to_string()), None),
         };
         let (report, report_truncated) = read_report(&report);
         let mut paths = match WorkspacePaths::new(run.dir, run.target_dir) {
             Ok(paths) => paths,
             Err(error) => {
-                return Observation::unavailable(format!(
-                    "workspace {} cannot be read: {error}",
-                    run.dir.display()
-                ));
+                let reason = format!("workspace {} cannot be read: {error}", run.dir.display());
+                return (Observation::unavailable(reason), None);
             }
         };
-        let mut observation = interpret(command, &output, report.as_deref(), run.dir, &mut paths);
+        let (mut observation, passed) =
+            interpret(command, &output, report.as_deref(), run.dir, &mut paths);
         if report_truncated {
             observation.notes.push(format!(
                 "the test report exceeded {} MiB; later results were not read",
                 REPORT_CAP / (1024 * 1024)
             ));
         }
-        observation
+        (observation, Some(passed))
     }
 }
 
@@ -200,6 +259,14 @@ impl Sensor for NodeTest {
 
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
         Box::pin(self.measure(run))
+    }
+
+    fn rerun<'a>(
+        &'a self,
+        run: SensorRun<'a>,
+        failures: &'a [TestFailure],
+    ) -> BoxFuture<'a, Vec<TestFailure>> {
+        Box::pin(self.rerun(run, failures))
     }
 }
 
@@ -299,12 +366,21 @@ impl Sources<'_> {
     }
 }
 
+/// The test's file (where it is declared) and its workspace-relative name:
+/// how a failure and a re-run's result are matched.
+fn key(result: &TapResult, prefixes: &[String], paths: &mut WorkspacePaths) -> TestKey {
+    let binary = result
+        .location
+        .as_deref()
+        .and_then(frame_position)
+        .and_then(|(file, _, _)| paths.relative(&file))
+        .map_or_else(|| UNLOCATED.to_owned(), |path| path.to_string());
+    (binary, relative_text(&result.name(), prefixes))
+}
+
 fn failure(result: &TapResult, prefixes: &[String], sources: &mut Sources<'_>) -> TestFailure {
     let declared = result.location.as_deref().and_then(frame_position);
-    let binary = declared
-        .as_ref()
-        .and_then(|(file, _, _)| sources.paths.relative(file))
-        .map_or_else(|| "node --test".to_owned(), |path| path.to_string());
+    let (binary, name) = key(result, prefixes, sources.paths);
     // Where it failed: the innermost frame in a workspace file (the
     // assertion, or the function that threw), else where the test is.
     let location = result
@@ -318,7 +394,7 @@ fn failure(result: &TapResult, prefixes: &[String], sources: &mut Sources<'_>) -
         });
     TestFailure {
         binary,
-        name: relative_text(&result.name(), prefixes),
+        name,
         output: cap_output(&relative_text(&result.detail, prefixes)),
         location,
         calls: Vec::new(),
@@ -326,14 +402,15 @@ fn failure(result: &TapResult, prefixes: &[String], sources: &mut Sources<'_>) -
     }
 }
 
-/// Turns a run and its report into the stage's observation.
+/// Turns a run and its report into the stage's observation and the tests
+/// (not suites) it reported passing.
 fn interpret(
     command: &TestCommand,
     output: &ProcessOutput,
     report: Option<&str>,
     dir: &Path,
     paths: &mut WorkspacePaths,
-) -> Observation {
+) -> (Observation, Vec<TestKey>) {
     let mut prefixes = vec![format!("{}/", dir.display())];
     if let Ok(canonical) = dir.canonicalize() {
         prefixes.insert(0, format!("{}/", canonical.display()));
@@ -348,6 +425,12 @@ fn interpret(
         .iter()
         .filter(|result| result.is_counterexample())
         .map(|result| failure(result, &prefixes, &mut sources))
+        .collect();
+    let passed = run
+        .results
+        .iter()
+        .filter(|result| result.outcome == Outcome::Passed && !result.suite)
+        .map(|result| key(result, &prefixes, sources.paths))
         .collect();
     let mut notes = Vec::new();
     if report.is_none() {
@@ -386,7 +469,7 @@ fn interpret(
             // It failed without a failing test to show: a build step of the
             // script, a crash of the runner, another framework's failure.
             failures.push(TestFailure {
-                binary: "package.json".into(),
+                binary: COMMAND_FAILURE.into(),
                 name: command.shown(),
                 output: cap_output(&printed()),
                 location: None,
@@ -396,7 +479,7 @@ fn interpret(
             StageStatus::Failed
         }
     };
-    Observation {
+    let observation = Observation {
         status,
         diagnostics: Vec::new(),
         failures,
@@ -404,7 +487,8 @@ fn interpret(
         truncated: output.truncated(),
         notes,
         blocks_tests: None,
-    }
+    };
+    (observation, passed)
 }
 
 #[cfg(all(test, unix))]
@@ -455,6 +539,7 @@ mod tests {
             dir,
             &mut paths,
         )
+        .0
     }
 
     #[test]
@@ -494,6 +579,41 @@ mod tests {
             );
         }
         assert!(observation.notes.is_empty(), "{:?}", observation.notes);
+    }
+
+    #[test]
+    fn passing_tests_are_keyed_like_failures_and_skipped_ones_are_no_pass() {
+        // Node 20 names no file for a passing test.
+        let (dir, report) = workspace();
+        let mut paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+        let (_, passed) = interpret(
+            &TestCommand::NodeTest,
+            &output(1, ""),
+            Some(&report),
+            dir.path(),
+            &mut paths,
+        );
+        let passed: Vec<(&str, &str)> = passed
+            .iter()
+            .map(|(file, name)| (file.as_str(), name.as_str()))
+            .collect();
+        assert_eq!(
+            passed,
+            [(UNLOCATED, "ok"), (UNLOCATED, "suite > inner passes")]
+        );
+    }
+
+    #[test]
+    fn a_script_without_test_cannot_be_narrowed_to_named_tests() {
+        let flags = ["--test-name-pattern=^a$".to_owned()];
+        let script = TestCommand::Script("vitest run".into());
+        assert!(script.command(&"node".into(), &flags).is_none());
+        assert!(script.command(&"node".into(), &[]).is_some());
+        let node = TestCommand::NodeTest
+            .command(&"node".into(), &flags)
+            .unwrap();
+        let args: Vec<_> = node.as_std().get_args().collect();
+        assert_eq!(args, ["--test", "--test-name-pattern=^a$"]);
     }
 
     #[test]

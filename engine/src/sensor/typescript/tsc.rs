@@ -10,7 +10,7 @@
 //! not checked: the stage is unavailable, its messages kept.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
@@ -27,9 +27,21 @@ use crate::workspace_path::WorkspacePath;
 const STAGE: &str = "typescript.typecheck";
 const ARGS: &[&str] = &["--noEmit", "--pretty", "false"];
 
-/// The least time tsserver gets after a slow tsc: loading the project
-/// takes it a few seconds.
-const MIN_FIX_TIME: std::time::Duration = std::time::Duration::from_secs(30);
+/// What tsserver needs beyond loading the program: starting Node and
+/// answering the requests.
+const FIX_STARTUP: Duration = Duration::from_secs(5);
+
+/// How long tsserver may take for the fixes after tsc took `tsc` of the
+/// stage's `deadline` (`[stages] build_timeout_secs`): the rest of the
+/// deadline, and after a slow tsc at least twice tsc's own time plus
+/// [`FIX_STARTUP`] (it loads and checks the same program tsc just did), but
+/// never more than the deadline itself, so the stage takes at most twice
+/// its configured time.
+fn fix_deadline(deadline: Duration, tsc: Duration) -> Duration {
+    let left = deadline.saturating_sub(tsc);
+    let scaled = tsc.saturating_mul(2).saturating_add(FIX_STARTUP);
+    left.max(scaled.min(deadline))
+}
 
 /// Stage `typescript.typecheck`: `tsc --noEmit --pretty false`, with
 /// tsserver's code fixes.
@@ -89,12 +101,10 @@ impl TscCheck {
         };
         let mut observation = interpret(&output, &mut paths);
         if matches!(observation.status, StageStatus::Failed) {
-            // The language service shares the stage's deadline with tsc.
-            let left = run.deadline.saturating_sub(started.elapsed());
             let fixes = tsserver::code_fixes(
                 &self.tsserver,
                 run,
-                left.max(MIN_FIX_TIME),
+                fix_deadline(run.deadline, started.elapsed()),
                 &observation.diagnostics,
                 &mut paths,
             );
@@ -370,6 +380,21 @@ mod tests {
             StageStatus::Unavailable { .. }
         ));
         assert_eq!(interpret_zoo(0, b"").status, StageStatus::Passed);
+    }
+
+    #[test]
+    fn tsserver_gets_the_rest_of_the_deadline_and_after_a_slow_tsc_time_in_proportion() {
+        let secs = Duration::from_secs;
+        // A quick tsc leaves the rest of the stage's deadline.
+        assert_eq!(fix_deadline(secs(300), secs(10)), secs(290));
+        // A slow one: twice its time and the startup, though past the deadline.
+        assert_eq!(fix_deadline(secs(300), secs(250)), secs(300));
+        assert_eq!(fix_deadline(secs(100), secs(60)), secs(100));
+        assert_eq!(fix_deadline(secs(100), secs(40)), secs(85));
+        // One that used it all still gets a proportionate share, never more
+        // than the deadline.
+        assert_eq!(fix_deadline(secs(10), secs(10)), secs(10));
+        assert_eq!(fix_deadline(secs(60), secs(2)), secs(58));
     }
 }
 
