@@ -13,8 +13,9 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::repair_loop::ApplyBy;
 use support::workspace::Workspace;
-use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, files_under, vscode_capabilities};
+use support::{Client, files_under, vscode_capabilities};
 
 /// The stages of a check report as `(stage, required, status)`.
 fn stages(doc: &Value) -> Vec<(String, bool, String)> {
@@ -477,53 +478,8 @@ const CLOCK: &str = "clock/__init__.py";
 fn the_editor_repairs_a_python_file_and_applies_the_verified_import() {
     let ws = Workspace::of("py-missing-import");
     let (mut client, _) = Client::start(ws.path(), vscode_capabilities(), None);
-    client.open(CLOCK);
-    let diagnostics = client.wait_for_diagnostics(0, CLOCK, true);
-    let diagnostic = diagnostics
-        .iter()
-        .find(|d| d["code"] == "unresolved-reference")
-        .unwrap_or_else(|| panic!("no unresolved-reference among {diagnostics:#?}"))
-        .clone();
-    let actions = client.code_actions(
-        CLOCK,
-        &diagnostic["range"],
-        std::slice::from_ref(&diagnostic),
-    );
-    let title = |a: &Value| a["title"].as_str().unwrap_or_default().to_owned();
-    let repair = actions
-        .iter()
-        .find(|a| title(a).starts_with("Repair: "))
-        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.start", "arguments": repair["command"]["arguments"] }),
-    );
-    let ended = client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus"
-            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
-    });
-    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
-
-    let actions = client.code_actions(
-        CLOCK,
-        &diagnostic["range"],
-        std::slice::from_ref(&diagnostic),
-    );
-    let apply = actions
-        .iter()
-        .find(|a| title(a).starts_with("Apply verified repair: "))
-        .unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
-    let resolved = client.request("codeAction/resolve", apply.clone());
-    let from = client.notifications.len();
-    client.apply_workspace_edit(&resolved["edit"]);
-    client.save(CLOCK);
-    client.wait_for(from, REQUEST_TIMEOUT, "the promotion", |n| {
-        n["method"] == "trellis/searchStatus"
-            && n["params"]["status"] == "applied"
-            && n["params"]["repair_id"] == repair_id.as_str()
-    });
+    let diagnostic = client.open_for_diagnostic(CLOCK, "unresolved-reference");
+    client.repair_and_apply(CLOCK, &diagnostic, ApplyBy::Resolve);
     assert!(ws.read(CLOCK).contains("import os\n"));
     assert!(pytest_passes(ws.path()));
     client.shutdown();

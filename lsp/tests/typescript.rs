@@ -16,8 +16,9 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::repair_loop::ApplyBy;
 use support::workspace::{Workspace, fixture};
-use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, files_under, neovim_capabilities};
+use support::{Client, files_under, neovim_capabilities};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
 
 /// A copy of the fixture `name` with its `node_modules` installed.
@@ -287,61 +288,13 @@ fn the_language_server_publishes_tsc_errors_and_applies_the_verified_import() {
     const FILE: &str = "src/report.ts";
     let ws = project("ts-missing-import");
     let (mut client, _) = Client::start(ws.path(), neovim_capabilities(), None);
-    client.open(FILE);
-    let diagnostics = client.wait_for_diagnostics(0, FILE, true);
-    let diagnostic = diagnostics
-        .iter()
-        .find(|d| d["code"] == "TS2304")
-        .unwrap_or_else(|| panic!("no TS2304 among {diagnostics:#?}"))
-        .clone();
+    let diagnostic = client.open_for_diagnostic(FILE, "TS2304");
     assert_eq!(
         diagnostic["range"]["start"],
         json!({ "line": 2, "character": 51 })
     );
-    let cluster = diagnostic["data"]["cluster"].clone();
-
-    let title = |a: &Value| a["title"].as_str().unwrap_or_default().to_owned();
-    let actions = client.code_actions(
-        FILE,
-        &diagnostic["range"],
-        std::slice::from_ref(&diagnostic),
-    );
-    let repair = actions
-        .iter()
-        .find(|a| title(a).starts_with("Repair: "))
-        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.start", "arguments": repair["command"]["arguments"] }),
-    );
-    let ended = client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus"
-            && n["params"]["cluster"] == cluster
-            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
-    });
-    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
-
-    let requests_before = client.server_requests.len();
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.apply", "arguments": [{ "repair_id": repair_id }] }),
-    );
-    // The client applies the edit it is sent, as an editor does.
-    client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
-    client.save(FILE);
-    client.wait_for(
-        from,
-        REQUEST_TIMEOUT,
-        "the promotion to be confirmed",
-        |n| {
-            n["method"] == "trellis/searchStatus"
-                && n["params"]["status"] == "applied"
-                && n["params"]["repair_id"] == repair_id.as_str()
-        },
-    );
+    // The client applies the edit the server sends, as an editor does.
+    client.repair_and_apply(FILE, &diagnostic, ApplyBy::Command);
     assert!(
         ws.read(FILE)
             .starts_with("import { mean } from \"./stats.js\";\n")
