@@ -13,6 +13,7 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::model::models_toml;
 use support::repair_loop::ApplyBy;
 use support::workspace::Workspace;
 use support::{Client, files_under, vscode_capabilities};
@@ -439,12 +440,7 @@ fn a_logic_bug_pytest_reveals_is_fixed_by_the_model_in_a_verified_branch() {
     let ws = Workspace::of("py-logic-bug");
     std::fs::write(
         ws.path().join("trellis.toml"),
-        format!(
-            "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-             model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
-             context_window_tokens = 32768\nmax_output_tokens = 1024\n",
-            server.base_url
-        ),
+        models_toml(&[&server.base_url], 60),
     )
     .unwrap();
     let (code, doc) = ws.json(&["repair", "--commit"]);

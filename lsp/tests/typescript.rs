@@ -16,6 +16,7 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::model::models_toml;
 use support::repair_loop::ApplyBy;
 use support::workspace::{Workspace, fixture};
 use support::{Client, files_under, neovim_capabilities};
@@ -225,16 +226,6 @@ fn a_failing_test_is_a_counterexample_and_without_a_model_nothing_is_written() {
     refused(&ws);
 }
 
-/// `[[models]]` pointing at the scripted server.
-fn model_config(server: &OpenAiServer) -> String {
-    format!(
-        "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-         model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
-         context_window_tokens = 32768\nmax_output_tokens = 1024\n",
-        server.base_url
-    )
-}
-
 #[test]
 fn a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modules() {
     let server = OpenAiServer::start(vec![
@@ -251,7 +242,11 @@ fn a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modul
         Answer::tool_call("finish", json!({ "summary": "a discount subtracts" })),
     ]);
     let ws = project("ts-failing-test");
-    std::fs::write(ws.path().join("trellis.toml"), model_config(&server)).unwrap();
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        models_toml(&[&server.base_url], 60),
+    )
+    .unwrap();
     let doc = committed(&ws);
     assert_eq!(
         doc["promotion"]["files"],

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub mod kill;
+pub mod model;
 pub mod repair_loop;
 pub mod workspace;
 

@@ -114,6 +114,16 @@ impl Workspace {
         out
     }
 
+    /// Writes `toml` as the user configuration
+    /// (`$XDG_CONFIG_HOME/trellis/config.toml` in the private cache): unlike
+    /// `trellis.toml` it is no file of the workspace, so a later run can be
+    /// pointed elsewhere (another model server) on the same workspace state.
+    pub fn write_user_config(&self, toml: &str) {
+        let file = self.cache.path().join("config/trellis/config.toml");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, toml).unwrap();
+    }
+
     /// Every search event of the workspace's ledger, in order.
     pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
         let ledger = trellis_engine::ledger::Ledger::open(&self.path().join(".trellis")).unwrap();
@@ -126,6 +136,13 @@ impl Workspace {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The search events named `name` (`SearchEvent::name`), in order.
+    pub fn search_events_named(&self, name: &str) -> Vec<trellis_engine::ledger::SearchEvent> {
+        let mut events = self.search_events();
+        events.retain(|event| event.name() == name);
+        events
     }
 
     /// `cargo test` in the workspace itself passes.
