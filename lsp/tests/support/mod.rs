@@ -777,64 +777,6 @@ pub fn ledger_replay(root: &Path) -> Value {
     serde_json::from_slice(&replay.stdout).expect("replay prints JSON")
 }
 
-/// A private copy of the fixture crate `name` (from `tests/fixtures/`) and a
-/// private branch cache, for driving the `trellis` command line on it.
-pub struct FixtureCopy {
-    pub dir: tempfile::TempDir,
-    pub cache: tempfile::TempDir,
-}
-
-impl FixtureCopy {
-    pub fn of(name: &str) -> FixtureCopy {
-        fn copy(from: &Path, to: &Path) {
-            std::fs::create_dir_all(to).unwrap();
-            for entry in std::fs::read_dir(from).unwrap() {
-                let entry = entry.unwrap();
-                let target = to.join(entry.file_name());
-                match entry.file_type().unwrap().is_dir() {
-                    true if entry.file_name() == "target" => {}
-                    true => copy(&entry.path(), &target),
-                    false => drop(std::fs::copy(entry.path(), target).unwrap()),
-                }
-            }
-        }
-        let copy_of = FixtureCopy {
-            dir: tempfile::tempdir().unwrap(),
-            cache: tempfile::tempdir().unwrap(),
-        };
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-        copy(&fixtures.join(name), copy_of.path());
-        copy_of
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `trellis <args> <workspace>`, with the private cache and no user
-    /// configuration.
-    pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-        command
-            .args(args)
-            .arg(self.path())
-            .env("TRELLIS_CACHE_DIR", self.cache.path())
-            .env("XDG_CONFIG_HOME", self.cache.path().join("config"));
-        command
-    }
-
-    pub fn run(&self, args: &[&str]) -> std::process::Output {
-        self.command(args)
-            .output()
-            .expect("the trellis binary runs")
-    }
-
-    /// Every file outside `.trellis/` and `target/`, with its bytes.
-    pub fn tree(&self) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-        files_under(self.path(), &[".trellis", "target"])
-    }
-}
-
 /// Every file below `root` (not entering directories named in `skip`), by
 /// path relative to `root`, with its bytes; symlinks are listed by target.
 pub fn files_under(root: &Path, skip: &[&str]) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {

@@ -90,28 +90,10 @@ impl Workspace {
         std::fs::read_to_string(self.path().join(rel)).unwrap()
     }
 
-    /// Every file outside `.trellis/` and `target/`, with its bytes.
+    /// Every file outside `.trellis/` and `target/`, with its bytes
+    /// (a symlink by its target, so a planted link is seen, not followed).
     pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let entry = entry.unwrap();
-                let name = entry.file_name();
-                if name == ".trellis" || name == "target" {
-                    continue;
-                }
-                if entry.file_type().unwrap().is_dir() {
-                    walk(root, &entry.path(), out);
-                } else {
-                    out.insert(
-                        entry.path().strip_prefix(root).unwrap().into(),
-                        std::fs::read(entry.path()).unwrap(),
-                    );
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(self.path(), self.path(), &mut out);
-        out
+        super::files_under(self.path(), &[".trellis", "target"])
     }
 
     /// Writes `toml` as the user configuration
