@@ -13,14 +13,15 @@
 #![allow(dead_code)] // Each test binary uses a different part of the client.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod framing;
 pub mod kill;
 pub mod model;
 pub mod repair_loop;
@@ -143,16 +144,7 @@ impl Client {
             .spawn()
             .expect("spawn trellis lsp");
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, incoming) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            while let Some(message) = read_message(&mut reader) {
-                if tx.send(message).is_err() {
-                    break;
-                }
-            }
-        });
+        let incoming = framing::spawn_reader(child.stdout.take().unwrap());
         let encoding = match capabilities["general"]["positionEncodings"]
             .as_array()
             .is_some_and(|offers| offers.iter().any(|o| o == "utf-8"))
@@ -204,9 +196,7 @@ impl Client {
     }
 
     fn send(&mut self, message: &Value) {
-        let body = serde_json::to_string(message).unwrap();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        framing::write_message(&mut self.stdin, message).unwrap();
     }
 
     /// Writes raw bytes to the server's stdin (malformed frames included).
@@ -596,26 +586,6 @@ fn uri_path(uri: &str) -> PathBuf {
         }
     }
     PathBuf::from(String::from_utf8(bytes).unwrap())
-}
-
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("Content-Length:") {
-            length = value.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    Some(serde_json::from_slice(&body).expect("the server sent invalid JSON"))
 }
 
 /// Capabilities as VS Code sends them (the parts that matter here).
