@@ -10,21 +10,11 @@ use std::path::Path;
 use serde_json::{Value, json};
 use support::repair_loop::titled;
 use support::{
-    CARGO_TOML, Client, Encoding, MISSING_MUT_LIB, REQUEST_TIMEOUT, cargo_test_passes,
+    Client, Encoding, MISSING_MUT_LIB, REQUEST_TIMEOUT, broken_crate, cargo_test_passes,
     helix_capabilities, ledger_replay, neovim_capabilities, offset_of, vscode_capabilities,
-    write_crate,
 };
 
 const LIB: &str = "src/lib.rs";
-
-fn broken_crate() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    write_crate(
-        dir.path(),
-        &[("Cargo.toml", CARGO_TOML), (LIB, MISSING_MUT_LIB)],
-    );
-    dir
-}
 
 fn title(action: &Value) -> &str {
     action["title"].as_str().unwrap_or_default()

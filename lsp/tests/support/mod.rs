@@ -706,6 +706,17 @@ mod tests {
 }
 "#;
 
+/// A one-crate workspace in a temporary directory whose `src/lib.rs` is
+/// [`MISSING_MUT_LIB`].
+pub fn broken_crate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_crate(
+        dir.path(),
+        &[("Cargo.toml", CARGO_TOML), ("src/lib.rs", MISSING_MUT_LIB)],
+    );
+    dir
+}
+
 /// Runs `cargo test` in `root` with its own target directory; true when it passes.
 pub fn cargo_test_passes(root: &Path) -> bool {
     Command::new("cargo")
