@@ -7,41 +7,19 @@
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
 mod support;
+mod wrong_operator;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::model::{assert_replay_reproduces, models_toml};
 use support::workspace::Workspace;
 use trellis_engine::ledger::SearchEvent;
+use wrong_operator::{branches, finish, fix, read_lib};
 
 fn workspace(config: &str) -> Workspace {
     let ws = Workspace::of("wrong-operator");
     std::fs::write(ws.path().join("trellis.toml"), config).unwrap();
     ws
-}
-
-fn read_lib() -> Answer {
-    Answer::tool_call("read_file", json!({ "path": "src/lib.rs" }))
-}
-
-fn fix() -> Answer {
-    Answer::tool_call(
-        "replace",
-        json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
-    )
-}
-
-fn finish(summary: &str) -> Answer {
-    Answer::tool_call("finish", json!({ "summary": summary }))
-}
-
-fn branches(doc: &Value) -> Vec<Value> {
-    doc["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
-        .collect()
 }
 
 const ORIGINAL: &str = include_str!("../../tests/fixtures/wrong-operator/src/lib.rs");

@@ -10,6 +10,7 @@
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
 mod support;
+mod wrong_operator;
 
 use std::collections::BTreeMap;
 
@@ -19,27 +20,13 @@ use support::kill::{count_rows, kill_repair_when};
 use support::model::{assert_replay_reproduces, models_toml};
 use support::workspace::Workspace;
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
+use wrong_operator::{branches, finish, fix, read_lib};
 
 /// `[[models]]` pointing at `server`, plus `extra` tables, as the user
 /// configuration: the workspace (and so the state root a resume needs)
 /// stays the same when a later run talks to another server.
 fn configure(ws: &Workspace, server: &OpenAiServer, extra: &str) {
     ws.write_user_config(&(models_toml(&[&server.base_url], 60) + extra));
-}
-
-fn read_lib() -> Answer {
-    Answer::tool_call("read_file", json!({ "path": "src/lib.rs" }))
-}
-
-fn fix() -> Answer {
-    Answer::tool_call(
-        "replace",
-        json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
-    )
-}
-
-fn finish(summary: &str) -> Answer {
-    Answer::tool_call("finish", json!({ "summary": summary }))
 }
 
 /// The system messages of a request body, concatenated.
@@ -294,11 +281,8 @@ fn weakened_test(
 
 /// Why the model's branch was refused.
 fn model_reason(doc: &Value) -> String {
-    let model = doc["steps"]
-        .as_array()
+    let model = branches(doc)
         .into_iter()
-        .flatten()
-        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
         .find(|b| b["strategy"] == "model_actor")
         .expect("a model branch ran");
     model["reason"].as_str().unwrap_or_default().to_owned()
