@@ -498,18 +498,7 @@ fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
     };
     let ws = Workspace::of("py-flaky-test");
     let marker = ws.cache().join("flaky-marker");
-    let repair = |args: &[&str]| {
-        let out = ws
-            .command(args)
-            .args(["--format", "json"])
-            .env("FLAKY_TEST_MARKER", &marker)
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
-        });
-        (out.status.code().unwrap(), doc)
-    };
+    let repair = |args: &[&str]| ws.json_with(args, &[("FLAKY_TEST_MARKER", &marker)]);
 
     let (code, doc) = repair(&["repair"]);
     assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");

@@ -2,6 +2,7 @@
 //! the CLI's end-to-end tests.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -72,10 +73,21 @@ impl Workspace {
             .expect("the trellis binary runs")
     }
 
+    /// `trellis <args> --format json`: its exit code and its report.
     pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        self.json_with(args, &[] as &[(&str, &Path)])
+    }
+
+    /// [`Workspace::json`] with extra environment (a failpoint, a marker
+    /// a fixture's test reads).
+    pub fn json_with(&self, args: &[&str], env: &[(&str, impl AsRef<OsStr>)]) -> (i32, Value) {
         let mut all = args.to_vec();
         all.extend(["--format", "json"]);
-        let out = self.trellis(&all);
+        let mut command = self.command(&all);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let out = command.output().expect("the trellis binary runs");
         let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
