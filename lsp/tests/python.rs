@@ -488,14 +488,7 @@ fn the_editor_repairs_a_python_file_and_applies_the_verified_import() {
 /// next repair of the same state is not refused and commits the fix.
 #[test]
 fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
-    use trellis_engine::ledger::SearchEvent;
     const FLAKY: &str = "tests/test_clock.py::test_here_is_the_working_directory";
-    let no_goods = |events: &[SearchEvent]| {
-        events
-            .iter()
-            .filter(|e| matches!(e, SearchEvent::NoGoodRecorded { .. }))
-            .count()
-    };
     let ws = Workspace::of("py-flaky-test");
     let marker = ws.cache().join("flaky-marker");
     let repair = |args: &[&str]| ws.json_with(args, &[("FLAKY_TEST_MARKER", &marker)]);
@@ -503,20 +496,7 @@ fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
     let (code, doc) = repair(&["repair"]);
     assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");
     assert!(marker.exists(), "the fixed test ran and failed once");
-    let test = doc["steps"][0]["branches"][0]["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "python.test"))
-        .cloned()
-        .unwrap_or_else(|| panic!("no python.test stage: {doc:#}"));
-    assert_eq!(test["status"], "failed", "{doc:#}");
-    assert_eq!(test["flaky"], json!([FLAKY]), "{doc:#}");
-    let events = ws.search_events();
-    assert_eq!(no_goods(&events), 0, "a flaky failure is no evidence");
-    assert!(
-        events.iter().any(|e| matches!(e,
-            SearchEvent::BranchCandidateMeasured { flaky, .. } if flaky == &[FLAKY.to_owned()])),
-        "the ledger records the flaky test with the measurement"
-    );
+    support::flaky::assert_flaky_and_no_no_good(&ws, &doc, "python.test", FLAKY);
 
     // The test no longer fails: nothing recorded stands in the repair's way.
     let (code, doc) = repair(&["repair", "--commit"]);

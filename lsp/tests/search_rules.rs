@@ -10,23 +10,8 @@ use trellis_engine::ledger::SearchEvent;
 
 mod support;
 
+use support::flaky::{assert_flaky_and_no_no_good, first_branch_stage, no_goods};
 use support::workspace::Workspace;
-
-/// The test stage's summary of the first branch of the first step.
-fn first_branch_test_stage(doc: &Value) -> Value {
-    doc["steps"][0]["branches"][0]["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "test"))
-        .cloned()
-        .unwrap_or_else(|| panic!("no test stage in the first branch: {doc:#}"))
-}
-
-fn no_goods(events: &[SearchEvent]) -> usize {
-    events
-        .iter()
-        .filter(|e| matches!(e, SearchEvent::NoGoodRecorded { .. }))
-        .count()
-}
 
 const FLAKY: &str = "--lib::tests::sums_every_value";
 
@@ -45,16 +30,7 @@ fn a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good() {
     let (code, doc) = ws.json_with(&["repair"], &env);
     assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");
     assert!(marker.exists(), "the test ran and failed once");
-    let test = first_branch_test_stage(&doc);
-    assert_eq!(test["status"], "failed", "{doc:#}");
-    assert_eq!(test["flaky"], serde_json::json!([FLAKY]), "{doc:#}");
-    let events = ws.search_events();
-    assert_eq!(no_goods(&events), 0, "a flaky failure is no evidence");
-    assert!(
-        events.iter().any(|e| matches!(e,
-            SearchEvent::BranchCandidateMeasured { flaky, .. } if flaky == &[FLAKY.to_owned()])),
-        "the ledger records the flaky test with the measurement"
-    );
+    let events = assert_flaky_and_no_no_good(&ws, &doc, "test", FLAKY);
     assert!(
         events.iter().any(|e| matches!(e,
             SearchEvent::BranchObservation { observation, .. }
@@ -100,7 +76,7 @@ fn gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honou
     let env = [("FLAKY_TEST_MARKER", marker.as_path())];
 
     let (_, doc) = ws.json_with(&["repair"], &env);
-    let test = first_branch_test_stage(&doc);
+    let test = first_branch_stage(&doc, "test");
     assert!(test.get("flaky").is_none(), "never re-run: {doc:#}");
     assert_eq!(no_goods(&ws.search_events()), 1, "{doc:#}");
 

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod flaky;
 mod framing;
 pub mod kill;
 pub mod model;
