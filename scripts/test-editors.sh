@@ -93,12 +93,13 @@ check_pytest() { # name, test file
     rm -f "$log"
 }
 
-check_nvim() { # nvim binary, test script[, fixture]
-    local nvim=$1 script=$2 fixture=${3:-$REPO/tests/editors/fixtures/missing_mut} version
+check_nvim() { # nvim binary, test script[, fixture[, language]]
+    local nvim=$1 script=$2 fixture=${3:-$REPO/tests/editors/fixtures/missing_mut} language=${4:-rust} version
     version=$("$nvim" --version | head -n 1)
-    check "$version: $script" env \
+    check "$version: $script${4:+ ($language)}" env \
         TRELLIS_PLUGIN_DIR="$REPO/editors/nvim" \
         TRELLIS_FIXTURE="$fixture" \
+        TRELLIS_LANGUAGE="$language" \
         timeout "$NVIM_TEST_TIMEOUT_S" "$nvim" --headless --clean \
         -c "luafile $REPO/tests/editors/nvim/$script.lua" </dev/null
 }
@@ -117,8 +118,8 @@ for nvim in "$NVIM_NEW" "$NVIM_OLD"; do
     check_nvim "$nvim" repair_apply
     check_nvim "$nvim" stale_apply
 done
-check_nvim "$NVIM_NEW" repair_apply_python "$REPO/tests/fixtures/py-missing-import"
-check_nvim "$NVIM_NEW" repair_apply_typescript "$ts_project"
+check_nvim "$NVIM_NEW" repair_apply "$REPO/tests/fixtures/py-missing-import" python
+check_nvim "$NVIM_NEW" repair_apply "$ts_project" typescript
 check_nvim "$NVIM_NEW" health
 check_nvim "$NVIM_NEW" enable
 check_pytest "Neovim 0.12 in tmux: typing through a repair" tests/editors/test_nvim_tmux.py

@@ -13,13 +13,16 @@
 //!
 //!   bench_code_actions <path to trellis> [--changes N] [--pace-ms N]
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+/// The wire format, the same as the test client's.
+#[path = "../tests/support/framing.rs"]
+mod framing;
 
 const CARGO_TOML: &str =
     "[package]\nname = \"bench\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n";
@@ -38,9 +41,7 @@ struct Server {
 
 impl Server {
     fn send(&mut self, message: &Value) {
-        let body = serde_json::to_string(message).unwrap();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        framing::write_message(&mut self.stdin, message).unwrap();
     }
 
     fn notify(&mut self, method: &str, params: Value) {
@@ -105,26 +106,6 @@ impl Server {
     }
 }
 
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("Content-Length:") {
-            length = value.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
-}
-
 fn file_uri(path: &Path) -> String {
     format!("file://{}", path.display())
 }
@@ -172,19 +153,9 @@ fn main() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {trellis}: {e}"));
-    let stdout = child.stdout.take().unwrap();
-    let (tx, incoming) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        while let Some(message) = read_message(&mut reader) {
-            if tx.send(message).is_err() {
-                break;
-            }
-        }
-    });
     let mut server = Server {
         stdin: child.stdin.take().unwrap(),
-        incoming,
+        incoming: framing::spawn_reader(child.stdout.take().unwrap()),
         next_id: 1,
         notifications: Vec::new(),
     };

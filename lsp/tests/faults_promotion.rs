@@ -14,7 +14,8 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{FixtureCopy, REPAIR_TIMEOUT, files_under, ledger_replay};
+use support::workspace::Workspace;
+use support::{REPAIR_TIMEOUT, files_under, ledger_replay};
 
 const FIXTURE: &str = "three-files";
 /// The files the fixture's repair changes.
@@ -22,7 +23,7 @@ const TARGETS: [&str; 3] = ["src/lib.rs", "src/scale.rs", "src/total.rs"];
 const SIGABRT: i32 = 6;
 const USER_EDIT: &str = "// the user's own edit, made while trellis was writing\n";
 
-fn commit_with(ws: &FixtureCopy, failpoint: &str) -> std::process::Command {
+fn commit_with(ws: &Workspace, failpoint: &str) -> std::process::Command {
     let mut command = ws.command(&["repair", "--commit", "--format", "json"]);
     command
         .env("TRELLIS_FAILPOINT", failpoint)
@@ -30,8 +31,8 @@ fn commit_with(ws: &FixtureCopy, failpoint: &str) -> std::process::Command {
     command
 }
 
-fn marker(ws: &FixtureCopy) -> PathBuf {
-    ws.cache.path().join("failpoint-paused")
+fn marker(ws: &Workspace) -> PathBuf {
+    ws.cache().join("failpoint-paused")
 }
 
 fn text(out: &Output) -> String {
@@ -43,7 +44,7 @@ fn text(out: &Output) -> String {
 }
 
 /// How many targets differ from `before`, and how many are missing.
-fn torn(ws: &FixtureCopy, before: &std::collections::BTreeMap<PathBuf, Vec<u8>>) -> (usize, usize) {
+fn torn(ws: &Workspace, before: &std::collections::BTreeMap<PathBuf, Vec<u8>>) -> (usize, usize) {
     let now = ws.tree();
     let changed = TARGETS
         .iter()
@@ -59,14 +60,14 @@ fn torn(ws: &FixtureCopy, before: &std::collections::BTreeMap<PathBuf, Vec<u8>>)
     (changed, missing)
 }
 
-fn repaired(ws: &FixtureCopy) -> bool {
+fn repaired(ws: &Workspace) -> bool {
     TARGETS
         .iter()
         .all(|t| std::fs::read_to_string(ws.path().join(t)).is_ok_and(|s| s.contains("let mut ")))
 }
 
 /// Every `.trellis-tmp*` file anywhere in the workspace (outside `target/`).
-fn temp_files(ws: &FixtureCopy) -> Vec<PathBuf> {
+fn temp_files(ws: &Workspace) -> Vec<PathBuf> {
     files_under(ws.path(), &["target"])
         .into_keys()
         .filter(|p| {
@@ -77,7 +78,7 @@ fn temp_files(ws: &FixtureCopy) -> Vec<PathBuf> {
 }
 
 /// After the run: no temp file, no journal, and the ledger verifies.
-fn assert_clean_and_verified(ws: &FixtureCopy) -> Value {
+fn assert_clean_and_verified(ws: &Workspace) -> Value {
     assert_eq!(
         temp_files(ws),
         Vec::<PathBuf>::new(),
@@ -91,8 +92,8 @@ fn assert_clean_and_verified(ws: &FixtureCopy) -> Value {
 }
 
 /// The next start (`trellis check`) recovers; returns its recovery record.
-fn restart_and_recover(ws: &FixtureCopy, direction: &str) -> (Output, Value) {
-    let out = ws.run(&["check"]);
+fn restart_and_recover(ws: &Workspace, direction: &str) -> (Output, Value) {
+    let out = ws.trellis(&["check"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("recovered interrupted promotion")
@@ -118,7 +119,7 @@ fn a_crash_at_every_rename_is_rolled_forward_on_the_next_start() {
         ("promote-before-rename:2:abort", 1, 1),
     ];
     for (failpoint, changed, missing) in crashes {
-        let ws = FixtureCopy::of(FIXTURE);
+        let ws = Workspace::of(FIXTURE);
         let before = ws.tree();
         let out = commit_with(&ws, failpoint).output().unwrap();
         assert_eq!(
@@ -141,7 +142,7 @@ fn a_crash_at_every_rename_is_rolled_forward_on_the_next_start() {
 
 #[test]
 fn a_crash_while_staging_is_rolled_back_on_the_next_start() {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let before = ws.tree();
     let out = commit_with(&ws, "promote-after-stage:2:abort")
         .output()
@@ -155,7 +156,7 @@ fn a_crash_while_staging_is_rolled_back_on_the_next_start() {
 
 #[test]
 fn a_file_edited_after_a_crash_is_kept_and_the_rest_rolled_back() {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let before = ws.tree();
     let out = commit_with(&ws, "promote-after-rename:1:abort")
         .output()
@@ -176,7 +177,7 @@ fn a_file_edited_after_a_crash_is_kept_and_the_rest_rolled_back() {
 
 /// Runs `repair --commit` paused at `failpoint`, lets `edit` change the
 /// workspace in that window, and returns the run's output.
-fn edit_during_promotion(ws: &FixtureCopy, failpoint: &str, edit: impl FnOnce()) -> Output {
+fn edit_during_promotion(ws: &Workspace, failpoint: &str, edit: impl FnOnce()) -> Output {
     let mut child = commit_with(ws, failpoint)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -196,7 +197,7 @@ fn edit_during_promotion(ws: &FixtureCopy, failpoint: &str, edit: impl FnOnce())
 }
 
 /// The run was refused as stale, and the refusal is ledgered.
-fn assert_stale_refusal(ws: &FixtureCopy, out: &Output) {
+fn assert_stale_refusal(ws: &Workspace, out: &Output) {
     assert_eq!(out.status.code(), Some(2), "{}", text(out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("changed since the repair started"),
@@ -215,7 +216,7 @@ fn assert_stale_refusal(ws: &FixtureCopy, out: &Output) {
 
 #[test]
 fn an_edit_in_the_window_before_a_rename_survives() {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let before = ws.tree();
     let mut edited = None;
     let out = edit_during_promotion(&ws, "promote-before-rename:2:pause", || {
@@ -239,7 +240,7 @@ fn an_edit_in_the_window_before_a_rename_survives() {
 
 #[test]
 fn an_edit_to_a_later_file_during_promotion_survives() {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let before = ws.tree();
     let mut expected = before.clone();
     let out = edit_during_promotion(&ws, "promote-before-rename:1:pause", || {
@@ -260,7 +261,7 @@ fn an_edit_to_a_later_file_during_promotion_survives() {
 /// ledger that would record it is gone, so the run refuses and the tree
 /// ends as it began, with no temp file left.
 fn assert_refused_when_trellis_is_deleted_at(failpoint: &str, why: &str) {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let before = ws.tree();
     let out = edit_during_promotion(&ws, failpoint, || {
         std::fs::remove_dir_all(ws.path().join(".trellis")).unwrap();
@@ -293,7 +294,7 @@ fn deleting_trellis_after_the_renames_puts_every_file_back() {
 
 #[test]
 fn the_language_server_recovers_an_interrupted_promotion_at_start() {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let out = commit_with(&ws, "promote-after-rename:2:abort")
         .output()
         .unwrap();
@@ -349,11 +350,11 @@ impl Drop for Unwritable {
 
 #[test]
 fn an_unwritable_directory_refuses_the_promotion_and_changes_nothing() {
-    let ws = FixtureCopy::of(FIXTURE);
+    let ws = Workspace::of(FIXTURE);
     let before = ws.tree();
     let out = {
         let _locked = Unwritable::new(&ws.path().join("src"));
-        ws.run(&["repair", "--commit", "--format", "json"])
+        ws.trellis(&["repair", "--commit", "--format", "json"])
     };
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(

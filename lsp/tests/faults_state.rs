@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::json;
-use support::{Client, FixtureCopy, files_under, vscode_capabilities};
+use support::workspace::Workspace;
+use support::{Client, files_under, vscode_capabilities};
 
 fn git(root: &Path, args: &[&str]) -> Output {
     let out = Command::new("git")
@@ -39,14 +40,14 @@ fn assert_refused_link(out: &Output, path: &str) {
 
 #[test]
 fn a_trellis_link_to_git_is_refused_and_git_is_untouched() {
-    let ws = FixtureCopy::of("missing-mut");
+    let ws = Workspace::of("missing-mut");
     git(ws.path(), &["init", "--quiet"]);
     git(ws.path(), &["add", "-A"]);
     git(ws.path(), &["commit", "--quiet", "-m", "fixture"]);
     std::os::unix::fs::symlink(".git", ws.path().join(".trellis")).unwrap();
     let git_before = files_under(&ws.path().join(".git"), &[]);
 
-    assert_refused_link(&ws.run(&["check"]), ".trellis");
+    assert_refused_link(&ws.trellis(&["check"]), ".trellis");
     assert_eq!(files_under(&ws.path().join(".git"), &[]), git_before);
 
     let (mut client, response) = Client::start(ws.path(), vscode_capabilities(), None);
@@ -74,8 +75,8 @@ fn a_trellis_link_to_git_is_refused_and_git_is_untouched() {
 
 #[test]
 fn a_linked_ledger_database_is_refused_and_the_other_file_is_unchanged() {
-    let ws = FixtureCopy::of("missing-mut");
-    let other = ws.cache.path().join("other-app.sqlite");
+    let ws = Workspace::of("missing-mut");
+    let other = ws.cache().join("other-app.sqlite");
     {
         let db = rusqlite::Connection::open(&other).unwrap();
         db.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine');")
@@ -85,32 +86,32 @@ fn a_linked_ledger_database_is_refused_and_the_other_file_is_unchanged() {
     std::fs::create_dir(ws.path().join(".trellis")).unwrap();
     std::os::unix::fs::symlink(&other, ws.path().join(".trellis/ledger.db")).unwrap();
 
-    assert_refused_link(&ws.run(&["check"]), "ledger.db");
+    assert_refused_link(&ws.trellis(&["check"]), "ledger.db");
     assert_eq!(std::fs::read(&other).unwrap(), before);
-    assert!(!ws.cache.path().join("other-app.sqlite-wal").exists());
+    assert!(!ws.cache().join("other-app.sqlite-wal").exists());
 }
 
 #[test]
 fn a_linked_stat_cache_is_neither_read_nor_written() {
-    let ws = FixtureCopy::of("missing-mut");
-    let victim = ws.cache.path().join("victim-index");
+    let ws = Workspace::of("missing-mut");
+    let victim = ws.cache().join("victim-index");
     std::fs::write(&victim, b"someone else's file").unwrap();
     std::fs::create_dir(ws.path().join(".trellis")).unwrap();
     std::os::unix::fs::symlink(&victim, ws.path().join(".trellis/index")).unwrap();
 
-    assert_refused_link(&ws.run(&["check"]), "index");
+    assert_refused_link(&ws.trellis(&["check"]), "index");
     assert_eq!(std::fs::read(&victim).unwrap(), b"someone else's file");
 }
 
 #[test]
 fn a_linked_object_store_is_refused_and_nothing_lands_in_it() {
-    let ws = FixtureCopy::of("missing-mut");
+    let ws = Workspace::of("missing-mut");
     let elsewhere = tempfile::tempdir().unwrap();
     std::fs::create_dir(ws.path().join(".trellis")).unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".trellis/objects")).unwrap();
     let before = ws.tree();
 
-    let out = ws.run(&["repair", "--commit"]);
+    let out = ws.trellis(&["repair", "--commit"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");

@@ -10,27 +10,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::repair_loop::titled;
 use support::{
-    CARGO_TOML, Client, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT, helix_capabilities,
-    neovim_capabilities, vscode_capabilities, write_crate,
+    Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, broken_crate, helix_capabilities, neovim_capabilities,
+    vscode_capabilities,
 };
 
 const LIB: &str = "src/lib.rs";
-
-fn broken_crate() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    write_crate(
-        dir.path(),
-        &[("Cargo.toml", CARGO_TOML), (LIB, MISSING_MUT_LIB)],
-    );
-    dir
-}
-
-fn titled<'a>(actions: &'a [Value], prefix: &str) -> Option<&'a Value> {
-    actions
-        .iter()
-        .find(|a| a["title"].as_str().unwrap_or_default().starts_with(prefix))
-}
 
 /// Opens the lib, repairs its missing-`mut` cluster through the Repair
 /// action's command and waits for the verified result. Returns the

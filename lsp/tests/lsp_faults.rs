@@ -9,20 +9,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{
-    CARGO_TOML, Client, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT, neovim_capabilities,
-    vscode_capabilities, write_crate,
+    Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, broken_crate, neovim_capabilities, vscode_capabilities,
 };
 
 const LIB: &str = "src/lib.rs";
-
-fn broken_crate() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    write_crate(
-        dir.path(),
-        &[("Cargo.toml", CARGO_TOML), (LIB, MISSING_MUT_LIB)],
-    );
-    dir
-}
 
 fn message_of(notification: &Value) -> &str {
     notification["params"]["message"]

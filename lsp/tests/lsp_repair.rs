@@ -8,107 +8,16 @@ mod support;
 use std::path::Path;
 
 use serde_json::{Value, json};
+use support::repair_loop::titled;
 use support::{
-    CARGO_TOML, Client, Encoding, MISSING_MUT_LIB, REPAIR_TIMEOUT, REQUEST_TIMEOUT,
-    cargo_test_passes, helix_capabilities, ledger_replay, neovim_capabilities, offset_of,
-    vscode_capabilities, write_crate,
+    Client, Encoding, MISSING_MUT_LIB, REQUEST_TIMEOUT, broken_crate, cargo_test_passes,
+    helix_capabilities, ledger_replay, neovim_capabilities, offset_of, vscode_capabilities,
 };
 
 const LIB: &str = "src/lib.rs";
 
-fn broken_crate() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    write_crate(
-        dir.path(),
-        &[("Cargo.toml", CARGO_TOML), (LIB, MISSING_MUT_LIB)],
-    );
-    dir
-}
-
 fn title(action: &Value) -> &str {
     action["title"].as_str().unwrap_or_default()
-}
-
-/// Opens the crate's lib, waits for the missing-`mut` diagnostic, and returns it.
-fn missing_mut_diagnostic(client: &mut Client) -> Value {
-    client.open(LIB);
-    let diagnostics = client.wait_for_diagnostics(0, LIB, true);
-    let diagnostic = diagnostics
-        .iter()
-        .find(|d| d["code"] == "E0384")
-        .unwrap_or_else(|| panic!("no E0384 among {diagnostics:#?}"))
-        .clone();
-    assert_eq!(diagnostic["source"], "trellis");
-    assert!(diagnostic["data"]["cluster"].is_string(), "{diagnostic}");
-    diagnostic
-}
-
-/// Asks for code actions on the diagnostic and starts its Repair; returns
-/// the index of the first notification after the start.
-fn start_repair(client: &mut Client, diagnostic: &Value) -> usize {
-    let cluster = diagnostic["data"]["cluster"].clone();
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(diagnostic));
-    let repair = actions
-        .iter()
-        .find(|a| title(a).starts_with("Repair: "))
-        .unwrap_or_else(|| panic!("no Repair action among {actions:#?}"));
-    assert_eq!(repair["kind"], "quickfix");
-    assert_eq!(repair["command"]["command"], "trellis.repair.start");
-    assert_eq!(
-        repair["command"]["arguments"],
-        json!([{ "cluster": cluster }])
-    );
-
-    let from = client.notifications.len();
-    let started = client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.start", "arguments": repair["command"]["arguments"] }),
-    );
-    assert_eq!(started, Value::Null);
-    let running = client.wait_for(from, REQUEST_TIMEOUT, "the search to start", |n| {
-        n["method"] == "trellis/searchStatus" && n["params"]["status"] == "running"
-    });
-    assert_eq!(running["params"]["cluster"], cluster);
-    from
-}
-
-/// The `trellis/searchStatus` that ends the search started at `from`.
-fn search_end(client: &mut Client, from: usize) -> Value {
-    client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus"
-            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
-    })
-}
-
-/// Runs the diagnostic's Repair and waits for a verified result; returns
-/// the repair id.
-fn repair(client: &mut Client, diagnostic: &Value) -> String {
-    let from = start_repair(client, diagnostic);
-    let ended = search_end(client, from);
-    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    assert!(ended["params"]["steps"].as_u64().unwrap() >= 1, "{ended}");
-    ended["params"]["repair_id"].as_str().unwrap().to_owned()
-}
-
-fn apply_action(actions: &[Value]) -> Option<&Value> {
-    actions
-        .iter()
-        .find(|a| title(a).starts_with("Apply verified repair: "))
-}
-
-/// Waits until the server saw the editor's documents reach the repair's
-/// final state and ledgered the promotion.
-fn wait_for_promotion(client: &mut Client, from: usize, repair_id: &str) {
-    client.wait_for(
-        from,
-        REQUEST_TIMEOUT,
-        "the promotion to be confirmed",
-        |n| {
-            n["method"] == "trellis/searchStatus"
-                && n["params"]["status"] == "applied"
-                && n["params"]["repair_id"] == repair_id
-        },
-    );
 }
 
 fn assert_fixed(root: &Path) {
@@ -124,9 +33,9 @@ fn assert_fixed(root: &Path) {
 fn vscode_profile_repairs_previews_and_applies_through_resolve() {
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
-    let diagnostic = missing_mut_diagnostic(&mut client);
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
     let requests_before = client.server_requests.len();
-    let repair_id = repair(&mut client, &diagnostic);
+    let repair_id = client.verified_repair(LIB, &diagnostic);
 
     // Progress was created (the client advertises it) and ran begin → end.
     let create = client.server_requests[requests_before..]
@@ -151,10 +60,8 @@ fn vscode_profile_repairs_previews_and_applies_through_resolve() {
     assert_eq!(branch["change"], "modify");
     assert!(branch["text"].as_str().unwrap().contains("let mut n = 0;"));
 
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
-    let preview = actions
-        .iter()
-        .find(|a| title(a).starts_with("Preview verified repair: "))
+    let actions = client.actions_on(LIB, &diagnostic);
+    let preview = titled(&actions, "Preview verified repair: ")
         .unwrap_or_else(|| panic!("no Preview among {actions:#?}"));
     let requests_before = client.server_requests.len();
     client.request(
@@ -179,7 +86,8 @@ fn vscode_profile_repairs_previews_and_applies_through_resolve() {
     );
 
     // Apply is resolved lazily: the listed action carries data, not the edit.
-    let apply = apply_action(&actions).unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
+    let apply = titled(&actions, "Apply verified repair: ")
+        .unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
     assert!(apply.get("edit").is_none(), "{apply}");
     let resolved = client.request("codeAction/resolve", apply.clone());
     let edit = &resolved["edit"];
@@ -194,8 +102,7 @@ fn vscode_profile_repairs_previews_and_applies_through_resolve() {
 
     let from = client.notifications.len();
     client.apply_workspace_edit(edit);
-    client.save(LIB);
-    wait_for_promotion(&mut client, from, &repair_id);
+    client.save_until_promoted(LIB, &repair_id);
     assert_fixed(dir.path());
     // The save re-senses; the fixed file's diagnostics are cleared.
     client.wait_for_diagnostics(from, LIB, false);
@@ -209,8 +116,11 @@ fn vscode_profile_repairs_previews_and_applies_through_resolve() {
     assert_eq!(promotion["files"], json!([LIB]), "{promotion}");
 
     // Once applied, the repair is no longer offered.
-    let after = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
-    assert!(apply_action(&after).is_none(), "{after:#?}");
+    let after = client.actions_on(LIB, &diagnostic);
+    assert!(
+        titled(&after, "Apply verified repair: ").is_none(),
+        "{after:#?}"
+    );
     client.shutdown();
 }
 
@@ -219,15 +129,15 @@ fn helix_profile_gets_inline_edits_in_utf8_and_applies_through_the_command() {
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), helix_capabilities(), None);
     assert_eq!(client.encoding, Encoding::Utf8);
-    let diagnostic = missing_mut_diagnostic(&mut client);
-    let first = repair(&mut client, &diagnostic);
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
+    let first = client.verified_repair(LIB, &diagnostic);
     // A second search of the same cluster supersedes the first: one Apply.
-    let repair_id = repair(&mut client, &diagnostic);
+    let repair_id = client.verified_repair(LIB, &diagnostic);
     assert_ne!(first, repair_id);
 
     // Helix applies code-action edits itself: the edit is inline, and
     // without change-annotation support it carries no annotation.
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let actions = client.actions_on(LIB, &diagnostic);
     let applies: Vec<&Value> = actions
         .iter()
         .filter(|a| title(a).starts_with("Apply verified repair: "))
@@ -272,17 +182,9 @@ fn helix_profile_gets_inline_edits_in_utf8_and_applies_through_the_command() {
     );
 
     // The command path: the server checks the view, then sends applyEdit.
-    let requests_before = client.server_requests.len();
-    let from = client.notifications.len();
-    let result = client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.apply", "arguments": [{ "repair_id": repair_id }] }),
-    );
-    assert_eq!(result, Value::Null);
-    let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
+    let sent = client.apply_by_command(&repair_id);
     assert!(sent["params"]["edit"].get("changeAnnotations").is_none());
-    client.save(LIB);
-    wait_for_promotion(&mut client, from, &repair_id);
+    client.save_until_promoted(LIB, &repair_id);
     assert_fixed(dir.path());
     client.shutdown();
 }
@@ -291,8 +193,8 @@ fn helix_profile_gets_inline_edits_in_utf8_and_applies_through_the_command() {
 fn an_apply_after_a_later_edit_is_refused_and_the_file_is_untouched() {
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
-    let diagnostic = missing_mut_diagnostic(&mut client);
-    let repair_id = repair(&mut client, &diagnostic);
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
+    let repair_id = client.verified_repair(LIB, &diagnostic);
 
     // The user types after the repair started (a comment at the end of line 0).
     let end_of_line = json!({ "line": 0, "character": 999 });
@@ -303,9 +205,9 @@ fn an_apply_after_a_later_edit_is_refused_and_the_file_is_untouched() {
     );
     let buffer = client.docs[&client.uri(LIB)].text.clone();
 
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let actions = client.actions_on(LIB, &diagnostic);
     assert!(
-        apply_action(&actions).is_none(),
+        titled(&actions, "Apply verified repair: ").is_none(),
         "Apply is still offered: {actions:#?}"
     );
 
@@ -360,7 +262,7 @@ fn diagnostic_positions_follow_the_negotiated_encoding() {
     let mut starts = Vec::new();
     for capabilities in [helix_capabilities(), vscode_capabilities()] {
         let (mut client, _) = Client::start(dir.path(), capabilities, None);
-        let diagnostic = missing_mut_diagnostic(&mut client);
+        let diagnostic = client.open_for_diagnostic(LIB, "E0384");
         // The site follows `𝕏é中` on its line: the columns differ by encoding,
         // yet each lands on the same bytes.
         let at = offset_of(
@@ -379,10 +281,7 @@ fn diagnostic_positions_follow_the_negotiated_encoding() {
         let mut bare = diagnostic.clone();
         bare.as_object_mut().unwrap().remove("data");
         let actions = client.code_actions(LIB, &diagnostic["range"], &[bare]);
-        assert!(
-            actions.iter().any(|a| title(a).starts_with("Repair: ")),
-            "{actions:#?}"
-        );
+        assert!(titled(&actions, "Repair: ").is_some(), "{actions:#?}");
         client.shutdown();
     }
     assert_ne!(
@@ -399,10 +298,10 @@ fn an_unnamed_client_with_message_buttons_applies_from_them_without_annotations(
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), neovim_capabilities(), None);
     client.message_choice = Some("Apply".into());
-    let diagnostic = missing_mut_diagnostic(&mut client);
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
     let requests_before = client.server_requests.len();
     let from = client.notifications.len();
-    let repair_id = repair(&mut client, &diagnostic);
+    let repair_id = client.verified_repair(LIB, &diagnostic);
 
     // The end of the search offers Preview and Apply as buttons; the user
     // clicks Apply and the server sends the edit, checked against the view.
@@ -439,8 +338,7 @@ fn an_unnamed_client_with_message_buttons_applies_from_them_without_annotations(
         sent["params"]["edit"].get("changeAnnotations").is_none(),
         "{sent}"
     );
-    client.save(LIB);
-    wait_for_promotion(&mut client, from, &repair_id);
+    client.save_until_promoted(LIB, &repair_id);
     assert_fixed(dir.path());
     client.shutdown();
 }
@@ -449,9 +347,9 @@ fn an_unnamed_client_with_message_buttons_applies_from_them_without_annotations(
 fn a_running_repair_is_cancelled_through_its_progress_token() {
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
-    let diagnostic = missing_mut_diagnostic(&mut client);
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
     let requests_before = client.server_requests.len();
-    let from = start_repair(&mut client, &diagnostic);
+    let from = client.start_repair_of(LIB, &diagnostic);
     let create = client.wait_for_request(
         requests_before,
         REQUEST_TIMEOUT,
@@ -459,23 +357,18 @@ fn a_running_repair_is_cancelled_through_its_progress_token() {
     );
 
     // A Cancel action replaces Repair while the search runs.
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
+    let actions = client.actions_on(LIB, &diagnostic);
     assert!(
-        actions
-            .iter()
-            .any(|a| title(a).starts_with("Cancel repair: ")),
+        titled(&actions, "Cancel repair: ").is_some(),
         "{actions:#?}"
     );
-    assert!(
-        !actions.iter().any(|a| title(a).starts_with("Repair: ")),
-        "{actions:#?}"
-    );
+    assert!(titled(&actions, "Repair: ").is_none(), "{actions:#?}");
 
     client.notify(
         "window/workDoneProgress/cancel",
         json!({ "token": create["params"]["token"] }),
     );
-    let ended = search_end(&mut client, from);
+    let ended = client.search_end(from);
     assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join(LIB)).unwrap(),
@@ -489,12 +382,10 @@ fn a_minimal_client_gets_commands_and_no_progress_tokens() {
     let dir = broken_crate();
     // No code-action literals, no progress, no documentChanges.
     let (mut client, _) = Client::start(dir.path(), json!({}), None);
-    let diagnostic = missing_mut_diagnostic(&mut client);
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
-    let repair = actions
-        .iter()
-        .find(|a| title(a).starts_with("Repair: "))
-        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
+    let actions = client.actions_on(LIB, &diagnostic);
+    let repair =
+        titled(&actions, "Repair: ").unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
     // A bare Command: its `command` field is the command name itself.
     assert_eq!(repair["command"], "trellis.repair.start", "{repair}");
 
@@ -503,7 +394,7 @@ fn a_minimal_client_gets_commands_and_no_progress_tokens() {
         "workspace/executeCommand",
         json!({ "command": "trellis.repair.start", "arguments": repair["arguments"] }),
     );
-    let ended = search_end(&mut client, from);
+    let ended = client.search_end(from);
     assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
     let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
     assert!(
@@ -520,19 +411,18 @@ fn a_minimal_client_gets_commands_and_no_progress_tokens() {
             .any(|n| n["method"] == "$/progress")
     );
 
-    let actions = client.code_actions(LIB, &diagnostic["range"], std::slice::from_ref(&diagnostic));
-    let apply = apply_action(&actions).unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
+    let actions = client.actions_on(LIB, &diagnostic);
+    let apply = titled(&actions, "Apply verified repair: ")
+        .unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
     assert_eq!(apply["command"], "trellis.repair.apply", "{apply}");
     let requests_before = client.server_requests.len();
-    let from = client.notifications.len();
     client.request(
         "workspace/executeCommand",
         json!({ "command": "trellis.repair.apply", "arguments": apply["arguments"] }),
     );
     let sent = client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
     assert!(sent["params"]["edit"]["changes"].is_object(), "{sent}");
-    client.save(LIB);
-    wait_for_promotion(&mut client, from, &repair_id);
+    client.save_until_promoted(LIB, &repair_id);
     assert_fixed(dir.path());
     client.shutdown();
 }
@@ -541,7 +431,7 @@ fn a_minimal_client_gets_commands_and_no_progress_tokens() {
 fn unsaved_buffers_are_sensed_and_fixed_files_get_an_empty_diagnostic_list() {
     let dir = broken_crate();
     let (mut client, _) = Client::start(dir.path(), vscode_capabilities(), None);
-    let diagnostic = missing_mut_diagnostic(&mut client);
+    let diagnostic = client.open_for_diagnostic(LIB, "E0384");
 
     // Fix the buffer without saving, then open another file: sensing runs
     // on the view (disk overlaid with the buffer), not on the disk alone.

@@ -7,27 +7,14 @@
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
 mod support;
+mod wrong_operator;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::model::{assert_replay_reproduces, models_toml};
 use support::workspace::Workspace;
-use trellis_engine::ledger::{DecodedRow, Ledger, SearchEvent};
-
-/// A `[[models]]` table per server, in failover order.
-fn models(servers: &[&OpenAiServer], timeout_secs: u64) -> String {
-    servers
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            format!(
-                "[[models]]\nname = \"m{i}\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-                 model = \"qwen2.5-coder:7b\"\ntimeout_secs = {timeout_secs}\n\
-                 context_window_tokens = 32768\nmax_output_tokens = 1024\n\n",
-                s.base_url
-            )
-        })
-        .collect()
-}
+use trellis_engine::ledger::SearchEvent;
+use wrong_operator::{branches, finish, fix, read_lib};
 
 fn workspace(config: &str) -> Workspace {
     let ws = Workspace::of("wrong-operator");
@@ -35,45 +22,7 @@ fn workspace(config: &str) -> Workspace {
     ws
 }
 
-fn read_lib() -> Answer {
-    Answer::tool_call("read_file", json!({ "path": "src/lib.rs" }))
-}
-
-fn fix() -> Answer {
-    Answer::tool_call(
-        "replace",
-        json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
-    )
-}
-
-fn finish() -> Answer {
-    Answer::tool_call("finish", json!({ "summary": "add adds" }))
-}
-
-fn branches(doc: &Value) -> Vec<Value> {
-    doc["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
-        .collect()
-}
-
 const ORIGINAL: &str = include_str!("../../tests/fixtures/wrong-operator/src/lib.rs");
-
-/// Every search event named `name` in the workspace's ledger, in order.
-fn ledger_events(ws: &Workspace, name: &str) -> Vec<SearchEvent> {
-    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
-    ledger
-        .rows()
-        .unwrap()
-        .into_iter()
-        .filter_map(|row| match row.event {
-            DecodedRow::Search { event, .. } if event.name() == name => Some(event),
-            _ => None,
-        })
-        .collect()
-}
 
 /// A repair that must end with nothing written: exit 1, the tree unchanged.
 fn refused(ws: &Workspace) -> Value {
@@ -91,9 +40,9 @@ fn a_failing_test_is_fixed_by_the_model_and_promoted() {
         read_lib(),
         fix(),
         Answer::tool_call("run_tests", json!({})),
-        finish(),
+        finish("add adds"),
     ]);
-    let ws = workspace(&models(&[&server], 60));
+    let ws = workspace(&models_toml(&[&server.base_url], 60));
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "the model's fix is promoted: {doc:#}");
     assert!(ws.read("src/lib.rs").contains("a + b"));
@@ -114,9 +63,9 @@ fn a_model_fix_that_compiles_but_still_fails_a_test_writes_nothing() {
             "replace",
             json!({ "path": "src/lib.rs", "old": "a - b", "new": "a * b" }),
         ),
-        finish(),
+        finish("add adds"),
     ]);
-    let ws = workspace(&models(&[&server], 60));
+    let ws = workspace(&models_toml(&[&server.base_url], 60));
     let doc = refused(&ws);
     let model = branches(&doc)
         .into_iter()
@@ -140,9 +89,9 @@ fn path_escapes_and_git_writes_are_refused_and_nothing_outside_the_branch_is_wri
             "write_file",
             json!({ "path": "/tmp/trellis-model-escape.rs", "content": "x" }),
         ),
-        finish(),
+        finish("add adds"),
     ]);
-    let ws = workspace(&models(&[&server], 60));
+    let ws = workspace(&models_toml(&[&server.base_url], 60));
     refused(&ws);
     // The branch lives in the private cache: nothing escaped beside it, nor
     // beside the workspace, nor to the absolute path.
@@ -164,7 +113,7 @@ fn path_escapes_and_git_writes_are_refused_and_nothing_outside_the_branch_is_wri
     assert!(requests.len() >= 4);
     let last = String::from_utf8_lossy(&requests[3].body).into_owned();
     assert_eq!(last.matches("write_file error").count(), 3, "{last}");
-    let turns = ledger_events(&ws, "model_turn_recorded");
+    let turns = ws.search_events_named("model_turn_recorded");
     assert!(turns.len() >= 4, "{}", turns.len());
 }
 
@@ -175,13 +124,13 @@ fn malformed_arguments_an_unknown_tool_and_a_non_json_body_fail_closed_and_the_r
         Answer::tool_call("rm_rf", json!({ "path": "." })),
         Answer::Status(200, b"this is not json".to_vec()),
         fix(),
-        finish(),
+        finish("add adds"),
     ]);
-    let ws = workspace(&models(&[&server], 60));
+    let ws = workspace(&models_toml(&[&server.base_url], 60));
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "the later fix is promoted: {doc:#}");
     assert!(ws.read("src/lib.rs").contains("a + b"));
-    let observed = ledger_events(&ws, "model_turn_observed");
+    let observed = ws.search_events_named("model_turn_observed");
     assert_eq!(observed.len(), 5, "every raw attempt is ledgered");
     let raw = observed[2].to_string() + &format!("{:?}", observed[2]);
     assert!(
@@ -193,7 +142,7 @@ fn malformed_arguments_an_unknown_tool_and_a_non_json_body_fail_closed_and_the_r
 #[test]
 fn a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after() {
     let server = OpenAiServer::start(vec![Answer::Hang, Answer::Hang, Answer::Hang]);
-    let ws = workspace(&models(&[&server], 2));
+    let ws = workspace(&models_toml(&[&server.base_url], 2));
     let started = std::time::Instant::now();
     refused(&ws);
     let elapsed = started.elapsed();
@@ -201,16 +150,16 @@ fn a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after() 
         elapsed < std::time::Duration::from_secs(30),
         "a hung server must not hold the repair: {elapsed:?}"
     );
-    let observed = ledger_events(&ws, "model_turn_observed");
+    let observed = ws.search_events_named("model_turn_observed");
     assert!(
         server.received().len() <= 2 && observed.len() <= 2,
         "the endpoint is retried at most once: {} received, {} ledgered",
         server.received().len(),
         observed.len()
     );
-    assert_eq!(ledger_events(&ws, "model_route_unavailable").len(), 1);
+    assert_eq!(ws.search_events_named("model_route_unavailable").len(), 1);
     assert!(
-        ledger_events(&ws, "no_good_recorded").is_empty(),
+        ws.search_events_named("no_good_recorded").is_empty(),
         "environmental, never a no-good"
     );
 }
@@ -221,8 +170,8 @@ fn a_500_on_the_first_endpoint_moves_to_the_second_which_fixes_it() {
         Answer::Status(500, b"{\"error\":\"boom\"}".to_vec()),
         Answer::Status(500, b"{\"error\":\"boom\"}".to_vec()),
     ]);
-    let second = OpenAiServer::start(vec![read_lib(), fix(), finish()]);
-    let ws = workspace(&models(&[&failing, &second], 60));
+    let second = OpenAiServer::start(vec![read_lib(), fix(), finish("add adds")]);
+    let ws = workspace(&models_toml(&[&failing.base_url, &second.base_url], 60));
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
     assert!(ws.read("src/lib.rs").contains("a + b"));
@@ -232,19 +181,16 @@ fn a_500_on_the_first_endpoint_moves_to_the_second_which_fixes_it() {
 
 #[test]
 fn replay_and_explain_session_reproduce_the_exact_requests_the_server_received() {
-    let server = OpenAiServer::start(vec![read_lib(), fix(), finish()]);
-    let ws = workspace(&models(&[&server], 60));
+    let server = OpenAiServer::start(vec![read_lib(), fix(), finish("add adds")]);
+    let ws = workspace(&models_toml(&[&server.base_url], 60));
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
-    let received: Vec<String> = server
-        .received()
-        .iter()
-        .map(|r| String::from_utf8(r.body.clone()).unwrap())
-        .collect();
+    let received = server.bodies();
     assert_eq!(received.len(), 3);
 
     // What the ledger kept is byte for byte what the server got.
-    let sent: Vec<String> = ledger_events(&ws, "model_turn_observed")
+    let sent: Vec<String> = ws
+        .search_events_named("model_turn_observed")
         .into_iter()
         .map(|e| match e {
             SearchEvent::ModelTurnObserved { attempt, .. } => {
@@ -256,16 +202,7 @@ fn replay_and_explain_session_reproduce_the_exact_requests_the_server_received()
     assert_eq!(sent, received);
 
     // Replay rebuilds each request without a model.
-    let replay = support::ledger_replay(ws.path());
-    let calls = replay["model_calls"].as_array().unwrap();
-    assert_eq!(calls.len(), 3);
-    for (call, body) in calls.iter().zip(&received) {
-        assert_eq!(call["reproduced"], true);
-        assert_eq!(
-            call["request"],
-            serde_json::from_str::<Value>(body).unwrap()
-        );
-    }
+    assert_replay_reproduces(ws.path(), &received);
 
     // explain-session: the latest session, in the issue's JSON shape.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_trellis"))
@@ -319,14 +256,15 @@ fn weaken_the_tests() -> Vec<Answer> {
             "replace",
             json!({ "path": "tests/adds.rs", "old": "add(1, 1), 2)", "new": "add(1, 1), 0)" }),
         ),
-        Answer::tool_call("finish", json!({ "summary": "the tests now pass" })),
+        finish("the tests now pass"),
     ]
 }
 
 #[test]
 fn a_test_weakened_by_the_model_is_refused_under_backward_compatible() {
     let server = OpenAiServer::start(weaken_the_tests());
-    let config = models(&[&server], 60) + "[verification]\ntest_policy = \"backward-compatible\"\n";
+    let config = models_toml(&[&server.base_url], 60)
+        + "[verification]\ntest_policy = \"backward-compatible\"\n";
     let ws = workspace(&config);
     let doc = refused(&ws);
     let model = branches(&doc)
@@ -342,7 +280,7 @@ fn a_test_weakened_by_the_model_is_refused_under_backward_compatible() {
     // The same model under the default `evolving` policy has its way: the
     // refusal above is the policy's doing.
     let server = OpenAiServer::start(weaken_the_tests());
-    let ws = workspace(&models(&[&server], 60));
+    let ws = workspace(&models_toml(&[&server.base_url], 60));
     let (code, doc) = ws.json(&["repair"]);
     assert_eq!(code, 0, "{doc:#}");
 }

@@ -10,54 +10,23 @@
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
 mod support;
+mod wrong_operator;
 
 use std::collections::BTreeMap;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::kill::{count_rows, kill_repair_when};
+use support::model::{assert_replay_reproduces, models_toml};
 use support::workspace::Workspace;
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
+use wrong_operator::{branches, finish, fix, read_lib};
 
 /// `[[models]]` pointing at `server`, plus `extra` tables, as the user
 /// configuration: the workspace (and so the state root a resume needs)
 /// stays the same when a later run talks to another server.
 fn configure(ws: &Workspace, server: &OpenAiServer, extra: &str) {
-    let file = ws.cache().join("config/trellis/config.toml");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(
-        file,
-        format!(
-            "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-             model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
-             context_window_tokens = 32768\nmax_output_tokens = 1024\n\n{extra}",
-            server.base_url
-        ),
-    )
-    .unwrap();
-}
-
-fn read_lib() -> Answer {
-    Answer::tool_call("read_file", json!({ "path": "src/lib.rs" }))
-}
-
-fn fix() -> Answer {
-    Answer::tool_call(
-        "replace",
-        json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
-    )
-}
-
-fn finish(summary: &str) -> Answer {
-    Answer::tool_call("finish", json!({ "summary": summary }))
-}
-
-fn bodies(server: &OpenAiServer) -> Vec<String> {
-    server
-        .received()
-        .iter()
-        .map(|r| String::from_utf8(r.body.clone()).unwrap())
-        .collect()
+    ws.write_user_config(&(models_toml(&[&server.base_url], 60) + extra));
 }
 
 /// The system messages of a request body, concatenated.
@@ -70,34 +39,6 @@ fn system_text(body: &str) -> String {
         .filter(|m| m["role"] == "system")
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-/// Every search event named `name` in the workspace's ledger, in order.
-fn ledger_events(ws: &Workspace, name: &str) -> Vec<SearchEvent> {
-    let ledger = Ledger::open(&ws.path().join(".trellis")).unwrap();
-    ledger
-        .rows()
-        .unwrap()
-        .into_iter()
-        .filter_map(|row| match row.event {
-            DecodedRow::Search { event, .. } if event.name() == name => Some(event),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `trellis ledger replay` reproduces exactly the bodies the server got.
-fn assert_replay_reproduces(ws: &Workspace, received: &[String]) {
-    let replay = support::ledger_replay(ws.path());
-    let calls = replay["model_calls"].as_array().unwrap();
-    assert_eq!(calls.len(), received.len(), "{replay:#}");
-    for (call, body) in calls.iter().zip(received) {
-        assert_eq!(call["reproduced"], true);
-        assert_eq!(
-            call["request"],
-            serde_json::from_str::<Value>(body).unwrap()
-        );
-    }
 }
 
 #[test]
@@ -116,7 +57,7 @@ fn model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them(
     assert_eq!(ws.tree(), before, "nothing is written");
 
     let mut per_branch: BTreeMap<(String, String), u32> = BTreeMap::new();
-    for event in ledger_events(&ws, "model_turn_recorded") {
+    for event in ws.search_events_named("model_turn_recorded") {
         let key = (event.forest_id().to_owned(), event.branch_id().to_owned());
         *per_branch.entry(key).or_default() += 1;
     }
@@ -125,7 +66,7 @@ fn model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them(
         per_branch.values().all(|turns| *turns == 2),
         "each model branch stops at `model_turns.max_turns`: {per_branch:?}"
     );
-    let received = bodies(&server);
+    let received = server.bodies();
     assert_eq!(received.len(), 2 * per_branch.len());
     assert!(
         received[0].contains("1 of 2"),
@@ -145,7 +86,7 @@ fn model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them(
         })
         .unwrap();
     assert_eq!(started.config["workspace"]["model_turns"]["max_turns"], 2);
-    assert_replay_reproduces(&ws, &received);
+    assert_replay_reproduces(ws.path(), &received);
 }
 
 #[test]
@@ -173,7 +114,7 @@ fn pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduc
     let (code, doc) = ws.json(&["repair", "--allow-experimental-prompts"]);
     assert_eq!(code, 0, "{doc:#}");
 
-    let received = bodies(&server);
+    let received = server.bodies();
     assert_eq!(received.len(), 3);
     for body in &received {
         assert!(
@@ -191,7 +132,7 @@ fn pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduc
         })
         .collect();
     assert_eq!(pinned.len(), 1);
-    for event in ledger_events(&ws, "model_programs_compiled") {
+    for event in ws.search_events_named("model_programs_compiled") {
         let SearchEvent::ModelProgramsCompiled { request, .. } = event else {
             unreachable!()
         };
@@ -206,7 +147,7 @@ fn pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduc
         assert_eq!(role["experimental"], true);
         assert_eq!(domain["policy"]["allow_experimental"], true);
     }
-    assert_replay_reproduces(&ws, &received);
+    assert_replay_reproduces(ws.path(), &received);
 }
 
 #[test]
@@ -222,18 +163,21 @@ fn a_second_repair_shows_the_model_what_the_last_attempt_tried_and_how_it_measur
     configure(&ws, &wrong, "");
     let (code, doc) = ws.json(&["repair"]);
     assert_eq!(code, 1, "{doc:#}");
-    let first = bodies(&wrong);
+    let first = wrong.bodies();
     assert!(
         !first[0].contains("multiply instead"),
         "nothing was tried before the first attempt"
     );
-    assert!(!ledger_events(&ws, "model_hypothesis_measured").is_empty());
+    assert!(
+        !ws.search_events_named("model_hypothesis_measured")
+            .is_empty()
+    );
 
     let second = OpenAiServer::start(vec![read_lib(), fix(), finish("add adds")]);
     configure(&ws, &second, "");
     let (code, doc) = ws.json(&["repair"]);
     assert_eq!(code, 0, "{doc:#}");
-    let shown = system_text(&bodies(&second)[0]);
+    let shown = system_text(&second.bodies()[0]);
     assert!(
         shown.contains("multiply instead of subtracting") && shown.contains("not a hard pass"),
         "the correction packet carries the last hypothesis and its measurement: {shown}"
@@ -337,11 +281,8 @@ fn weakened_test(
 
 /// Why the model's branch was refused.
 fn model_reason(doc: &Value) -> String {
-    let model = doc["steps"]
-        .as_array()
+    let model = branches(doc)
         .into_iter()
-        .flatten()
-        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
         .find(|b| b["strategy"] == "model_actor")
         .expect("a model branch ran");
     model["reason"].as_str().unwrap_or_default().to_owned()
@@ -435,7 +376,7 @@ fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is
     assert_eq!(continued["hard_pass"], true, "{continued:#}");
     assert_ne!(continued["branch_id"], first["branch_id"], "its own branch");
     // The continuation was told what the branch it continues tried.
-    let received = bodies(&server);
+    let received = server.bodies();
     assert_eq!(received.len(), 4);
     assert!(!received[0].contains("sum them in a deque"));
     assert!(
@@ -443,7 +384,7 @@ fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is
         "{}",
         received[2]
     );
-    let forked = ledger_events(&ws, "branch_forked");
+    let forked = ws.search_events_named("branch_forked");
     let SearchEvent::BranchForked { parent, .. } = forked
         .iter()
         .find(|e| e.branch_id() == continued["branch_id"].as_str().unwrap())
@@ -452,7 +393,7 @@ fn the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is
         unreachable!()
     };
     assert_eq!(parent.as_deref(), first["branch_id"].as_str());
-    assert_replay_reproduces(&ws, &received);
+    assert_replay_reproduces(ws.path(), &received);
 }
 
 #[test]
@@ -499,7 +440,7 @@ fn the_model_continues_a_compiler_branch_partial_checkpoint_the_compiler_left() 
         .unwrap();
     assert_eq!(model["strategy"], "local_repair", "{model:#}");
     assert_eq!(model["hard_pass"], true, "{model:#}");
-    let forked = ledger_events(&ws, "branch_forked");
+    let forked = ws.search_events_named("branch_forked");
     let SearchEvent::BranchForked { parent, .. } = forked
         .iter()
         .find(|e| e.branch_id() == model["branch_id"].as_str().unwrap())

@@ -13,8 +13,10 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::model::models_toml;
+use support::repair_loop::ApplyBy;
 use support::workspace::Workspace;
-use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, files_under, vscode_capabilities};
+use support::{Client, files_under, vscode_capabilities};
 
 /// The stages of a check report as `(stage, required, status)`.
 fn stages(doc: &Value) -> Vec<(String, bool, String)> {
@@ -456,12 +458,7 @@ fn a_logic_bug_pytest_reveals_is_fixed_by_the_model_in_a_verified_branch() {
     let ws = Workspace::of("py-logic-bug");
     std::fs::write(
         ws.path().join("trellis.toml"),
-        format!(
-            "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-             model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
-             context_window_tokens = 32768\nmax_output_tokens = 1024\n",
-            server.base_url
-        ),
+        models_toml(&[&server.base_url], 60),
     )
     .unwrap();
     let (code, doc) = ws.json(&["repair", "--commit"]);
@@ -495,53 +492,8 @@ const CLOCK: &str = "clock/__init__.py";
 fn the_editor_repairs_a_python_file_and_applies_the_verified_import() {
     let ws = Workspace::of("py-missing-import");
     let (mut client, _) = Client::start(ws.path(), vscode_capabilities(), None);
-    client.open(CLOCK);
-    let diagnostics = client.wait_for_diagnostics(0, CLOCK, true);
-    let diagnostic = diagnostics
-        .iter()
-        .find(|d| d["code"] == "unresolved-reference")
-        .unwrap_or_else(|| panic!("no unresolved-reference among {diagnostics:#?}"))
-        .clone();
-    let actions = client.code_actions(
-        CLOCK,
-        &diagnostic["range"],
-        std::slice::from_ref(&diagnostic),
-    );
-    let title = |a: &Value| a["title"].as_str().unwrap_or_default().to_owned();
-    let repair = actions
-        .iter()
-        .find(|a| title(a).starts_with("Repair: "))
-        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.start", "arguments": repair["command"]["arguments"] }),
-    );
-    let ended = client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus"
-            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
-    });
-    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
-
-    let actions = client.code_actions(
-        CLOCK,
-        &diagnostic["range"],
-        std::slice::from_ref(&diagnostic),
-    );
-    let apply = actions
-        .iter()
-        .find(|a| title(a).starts_with("Apply verified repair: "))
-        .unwrap_or_else(|| panic!("no Apply among {actions:#?}"));
-    let resolved = client.request("codeAction/resolve", apply.clone());
-    let from = client.notifications.len();
-    client.apply_workspace_edit(&resolved["edit"]);
-    client.save(CLOCK);
-    client.wait_for(from, REQUEST_TIMEOUT, "the promotion", |n| {
-        n["method"] == "trellis/searchStatus"
-            && n["params"]["status"] == "applied"
-            && n["params"]["repair_id"] == repair_id.as_str()
-    });
+    let diagnostic = client.open_for_diagnostic(CLOCK, "unresolved-reference");
+    client.repair_and_apply(CLOCK, &diagnostic, ApplyBy::Resolve);
     assert!(ws.read(CLOCK).contains("import os\n"));
     assert!(pytest_passes(ws.path()));
     client.shutdown();
@@ -554,46 +506,15 @@ fn the_editor_repairs_a_python_file_and_applies_the_verified_import() {
 /// next repair of the same state is not refused and commits the fix.
 #[test]
 fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
-    use trellis_engine::ledger::SearchEvent;
     const FLAKY: &str = "tests/test_clock.py::test_here_is_the_working_directory";
-    let no_goods = |events: &[SearchEvent]| {
-        events
-            .iter()
-            .filter(|e| matches!(e, SearchEvent::NoGoodRecorded { .. }))
-            .count()
-    };
     let ws = Workspace::of("py-flaky-test");
     let marker = ws.cache().join("flaky-marker");
-    let repair = |args: &[&str]| {
-        let out = ws
-            .command(args)
-            .args(["--format", "json"])
-            .env("FLAKY_TEST_MARKER", &marker)
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
-        });
-        (out.status.code().unwrap(), doc)
-    };
+    let repair = |args: &[&str]| ws.json_with(args, &[("FLAKY_TEST_MARKER", &marker)]);
 
     let (code, doc) = repair(&["repair"]);
     assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");
     assert!(marker.exists(), "the fixed test ran and failed once");
-    let test = doc["steps"][0]["branches"][0]["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "python.test"))
-        .cloned()
-        .unwrap_or_else(|| panic!("no python.test stage: {doc:#}"));
-    assert_eq!(test["status"], "failed", "{doc:#}");
-    assert_eq!(test["flaky"], json!([FLAKY]), "{doc:#}");
-    let events = ws.search_events();
-    assert_eq!(no_goods(&events), 0, "a flaky failure is no evidence");
-    assert!(
-        events.iter().any(|e| matches!(e,
-            SearchEvent::BranchCandidateMeasured { flaky, .. } if flaky == &[FLAKY.to_owned()])),
-        "the ledger records the flaky test with the measurement"
-    );
+    support::flaky::assert_flaky_and_no_no_good(&ws, &doc, "python.test", FLAKY);
 
     // The test no longer fails: nothing recorded stands in the repair's way.
     let (code, doc) = repair(&["repair", "--commit"]);

@@ -5,49 +5,13 @@
 //! deterministic (Proposition 5) and replay re-derives it, and triggers fire
 //! only when their condition holds (system 20).
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::Value;
 use trellis_engine::ledger::SearchEvent;
 
 mod support;
 
+use support::flaky::{assert_flaky_and_no_no_good, first_branch_stage, no_goods};
 use support::workspace::Workspace;
-
-/// `trellis <args> --format json` with extra environment.
-fn json_with(ws: &Workspace, args: &[&str], env: &[(&str, &Path)]) -> (i32, Value) {
-    let mut command: Command = ws.command(args);
-    command.args(["--format", "json"]);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let out = command.output().expect("the trellis binary runs");
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap(), doc)
-}
-
-/// The test stage's summary of the first branch of the first step.
-fn first_branch_test_stage(doc: &Value) -> Value {
-    doc["steps"][0]["branches"][0]["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "test"))
-        .cloned()
-        .unwrap_or_else(|| panic!("no test stage in the first branch: {doc:#}"))
-}
-
-fn no_goods(events: &[SearchEvent]) -> usize {
-    events
-        .iter()
-        .filter(|e| matches!(e, SearchEvent::NoGoodRecorded { .. }))
-        .count()
-}
 
 const FLAKY: &str = "--lib::tests::sums_every_value";
 
@@ -63,19 +27,10 @@ fn a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good() {
     let marker = ws.cache().join("flaky-marker");
     let env = [("FLAKY_TEST_MARKER", marker.as_path())];
 
-    let (code, doc) = json_with(&ws, &["repair"], &env);
+    let (code, doc) = ws.json_with(&["repair"], &env);
     assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");
     assert!(marker.exists(), "the test ran and failed once");
-    let test = first_branch_test_stage(&doc);
-    assert_eq!(test["status"], "failed", "{doc:#}");
-    assert_eq!(test["flaky"], serde_json::json!([FLAKY]), "{doc:#}");
-    let events = ws.search_events();
-    assert_eq!(no_goods(&events), 0, "a flaky failure is no evidence");
-    assert!(
-        events.iter().any(|e| matches!(e,
-            SearchEvent::BranchCandidateMeasured { flaky, .. } if flaky == &[FLAKY.to_owned()])),
-        "the ledger records the flaky test with the measurement"
-    );
+    let events = assert_flaky_and_no_no_good(&ws, &doc, "test", FLAKY);
     assert!(
         events.iter().any(|e| matches!(e,
             SearchEvent::BranchObservation { observation, .. }
@@ -97,7 +52,7 @@ fn a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good() {
     );
 
     // The test no longer fails: nothing recorded stands in the repair's way.
-    let (code, doc) = json_with(&ws, &["repair", "--commit"], &env);
+    let (code, doc) = ws.json_with(&["repair", "--commit"], &env);
     assert_eq!(code, 0, "the later repair is not blocked: {doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
     assert!(ws.read("src/lib.rs").contains("let mut sum"));
@@ -120,12 +75,12 @@ fn gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honou
     let marker = ws.cache().join("flaky-marker");
     let env = [("FLAKY_TEST_MARKER", marker.as_path())];
 
-    let (_, doc) = json_with(&ws, &["repair"], &env);
-    let test = first_branch_test_stage(&doc);
+    let (_, doc) = ws.json_with(&["repair"], &env);
+    let test = first_branch_stage(&doc, "test");
     assert!(test.get("flaky").is_none(), "never re-run: {doc:#}");
     assert_eq!(no_goods(&ws.search_events()), 1, "{doc:#}");
 
-    let (code, doc) = json_with(&ws, &["repair", "--commit"], &env);
+    let (code, doc) = ws.json_with(&["repair", "--commit"], &env);
     assert_ne!(code, 0, "{doc:#}");
     let refused = doc["steps"][0]["branches"][0].to_string();
     assert!(refused.contains("exact no-good"), "{doc:#}");
@@ -303,7 +258,7 @@ fn selection_cost_is_recorded_work_so_timings_never_change_the_choice() {
     std::fs::write(ws.path().join("src/lib.rs"), source).unwrap();
 
     let flag = ws.cache().join("slow");
-    let (_, slow) = json_with(&ws, &["repair"], &[("TWO_TRAITS_SLOW", flag.as_path())]);
+    let (_, slow) = ws.json_with(&["repair"], &[("TWO_TRAITS_SLOW", flag.as_path())]);
     let (_, fast) = ws.json(&["repair"]);
     let events = ws.search_events();
     let picks = selected(&events);

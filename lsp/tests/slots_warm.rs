@@ -76,15 +76,22 @@ fn user_cargo(root: &Path, args: &[&str]) -> Output {
 }
 
 /// The shipped binary on `root`, with the private cache `cache`, no user
-/// configuration and no `CARGO_TARGET_DIR` (the user's target is `target/`).
-fn trellis(root: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trellis"))
+/// configuration, no `RUSTC_WRAPPER` and no `CARGO_TARGET_DIR` (the user's
+/// target is `target/`).
+fn trellis_command(root: &Path, cache: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+    command
         .args(args)
         .arg(root)
         .env("TRELLIS_CACHE_DIR", cache)
         .env("XDG_CONFIG_HOME", cache.join("config"))
         .env_remove("CARGO_TARGET_DIR")
-        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTC_WRAPPER");
+    command
+}
+
+fn trellis(root: &Path, cache: &Path, args: &[&str]) -> Output {
+    trellis_command(root, cache, args)
         .output()
         .expect("the trellis binary runs")
 }
@@ -105,6 +112,75 @@ fn shown(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// `out` is a run that exited 0.
+fn assert_passed(out: &Output) {
+    assert_eq!(code(out), 0, "{}", shown(out));
+}
+
+/// A scratch directory: the crate `app/`, the private cache `cache/` and
+/// `wrapper.log`, which a logging wrapper appends to.
+struct Scratch {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    cache: PathBuf,
+    log: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        Scratch {
+            root: dir.path().join("app"),
+            cache: dir.path().join("cache"),
+            log: dir.path().join("wrapper.log"),
+            dir,
+        }
+    }
+
+    /// A wrapper that logs each compilation to `log`, then runs it.
+    fn logging_wrapper(&self) -> PathBuf {
+        let wrapper = self.dir.path().join("wrap.sh");
+        write(
+            &wrapper,
+            &format!(
+                "#!/bin/sh\necho \"$@\" >> '{}'\nexec \"$@\"\n",
+                self.log.display()
+            ),
+        );
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        wrapper
+    }
+
+    /// The logging wrapper as the crate's `[build] rustc_wrapper`.
+    fn configure_logging_wrapper(&self) {
+        let wrapper = self.logging_wrapper();
+        write(
+            &self.root.join("trellis.toml"),
+            &format!("[build]\nrustc_wrapper = \"{}\"\n", wrapper.display()),
+        );
+    }
+
+    /// What the wrapper logged (nothing if it never ran).
+    fn logged(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// The user's own `cargo check --all-targets` and `cargo test` build the
+/// crate into its `target/` (and pass).
+fn user_builds_everything(root: &Path) {
+    assert!(
+        user_cargo(root, &["check", "--all-targets"])
+            .status
+            .success()
+    );
+    assert!(user_cargo(root, &["test"]).status.success());
 }
 
 /// Every file below `dir` (symlinks not followed).
@@ -171,29 +247,27 @@ fn slot_files(cache: &Path, prefix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the_slot() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, cache) = (dir.path().join("app"), dir.path().join("cache"));
-    itoa_crate(&root, 1);
-    assert!(user_cargo(&root, &["test"]).status.success());
-    let first = trellis(&root, &cache, &["check"]);
-    assert_eq!(code(&first), 0, "{}", shown(&first));
+    let Scratch { root, cache, .. } = &Scratch::new();
+    itoa_crate(root, 1);
+    assert!(user_cargo(root, &["test"]).status.success());
+    assert_passed(&trellis(root, cache, &["check"]));
 
     // The user tries `value() = 2` and builds it: their target now holds the
     // member built from sources the view no longer has, newer than the
     // slot's unchanged copy of `src/lib.rs`.
-    set_value(&root, 2);
-    assert!(!user_cargo(&root, &["test"]).status.success());
-    set_value(&root, 1);
+    set_value(root, 2);
+    assert!(!user_cargo(root, &["test"]).status.success());
+    set_value(root, 1);
     // The slot's copy is kept; its target directory is gone (a collected
     // cache), so the next check seeds it from the user's target again.
-    for workspace in std::fs::read_dir(&cache).unwrap() {
+    for workspace in std::fs::read_dir(cache).unwrap() {
         let targets = workspace.unwrap().path().join("targets");
         if targets.is_dir() {
             std::fs::remove_dir_all(targets).unwrap();
         }
     }
 
-    let again = trellis(&root, &cache, &["check"]);
+    let again = trellis(root, cache, &["check"]);
     assert_eq!(
         code(&again),
         0,
@@ -212,7 +286,7 @@ fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the
         })
         .map(|p| std::fs::metadata(p).unwrap().ino())
         .collect();
-    let seeded = slot_files(&cache, "libitoa-")
+    let seeded = slot_files(cache, "libitoa-")
         .iter()
         .any(|p| users.contains(&std::fs::metadata(p).unwrap().ino()));
     assert!(
@@ -223,31 +297,23 @@ fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the
 
 #[test]
 fn a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seeded_dependency() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, cache) = (dir.path().join("app"), dir.path().join("cache"));
-    itoa_crate(&root, 1);
-    assert!(
-        user_cargo(&root, &["check", "--all-targets"])
-            .status
-            .success()
-    );
-    assert!(user_cargo(&root, &["test"]).status.success());
+    let Scratch { root, cache, .. } = &Scratch::new();
+    itoa_crate(root, 1);
+    user_builds_everything(root);
     let user_target = root.join("target");
     let before = survey(&user_target);
 
-    let first = trellis(&root, &cache, &["check"]);
-    assert_eq!(code(&first), 0, "{}", shown(&first));
+    assert_passed(&trellis(root, cache, &["check"]));
     // The fault: the slot's copied fingerprints of `itoa` no longer match,
     // so cargo rebuilds it in the slot, writing over the hard-linked
     // `.rlib`/`.rmeta` paths.
-    let fingerprints = slot_files(&cache, "lib-itoa");
+    let fingerprints = slot_files(cache, "lib-itoa");
     assert!(!fingerprints.is_empty(), "no seeded itoa fingerprint");
     for fingerprint in &fingerprints {
         std::fs::write(fingerprint, "0000000000000000").unwrap();
     }
     write(&root.join("src/extra.rs"), "// a new file: a new view\n");
-    let second = trellis(&root, &cache, &["check"]);
-    assert_eq!(code(&second), 0, "{}", shown(&second));
+    assert_passed(&trellis(root, cache, &["check"]));
 
     let after = survey(&user_target);
     assert_eq!(
@@ -255,7 +321,7 @@ fn a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seed
         after.keys().collect::<Vec<_>>(),
         "files appeared in or vanished from the user's target/"
     );
-    let cache_inodes: Vec<u64> = files(&cache)
+    let cache_inodes: Vec<u64> = files(cache)
         .iter()
         .map(|p| std::fs::symlink_metadata(p).unwrap().ino())
         .collect();
@@ -317,8 +383,7 @@ fn a_path_dependency_outside_the_workspace_resolves_to_the_real_directory_read_o
 
     let check = trellis(&root, &cache, &["check"]);
     assert_eq!(code(&check), 1, "{}", shown(&check));
-    let repair = trellis(&root, &cache, &["repair", "--commit"]);
-    assert_eq!(code(&repair), 0, "{}", shown(&repair));
+    assert_passed(&trellis(&root, &cache, &["repair", "--commit"]));
     let fixed = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
     assert!(fixed.contains("use std::collections::HashMap;"), "{fixed}");
     assert_eq!(
@@ -326,24 +391,6 @@ fn a_path_dependency_outside_the_workspace_resolves_to_the_real_directory_read_o
         deps_before,
         "a dependency outside the workspace was written"
     );
-}
-
-/// A wrapper that logs each compilation to `log`, then runs it.
-fn logging_wrapper(dir: &Path, log: &Path) -> PathBuf {
-    let wrapper = dir.join("wrap.sh");
-    write(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\necho \"$@\" >> '{}'\nexec \"$@\"\n",
-            log.display()
-        ),
-    );
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    wrapper
 }
 
 fn plain_crate(root: &Path) {
@@ -356,21 +403,11 @@ fn plain_crate(root: &Path) {
 
 #[test]
 fn a_configured_rustc_wrapper_runs_every_slot_compilation() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, cache, log) = (
-        dir.path().join("app"),
-        dir.path().join("cache"),
-        dir.path().join("wrapper.log"),
-    );
-    plain_crate(&root);
-    let wrapper = logging_wrapper(dir.path(), &log);
-    write(
-        &root.join("trellis.toml"),
-        &format!("[build]\nrustc_wrapper = \"{}\"\n", wrapper.display()),
-    );
-    let out = trellis(&root, &cache, &["check"]);
-    assert_eq!(code(&out), 0, "{}", shown(&out));
-    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let scratch = Scratch::new();
+    plain_crate(&scratch.root);
+    scratch.configure_logging_wrapper();
+    assert_passed(&trellis(&scratch.root, &scratch.cache, &["check"]));
+    let logged = scratch.logged();
     // cargo check and cargo test each compile the crate through it.
     assert!(
         logged
@@ -384,50 +421,25 @@ fn a_configured_rustc_wrapper_runs_every_slot_compilation() {
 
 #[test]
 fn rustc_wrapper_from_the_environment_reaches_slot_builds() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, cache, log) = (
-        dir.path().join("app"),
-        dir.path().join("cache"),
-        dir.path().join("wrapper.log"),
-    );
-    plain_crate(&root);
-    let wrapper = logging_wrapper(dir.path(), &log);
-    let out = Command::new(env!("CARGO_BIN_EXE_trellis"))
-        .args(["check"])
-        .arg(&root)
-        .env("TRELLIS_CACHE_DIR", &cache)
-        .env("XDG_CONFIG_HOME", cache.join("config"))
-        .env("RUSTC_WRAPPER", &wrapper)
+    let scratch = Scratch::new();
+    plain_crate(&scratch.root);
+    let out = trellis_command(&scratch.root, &scratch.cache, &["check"])
+        .env("RUSTC_WRAPPER", scratch.logging_wrapper())
         .output()
         .unwrap();
-    assert_eq!(code(&out), 0, "{}", shown(&out));
-    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_passed(&out);
+    let logged = scratch.logged();
     assert!(logged.contains("--crate-name app"), "{logged}");
 }
 
 #[test]
 fn members_build_without_debuginfo_while_the_seeded_dependencies_are_reused_as_built() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, cache, log) = (
-        dir.path().join("app"),
-        dir.path().join("cache"),
-        dir.path().join("wrapper.log"),
-    );
-    itoa_crate(&root, 1);
-    assert!(
-        user_cargo(&root, &["check", "--all-targets"])
-            .status
-            .success()
-    );
-    assert!(user_cargo(&root, &["test"]).status.success());
-    let wrapper = logging_wrapper(dir.path(), &log);
-    write(
-        &root.join("trellis.toml"),
-        &format!("[build]\nrustc_wrapper = \"{}\"\n", wrapper.display()),
-    );
-    let out = trellis(&root, &cache, &["check"]);
-    assert_eq!(code(&out), 0, "{}", shown(&out));
-    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let scratch = Scratch::new();
+    itoa_crate(&scratch.root, 1);
+    user_builds_everything(&scratch.root);
+    scratch.configure_logging_wrapper();
+    assert_passed(&trellis(&scratch.root, &scratch.cache, &["check"]));
+    let logged = scratch.logged();
     let member: Vec<&str> = logged
         .lines()
         .filter(|l| l.contains("--crate-name app"))

@@ -16,8 +16,10 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
+use support::model::models_toml;
+use support::repair_loop::ApplyBy;
 use support::workspace::{Workspace, fixture};
-use support::{Client, REPAIR_TIMEOUT, REQUEST_TIMEOUT, files_under, neovim_capabilities};
+use support::{Client, files_under, neovim_capabilities};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
 
 /// A copy of the fixture `name` with its `node_modules` installed.
@@ -233,16 +235,6 @@ fn a_failing_test_is_a_counterexample_and_without_a_model_nothing_is_written() {
     refused(&ws);
 }
 
-/// `[[models]]` pointing at the scripted server.
-fn model_config(server: &OpenAiServer) -> String {
-    format!(
-        "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-         model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
-         context_window_tokens = 32768\nmax_output_tokens = 1024\n",
-        server.base_url
-    )
-}
-
 #[test]
 fn a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modules() {
     let server = OpenAiServer::start(vec![
@@ -259,7 +251,11 @@ fn a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modul
         Answer::tool_call("finish", json!({ "summary": "a discount subtracts" })),
     ]);
     let ws = project("ts-failing-test");
-    std::fs::write(ws.path().join("trellis.toml"), model_config(&server)).unwrap();
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        models_toml(&[&server.base_url], 60),
+    )
+    .unwrap();
     let doc = committed(&ws);
     assert_eq!(
         doc["promotion"]["files"],
@@ -296,61 +292,13 @@ fn the_language_server_publishes_tsc_errors_and_applies_the_verified_import() {
     const FILE: &str = "src/report.ts";
     let ws = project("ts-missing-import");
     let (mut client, _) = Client::start(ws.path(), neovim_capabilities(), None);
-    client.open(FILE);
-    let diagnostics = client.wait_for_diagnostics(0, FILE, true);
-    let diagnostic = diagnostics
-        .iter()
-        .find(|d| d["code"] == "TS2304")
-        .unwrap_or_else(|| panic!("no TS2304 among {diagnostics:#?}"))
-        .clone();
+    let diagnostic = client.open_for_diagnostic(FILE, "TS2304");
     assert_eq!(
         diagnostic["range"]["start"],
         json!({ "line": 2, "character": 51 })
     );
-    let cluster = diagnostic["data"]["cluster"].clone();
-
-    let title = |a: &Value| a["title"].as_str().unwrap_or_default().to_owned();
-    let actions = client.code_actions(
-        FILE,
-        &diagnostic["range"],
-        std::slice::from_ref(&diagnostic),
-    );
-    let repair = actions
-        .iter()
-        .find(|a| title(a).starts_with("Repair: "))
-        .unwrap_or_else(|| panic!("no Repair among {actions:#?}"));
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.start", "arguments": repair["command"]["arguments"] }),
-    );
-    let ended = client.wait_for(from, REPAIR_TIMEOUT, "the search to end", |n| {
-        n["method"] == "trellis/searchStatus"
-            && n["params"]["cluster"] == cluster
-            && !["running", "applied"].contains(&n["params"]["status"].as_str().unwrap_or_default())
-    });
-    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    let repair_id = ended["params"]["repair_id"].as_str().unwrap().to_owned();
-
-    let requests_before = client.server_requests.len();
-    let from = client.notifications.len();
-    client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.apply", "arguments": [{ "repair_id": repair_id }] }),
-    );
-    // The client applies the edit it is sent, as an editor does.
-    client.wait_for_request(requests_before, REQUEST_TIMEOUT, "workspace/applyEdit");
-    client.save(FILE);
-    client.wait_for(
-        from,
-        REQUEST_TIMEOUT,
-        "the promotion to be confirmed",
-        |n| {
-            n["method"] == "trellis/searchStatus"
-                && n["params"]["status"] == "applied"
-                && n["params"]["repair_id"] == repair_id.as_str()
-        },
-    );
+    // The client applies the edit the server sends, as an editor does.
+    client.repair_and_apply(FILE, &diagnostic, ApplyBy::Command);
     assert!(
         ws.read(FILE)
             .starts_with("import { mean } from \"./stats.js\";\n")

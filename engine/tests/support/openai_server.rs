@@ -90,6 +90,14 @@ impl OpenAiServer {
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
+
+    /// The bodies of the requests received so far, in order, as text.
+    pub fn bodies(&self) -> Vec<String> {
+        self.received()
+            .into_iter()
+            .map(|r| String::from_utf8(r.body).expect("a request body is UTF-8"))
+            .collect()
+    }
 }
 
 fn serve(

@@ -13,15 +13,19 @@
 #![allow(dead_code)] // Each test binary uses a different part of the client.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod flaky;
+mod framing;
 pub mod kill;
+pub mod model;
+pub mod repair_loop;
 pub mod workspace;
 
 /// How long a repair may take on a busy two-core machine.
@@ -141,16 +145,7 @@ impl Client {
             .spawn()
             .expect("spawn trellis lsp");
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, incoming) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            while let Some(message) = read_message(&mut reader) {
-                if tx.send(message).is_err() {
-                    break;
-                }
-            }
-        });
+        let incoming = framing::spawn_reader(child.stdout.take().unwrap());
         let encoding = match capabilities["general"]["positionEncodings"]
             .as_array()
             .is_some_and(|offers| offers.iter().any(|o| o == "utf-8"))
@@ -202,9 +197,7 @@ impl Client {
     }
 
     fn send(&mut self, message: &Value) {
-        let body = serde_json::to_string(message).unwrap();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        framing::write_message(&mut self.stdin, message).unwrap();
     }
 
     /// Writes raw bytes to the server's stdin (malformed frames included).
@@ -596,26 +589,6 @@ fn uri_path(uri: &str) -> PathBuf {
     PathBuf::from(String::from_utf8(bytes).unwrap())
 }
 
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("Content-Length:") {
-            length = value.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    Some(serde_json::from_slice(&body).expect("the server sent invalid JSON"))
-}
-
 /// Capabilities as VS Code sends them (the parts that matter here).
 pub fn vscode_capabilities() -> Value {
     json!({
@@ -734,6 +707,17 @@ mod tests {
 }
 "#;
 
+/// A one-crate workspace in a temporary directory whose `src/lib.rs` is
+/// [`MISSING_MUT_LIB`].
+pub fn broken_crate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_crate(
+        dir.path(),
+        &[("Cargo.toml", CARGO_TOML), ("src/lib.rs", MISSING_MUT_LIB)],
+    );
+    dir
+}
+
 /// Runs `cargo test` in `root` with its own target directory; true when it passes.
 pub fn cargo_test_passes(root: &Path) -> bool {
     Command::new("cargo")
@@ -773,64 +757,6 @@ pub fn ledger_replay(root: &Path) -> Value {
         String::from_utf8_lossy(&replay.stderr)
     );
     serde_json::from_slice(&replay.stdout).expect("replay prints JSON")
-}
-
-/// A private copy of the fixture crate `name` (from `tests/fixtures/`) and a
-/// private branch cache, for driving the `trellis` command line on it.
-pub struct FixtureCopy {
-    pub dir: tempfile::TempDir,
-    pub cache: tempfile::TempDir,
-}
-
-impl FixtureCopy {
-    pub fn of(name: &str) -> FixtureCopy {
-        fn copy(from: &Path, to: &Path) {
-            std::fs::create_dir_all(to).unwrap();
-            for entry in std::fs::read_dir(from).unwrap() {
-                let entry = entry.unwrap();
-                let target = to.join(entry.file_name());
-                match entry.file_type().unwrap().is_dir() {
-                    true if entry.file_name() == "target" => {}
-                    true => copy(&entry.path(), &target),
-                    false => drop(std::fs::copy(entry.path(), target).unwrap()),
-                }
-            }
-        }
-        let copy_of = FixtureCopy {
-            dir: tempfile::tempdir().unwrap(),
-            cache: tempfile::tempdir().unwrap(),
-        };
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-        copy(&fixtures.join(name), copy_of.path());
-        copy_of
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `trellis <args> <workspace>`, with the private cache and no user
-    /// configuration.
-    pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-        command
-            .args(args)
-            .arg(self.path())
-            .env("TRELLIS_CACHE_DIR", self.cache.path())
-            .env("XDG_CONFIG_HOME", self.cache.path().join("config"));
-        command
-    }
-
-    pub fn run(&self, args: &[&str]) -> std::process::Output {
-        self.command(args)
-            .output()
-            .expect("the trellis binary runs")
-    }
-
-    /// Every file outside `.trellis/` and `target/`, with its bytes.
-    pub fn tree(&self) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-        files_under(self.path(), &[".trellis", "target"])
-    }
 }
 
 /// Every file below `root` (not entering directories named in `skip`), by

@@ -2,6 +2,7 @@
 //! the CLI's end-to-end tests.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -72,10 +73,21 @@ impl Workspace {
             .expect("the trellis binary runs")
     }
 
+    /// `trellis <args> --format json`: its exit code and its report.
     pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        self.json_with(args, &[] as &[(&str, &Path)])
+    }
+
+    /// [`Workspace::json`] with extra environment (a failpoint, a marker
+    /// a fixture's test reads).
+    pub fn json_with(&self, args: &[&str], env: &[(&str, impl AsRef<OsStr>)]) -> (i32, Value) {
         let mut all = args.to_vec();
         all.extend(["--format", "json"]);
-        let out = self.trellis(&all);
+        let mut command = self.command(&all);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let out = command.output().expect("the trellis binary runs");
         let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
@@ -90,28 +102,20 @@ impl Workspace {
         std::fs::read_to_string(self.path().join(rel)).unwrap()
     }
 
-    /// Every file outside `.trellis/` and `target/`, with its bytes.
+    /// Every file outside `.trellis/` and `target/`, with its bytes
+    /// (a symlink by its target, so a planted link is seen, not followed).
     pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let entry = entry.unwrap();
-                let name = entry.file_name();
-                if name == ".trellis" || name == "target" {
-                    continue;
-                }
-                if entry.file_type().unwrap().is_dir() {
-                    walk(root, &entry.path(), out);
-                } else {
-                    out.insert(
-                        entry.path().strip_prefix(root).unwrap().into(),
-                        std::fs::read(entry.path()).unwrap(),
-                    );
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(self.path(), self.path(), &mut out);
-        out
+        super::files_under(self.path(), &[".trellis", "target"])
+    }
+
+    /// Writes `toml` as the user configuration
+    /// (`$XDG_CONFIG_HOME/trellis/config.toml` in the private cache): unlike
+    /// `trellis.toml` it is no file of the workspace, so a later run can be
+    /// pointed elsewhere (another model server) on the same workspace state.
+    pub fn write_user_config(&self, toml: &str) {
+        let file = self.cache.path().join("config/trellis/config.toml");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, toml).unwrap();
     }
 
     /// Every search event of the workspace's ledger, in order.
@@ -126,6 +130,13 @@ impl Workspace {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The search events named `name` (`SearchEvent::name`), in order.
+    pub fn search_events_named(&self, name: &str) -> Vec<trellis_engine::ledger::SearchEvent> {
+        let mut events = self.search_events();
+        events.retain(|event| event.name() == name);
+        events
     }
 
     /// `cargo test` in the workspace itself passes.
