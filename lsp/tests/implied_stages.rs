@@ -7,8 +7,7 @@
 
 mod support;
 
-use serde_json::Value;
-use support::workspace::Workspace;
+use support::workspace::{Workspace, stage};
 use support::{CARGO_TOML, write_crate};
 
 /// A unit test that fails on purpose: seen in the report only if it ran.
@@ -20,15 +19,6 @@ fn crate_of(files: &[(&str, &str)]) -> Workspace {
     let ws = Workspace::of("missing-mut");
     write_crate(ws.path(), files);
     ws
-}
-
-fn stage<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["stage"] == name)
-        .unwrap_or_else(|| panic!("no {name} stage in {report}"))
 }
 
 #[test]

@@ -18,21 +18,9 @@ use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::model::models_toml;
 use support::repair_loop::ApplyBy;
-use support::workspace::{Workspace, fixture};
+use support::workspace::{Workspace, stage};
 use support::{Client, files_under, neovim_capabilities};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
-
-/// A copy of the fixture `name` with its `node_modules` installed.
-fn project(name: &str) -> Workspace {
-    let ws = Workspace::of(name);
-    let linked = Command::new("bash")
-        .arg(fixture("ts-support/link-node-modules.sh"))
-        .arg(ws.path())
-        .status()
-        .expect("bash runs");
-    assert!(linked.success(), "linking node_modules into {name} failed");
-    ws
-}
 
 /// Every file of the workspace but `.trellis/`'s, links by their targets:
 /// the `node_modules` links included.
@@ -91,18 +79,9 @@ fn refused(ws: &Workspace) -> Value {
     doc
 }
 
-fn stage<'a>(doc: &'a Value, name: &str) -> &'a Value {
-    doc["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["stage"] == name)
-        .unwrap_or_else(|| panic!("no stage {name} in {doc:#}"))
-}
-
 #[test]
 fn check_finds_a_missing_import_as_one_cluster_with_the_language_services_fix() {
-    let ws = project("ts-missing-import");
+    let ws = Workspace::of_node_project("ts-missing-import");
     let (code, doc) = ws.json(&["check"]);
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(
@@ -161,7 +140,7 @@ fn check_finds_a_missing_import_as_one_cluster_with_the_language_services_fix() 
 
 #[test]
 fn repair_commits_the_language_services_import_and_the_projects_checks_pass() {
-    let ws = project("ts-missing-import");
+    let ws = Workspace::of_node_project("ts-missing-import");
     let before = tree(&ws);
     let doc = committed(&ws);
     assert!(
@@ -196,7 +175,7 @@ fn repair_commits_the_language_services_import_and_the_projects_checks_pass() {
 
 #[test]
 fn repair_takes_the_spelling_fix_for_a_typo() {
-    let ws = project("ts-typo");
+    let ws = Workspace::of_node_project("ts-typo");
     committed(&ws);
     assert!(ws.read("src/total.ts").contains("  return sum;\n"));
     assert!(project_checks_pass(ws.path()));
@@ -204,7 +183,7 @@ fn repair_takes_the_spelling_fix_for_a_typo() {
 
 #[test]
 fn a_failing_test_is_a_counterexample_and_without_a_model_nothing_is_written() {
-    let ws = project("ts-failing-test");
+    let ws = Workspace::of_node_project("ts-failing-test");
     let (code, doc) = ws.json(&["check"]);
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(
@@ -250,7 +229,7 @@ fn a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modul
         Answer::tool_call("run_tests", json!({})),
         Answer::tool_call("finish", json!({ "summary": "a discount subtracts" })),
     ]);
-    let ws = project("ts-failing-test");
+    let ws = Workspace::of_node_project("ts-failing-test");
     std::fs::write(
         ws.path().join("trellis.toml"),
         models_toml(&[&server.base_url], 60),
@@ -290,7 +269,7 @@ fn a_clean_project_without_node_modules_passes_with_the_tools_on_path() {
 #[test]
 fn the_language_server_publishes_tsc_errors_and_applies_the_verified_import() {
     const FILE: &str = "src/report.ts";
-    let ws = project("ts-missing-import");
+    let ws = Workspace::of_node_project("ts-missing-import");
     let (mut client, _) = Client::start(ws.path(), neovim_capabilities(), None);
     let diagnostic = client.open_for_diagnostic(FILE, "TS2304");
     assert_eq!(

@@ -8,46 +8,18 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 use support::files_under;
-use support::workspace::{Workspace, fixture};
-
-/// A copy of the fixture `name` with its `node_modules` linked in.
-fn project(name: &str) -> Workspace {
-    let ws = Workspace::of(name);
-    let linked = Command::new("bash")
-        .arg(fixture("ts-support/link-node-modules.sh"))
-        .arg(ws.path())
-        .status()
-        .expect("bash runs");
-    assert!(linked.success(), "linking node_modules into {name} failed");
-    ws
-}
+use support::workspace::{Workspace, stage};
 
 /// `trellis <args> --format json` with `FLAKY_TEST_MARKER` naming a file in
 /// the private cache: the flaky fixture's test fails until it exists.
 fn json_with_marker(ws: &Workspace, args: &[&str]) -> (i32, Value) {
-    let out = ws
-        .command(args)
-        .args(["--format", "json"])
-        .env("FLAKY_TEST_MARKER", ws.cache().join("flaky-marker"))
-        .output()
-        .expect("the trellis binary runs");
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
-    });
-    (out.status.code().unwrap(), doc)
-}
-
-fn stage<'a>(doc: &'a Value, name: &str) -> &'a Value {
-    doc["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["stage"] == name)
-        .unwrap_or_else(|| panic!("no stage {name} in {doc:#}"))
+    ws.json_with(
+        args,
+        &[("FLAKY_TEST_MARKER", ws.cache().join("flaky-marker"))],
+    )
 }
 
 /// Item 1: `typescript.test` is declared nondeterministic by default, so
@@ -56,7 +28,7 @@ fn stage<'a>(doc: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn a_flaky_node_test_is_rerun_by_name_and_reported_flaky() {
     const FLAKY: &str = "clock > ticks (60 times) per minute?";
-    let ws = project("ts-flaky-test");
+    let ws = Workspace::of_node_project("ts-flaky-test");
     let (code, doc) = json_with_marker(&ws, &["check"]);
     assert!(
         ws.cache().join("flaky-marker").exists(),
@@ -80,7 +52,7 @@ fn a_flaky_node_test_is_rerun_by_name_and_reported_flaky() {
 /// re-run, so it is evidence, not flaky.
 #[test]
 fn a_deterministic_node_test_failure_fails_again_and_is_not_flaky() {
-    let ws = project("ts-failing-test");
+    let ws = Workspace::of_node_project("ts-failing-test");
     let (code, doc) = ws.json(&["check"]);
     assert_eq!(code, 1, "{doc:#}");
     let test = stage(&doc, "typescript.test");
@@ -123,7 +95,7 @@ fn install_package_dependency(ws: &Workspace) {
 #[test]
 fn a_packages_own_node_modules_is_linked_into_every_slot_never_copied() {
     const NESTED: &str = "packages/report/node_modules";
-    let ws = project("ts-monorepo");
+    let ws = Workspace::of_node_project("ts-monorepo");
     install_package_dependency(&ws);
     let before = files_under(ws.path(), &[".trellis"]);
     let (code, doc) = ws.json(&["repair", "--commit"]);
@@ -181,7 +153,7 @@ fn a_packages_own_node_modules_is_linked_into_every_slot_never_copied() {
 /// signature) does not type check, and nothing is written.
 #[test]
 fn the_trap_declaration_type_checks_but_fails_its_test_and_is_never_written() {
-    let ws = project("ts-trap");
+    let ws = Workspace::of_node_project("ts-trap");
     let before = files_under(ws.path(), &[".trellis"]);
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 1, "nothing is promoted: {doc:#}");

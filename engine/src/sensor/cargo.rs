@@ -350,16 +350,11 @@ impl CargoStage {
             .iter()
             .filter(|r| r.stage == BUILD_STAGE && r.status == StageStatus::Failed)
             .find_map(|r| r.blocks_tests.as_deref())?;
-        let observation = Observation {
-            status: StageStatus::Failed,
-            diagnostics: Vec::new(),
-            failures: Vec::new(),
-            tests_passed: 0,
-            truncated: false,
-            notes: Vec::new(),
-            blocks_tests: None,
-        };
-        let mut report = observation.into_report(self.stage, &self.fingerprint, Instant::now());
+        let mut report = Observation::of_status(StageStatus::Failed).into_report(
+            self.stage,
+            &self.fingerprint,
+            Instant::now(),
+        );
         report.not_run = Some(blocker.to_owned());
         Some(report)
     }

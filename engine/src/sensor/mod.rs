@@ -159,8 +159,13 @@ pub(crate) struct Observation {
 impl Observation {
     /// A run that could not measure, and why.
     pub(crate) fn unavailable(reason: String) -> Self {
+        Self::of_status(StageStatus::Unavailable { reason })
+    }
+
+    /// `status` with nothing observed beside it.
+    pub(crate) fn of_status(status: StageStatus) -> Self {
         Observation {
-            status: StageStatus::Unavailable { reason },
+            status,
             diagnostics: Vec::new(),
             failures: Vec::new(),
             tests_passed: 0,

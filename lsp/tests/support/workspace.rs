@@ -35,7 +35,30 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The report of stage `name` in a `check` or `repair` JSON document.
+pub fn stage<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == name)
+        .unwrap_or_else(|| panic!("no stage {name} in {doc:#}"))
+}
+
 impl Workspace {
+    /// A private copy of the TypeScript fixture `name` with the shared
+    /// test `node_modules` linked in, as `npm install` would leave it.
+    pub fn of_node_project(name: &str) -> Workspace {
+        let ws = Workspace::of(name);
+        let linked = Command::new("bash")
+            .arg(fixture("ts-support/link-node-modules.sh"))
+            .arg(ws.path())
+            .status()
+            .expect("bash runs");
+        assert!(linked.success(), "linking node_modules into {name} failed");
+        ws
+    }
+
     pub fn of(name: &str) -> Workspace {
         let ws = Workspace {
             dir: tempfile::tempdir().unwrap(),
