@@ -13,7 +13,7 @@ mod support;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
-use support::workspace::Workspace;
+use support::workspace::{Workspace, branches};
 
 /// A workspace's files, as `Workspace::tree` lists them.
 type Tree = std::collections::BTreeMap<std::path::PathBuf, Vec<u8>>;
@@ -70,11 +70,7 @@ fn repair(
 
 /// The reasons branches were refused under `backward-compatible`.
 fn refusals(doc: &Value) -> Vec<String> {
-    doc["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
+    branches(doc)
         .filter_map(|b| b["reason"].as_str().map(str::to_owned))
         .filter(|r| r.starts_with("backward-compatible"))
         .collect()

@@ -12,9 +12,9 @@ mod wrong_operator;
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::model::{assert_replay_reproduces, models_toml};
-use support::workspace::Workspace;
+use support::workspace::{Workspace, branches};
 use trellis_engine::ledger::SearchEvent;
-use wrong_operator::{branches, finish, fix, read_lib};
+use wrong_operator::{finish, fix, read_lib};
 
 fn workspace(config: &str) -> Workspace {
     let ws = Workspace::of("wrong-operator");

@@ -18,9 +18,9 @@ use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::kill::{count_rows, kill_repair_when};
 use support::model::{assert_replay_reproduces, models_toml};
-use support::workspace::Workspace;
+use support::workspace::{Workspace, branches};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
-use wrong_operator::{branches, finish, fix, read_lib};
+use wrong_operator::{finish, fix, read_lib};
 
 /// `[[models]]` pointing at `server`, plus `extra` tables, as the user
 /// configuration: the workspace (and so the state root a resume needs)

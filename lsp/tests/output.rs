@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::workspace::Workspace;
+use support::workspace::{Workspace, branches};
 
 /// Replaces `(0.4s` (a stage's duration) with `([time]`.
 fn redact_durations(text: &str) -> String {
@@ -279,11 +279,7 @@ fn a_refusal_says_why_and_what_would_help_per_reason() {
         serde_json::json!([{ "kind": "tried_before" }]),
         "{doc:#}"
     );
-    let branches: Vec<&serde_json::Value> = doc["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["branches"].as_array().unwrap())
+    let branches: Vec<&serde_json::Value> = branches(&doc)
         .filter(|b| b["outcome"] == "ineligible")
         .collect();
     assert!(

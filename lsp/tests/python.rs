@@ -15,7 +15,7 @@ use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::model::models_toml;
 use support::repair_loop::ApplyBy;
-use support::workspace::Workspace;
+use support::workspace::{Workspace, branches};
 use support::{Client, files_under, vscode_capabilities};
 
 /// The stages of a check report as `(stage, required, status)`.
@@ -133,12 +133,7 @@ fn repair_commits_tys_import_fix_and_writes_nothing_else() {
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
     assert!(
-        doc["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["branches"].as_array().unwrap())
-            .any(|b| b["outcome"] == "selected" && b["proposer"] == "ty-fixes"),
+        branches(&doc).any(|b| b["outcome"] == "selected" && b["proposer"] == "ty-fixes"),
         "the verified route names ty: {doc:#}"
     );
     assert_eq!(
@@ -227,11 +222,7 @@ fn the_trap_import_type_checks_but_fails_its_test_and_is_never_written() {
     assert_ne!(code, 0, "{doc:#}");
     assert_ne!(doc["status"], "hard_pass", "{doc:#}");
     // ty's fix was tried in a branch: it cleared the type check ...
-    let tried: Vec<&str> = doc["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["branches"].as_array().unwrap())
+    let tried: Vec<&str> = branches(&doc)
         .map(|b| b["label"].as_str().unwrap_or_default())
         .collect();
     assert!(
@@ -318,12 +309,7 @@ fn a_required_lint_stage_blocks_and_ruffs_safe_fix_repairs_it() {
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
     assert!(
-        doc["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["branches"].as_array().unwrap())
-            .any(|b| b["outcome"] == "selected" && b["proposer"] == "ruff-fixes"),
+        branches(&doc).any(|b| b["outcome"] == "selected" && b["proposer"] == "ruff-fixes"),
         "the verified route names ruff: {doc:#}"
     );
     assert!(!ws.read("greet.py").contains("import sys"));
@@ -465,11 +451,7 @@ fn a_logic_bug_pytest_reveals_is_fixed_by_the_model_in_a_verified_branch() {
     assert_eq!(code, 0, "the model's fix is promoted: {doc:#}");
     assert!(ws.read("calc/__init__.py").contains("a + b"));
     assert!(pytest_passes(ws.path()));
-    let model = doc["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["branches"].as_array().unwrap())
+    let model = branches(&doc)
         .find(|b| b["strategy"] == "model_actor")
         .unwrap_or_else(|| panic!("no model branch ran: {doc:#}"));
     assert_eq!(model["proposer"], "model:m0", "{model:#}");
@@ -544,12 +526,7 @@ fn ruffs_unsafe_fix_is_its_own_alternative_and_verified_before_it_is_written() {
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
-    let branches: Vec<&Value> = doc["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["branches"].as_array().unwrap())
-        .collect();
+    let branches: Vec<&Value> = branches(&doc).collect();
     let removed_local = branches
         .iter()
         .find(|b| {

@@ -18,7 +18,7 @@ use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
 use support::model::models_toml;
 use support::repair_loop::ApplyBy;
-use support::workspace::{Workspace, stage};
+use support::workspace::{Workspace, branches, stage};
 use support::{Client, files_under, neovim_capabilities};
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent};
 
@@ -144,12 +144,7 @@ fn repair_commits_the_language_services_import_and_the_projects_checks_pass() {
     let before = tree(&ws);
     let doc = committed(&ws);
     assert!(
-        doc["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["branches"].as_array().unwrap())
-            .any(|b| b["outcome"] == "selected" && b["proposer"] == "tsserver-fixes"),
+        branches(&doc).any(|b| b["outcome"] == "selected" && b["proposer"] == "tsserver-fixes"),
         "the verified route names tsserver: {doc:#}"
     );
     assert_eq!(

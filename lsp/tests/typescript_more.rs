@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use support::files_under;
-use support::workspace::{Workspace, stage};
+use support::workspace::{Workspace, branches, stage};
 
 /// `trellis <args> --format json` with `FLAKY_TEST_MARKER` naming a file in
 /// the private cache: the flaky fixture's test fails until it exists.
@@ -159,12 +159,7 @@ fn the_trap_declaration_type_checks_but_fails_its_test_and_is_never_written() {
     assert_eq!(code, 1, "nothing is promoted: {doc:#}");
     assert_eq!(doc["status"], "no_eligible_candidate", "{doc:#}");
     assert!(doc["promotion"].is_null(), "{doc:#}");
-    let branches: Vec<&Value> = doc["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["branches"].as_array().unwrap())
-        .collect();
+    let branches: Vec<&Value> = branches(&doc).collect();
     let trap = branches
         .iter()
         .find(|b| {

@@ -35,6 +35,15 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Every branch of every step of a `repair` JSON document, in order.
+pub fn branches(doc: &Value) -> impl Iterator<Item = &Value> {
+    doc["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|step| step["branches"].as_array().into_iter().flatten())
+}
+
 /// The report of stage `name` in a `check` or `repair` JSON document.
 pub fn stage<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["stages"]

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of it.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::openai_server::Answer;
 
@@ -25,14 +25,4 @@ pub fn fix() -> Answer {
 /// Ends the turn with `summary`.
 pub fn finish(summary: &str) -> Answer {
     Answer::tool_call("finish", json!({ "summary": summary }))
-}
-
-/// Every branch of every step of a `repair --format json` report.
-pub fn branches(doc: &Value) -> Vec<Value> {
-    doc["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["branches"].as_array().cloned().unwrap_or_default())
-        .collect()
 }
