@@ -74,6 +74,16 @@ impl Fixer {
         }
     }
 
+    /// How a person names a fix of this tool, in a verified repair's summary.
+    pub const fn described(self) -> &'static str {
+        match self {
+            Fixer::Rustc => "a compiler suggestion",
+            Fixer::Ty => "a fix from ty",
+            Fixer::Ruff => "a fix from ruff",
+            Fixer::Tsserver => "a fix from the TypeScript language service",
+        }
+    }
+
     /// Whether this tool's fix of `applicability` must be verified on its
     /// own, never folded into a candidate with the other fixes: what the
     /// tool's word means, one tool at a time. ruff calls a fix safe only

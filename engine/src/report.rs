@@ -245,12 +245,26 @@ impl RepairOutcome {
             if branch.outcome != BranchOutcome::Selected {
                 continue;
             }
-            let route = match branch.proposer.strip_prefix("model:") {
-                Some(model) => format!("model `{model}`"),
-                None => "a compiler suggestion".to_owned(),
+            let named: Vec<String> = match branch.proposer.strip_prefix("model:") {
+                Some(model) => vec![format!("model `{model}`")],
+                // A tool route names its tools (`ty-fixes+ruff-fixes`);
+                // ledgers from before say `rustc-suggestions` for any.
+                None => branch
+                    .proposer
+                    .split('+')
+                    .map(|part| {
+                        crate::diagnostic::Fixer::ALL
+                            .iter()
+                            .find(|fixer| fixer.route() == part)
+                            .map_or("a compiler suggestion", |fixer| fixer.described())
+                            .to_owned()
+                    })
+                    .collect(),
             };
-            if !routes.contains(&route) {
-                routes.push(route);
+            for route in named {
+                if !routes.contains(&route) {
+                    routes.push(route);
+                }
             }
         }
         routes.join(" and ")

@@ -153,6 +153,19 @@ fn repair_commits_tys_import_fix_and_writes_nothing_else() {
 }
 
 #[test]
+fn the_verified_line_names_ty_as_the_fixs_source() {
+    let ws = Workspace::of("py-missing-import");
+    let out = ws.trellis(&["repair"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let verified = stdout
+        .lines()
+        .find(|l| l.starts_with("verified repair:"))
+        .unwrap_or_else(|| panic!("no verified line: {stdout}"));
+    assert!(verified.ends_with("(by a fix from ty)"), "{verified}");
+}
+
+#[test]
 fn a_typo_no_tool_can_fix_is_one_cluster_and_nothing_is_written() {
     let ws = Workspace::of("py-typo");
     let before = files_under(ws.path(), &[".trellis"]);
