@@ -19,10 +19,7 @@ use crate::workspace_path::WorkspacePath;
 const SOURCE: &str = "s = \"ééé\" + xss\nimport os\ndef f():\n    y = 1\nreveal_type(s)\n";
 
 fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("m.py"), SOURCE).unwrap();
-    let paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
-    (dir, paths)
+    super::test_workspace(SOURCE)
 }
 
 fn pyright_report() -> String {

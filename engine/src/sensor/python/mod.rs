@@ -155,6 +155,31 @@ impl Observation {
             ..Self::default()
         }
     }
+
+    /// The diagnostics `tool`'s report held, or, when it could not be read,
+    /// the stage unavailable saying why with what the tool printed.
+    fn of_report(tool: &str, parsed: Result<Vec<Diagnostic>, String>, stderr: &[u8]) -> Self {
+        match parsed {
+            Ok(diagnostics) => Self {
+                diagnostics,
+                ..Self::default()
+            },
+            Err(error) => Self::unavailable(format!(
+                "{tool}'s report could not be read ({error}): {}",
+                summary(stderr)
+            )),
+        }
+    }
+}
+
+/// A workspace holding `m.py` with `source`, and its path resolver: what
+/// the readers' tests parse recorded reports against.
+#[cfg(test)]
+fn test_workspace(source: &str) -> (tempfile::TempDir, WorkspacePaths) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.py"), source).unwrap();
+    let paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+    (dir, paths)
 }
 
 /// What one Python stage runs: the command and how its output is read.

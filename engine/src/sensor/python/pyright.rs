@@ -86,16 +86,11 @@ fn interpret(output: &ProcessOutput, paths: &mut WorkspacePaths) -> Observation 
             summary(&output.stdout)
         ));
     }
-    match parse_report(&output.stdout, paths) {
-        Ok(diagnostics) => Observation {
-            diagnostics,
-            ..Observation::default()
-        },
-        Err(error) => Observation::unavailable(format!(
-            "pyright's report could not be read ({error}): {}",
-            summary(&output.stderr)
-        )),
-    }
+    Observation::of_report(
+        "pyright",
+        parse_report(&output.stdout, paths),
+        &output.stderr,
+    )
 }
 
 fn level(severity: &str) -> Level {

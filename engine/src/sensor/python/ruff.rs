@@ -117,15 +117,11 @@ fn interpret(output: &ProcessOutput, level: Level, paths: &mut WorkspacePaths) -
             summary(&output.stderr)
         ));
     }
-    match parse_findings(&output.stdout, level, paths) {
-        Ok(diagnostics) => Observation {
-            diagnostics,
-            ..Observation::default()
-        },
-        Err(error) => {
-            Observation::unavailable(format!("ruff's report could not be read ({error})"))
-        }
-    }
+    Observation::of_report(
+        "ruff",
+        parse_findings(&output.stdout, level, paths),
+        &output.stderr,
+    )
 }
 
 fn applicability(ruff: &str) -> Applicability {
@@ -219,14 +215,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("m.py"),
-            "s = \"ééé\" + xss2\nimport os\ndef f():\n    y = 1\n",
-        )
-        .unwrap();
-        let paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
-        (dir, paths)
+        super::super::test_workspace("s = \"ééé\" + xss2\nimport os\ndef f():\n    y = 1\n")
     }
 
     #[test]

@@ -142,16 +142,7 @@ fn interpret(output: &ProcessOutput, paths: &mut WorkspacePaths) -> Observation 
             summary(&output.stderr)
         ));
     }
-    match parse_report(&output.stdout, paths) {
-        Ok(diagnostics) => Observation {
-            diagnostics,
-            ..Observation::default()
-        },
-        Err(error) => Observation::unavailable(format!(
-            "ty's report could not be read ({error}): {}",
-            summary(&output.stderr)
-        )),
-    }
+    Observation::of_report("ty", parse_report(&output.stdout, paths), &output.stderr)
 }
 
 /// The diagnostics of a GitLab report, deduplicated in report order.
@@ -215,14 +206,9 @@ mod tests {
     use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("m.py"),
+        super::super::test_workspace(
             "s = \"ééé\" + xss\ndef f(x: int) -> int: ...\nf(\"a\")\nreveal_type(s)\n",
         )
-        .unwrap();
-        let paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
-        (dir, paths)
     }
 
     #[test]
