@@ -85,7 +85,7 @@ async fn main() {
     }
 
     // Trellis: re-root, sync the branch slot, run the build sensor there.
-    let sensors = rust_sensors(&user, None).await;
+    let sensors = rust_sensors(&user, None, true).await;
     let build = sensors
         .iter()
         .find(|s| s.stage() == "build")

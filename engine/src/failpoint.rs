@@ -10,7 +10,9 @@
 //! - `pause`: creates the file named by `TRELLIS_FAILPOINT_MARKER` and waits
 //!   until it is removed (at most [`PAUSE_LIMIT`]), so a test can act inside
 //!   exactly that window (edit a file, delete `.trellis`) and then let the
-//!   process go on.
+//!   process go on;
+//! - `fail`: the operation at a point asked with [`fails`] fails as the
+//!   system could make it fail.
 //!
 //! Points, in the order a CLI promotion reaches them: `promote-start`
 //! (before the ledger and the disk are checked), `promote-after-stage` (a
@@ -20,7 +22,9 @@
 //! collection starts); `bundles-attached` (a repair resolved its
 //! prompt-bundle refs and has not yet run); and `view-measure` (a check,
 //! a sensing run or a repair holds the view lock and has copied the view
-//! into its slot; its stages are about to run). This
+//! into its slot; its stages are about to run); and `mirror-enter` (a
+//! slot's cargo is about to enter its mount namespace, asked with
+//! [`fails`]). This
 //! module must never change behaviour when the variable is unset, and is
 //! never a configuration surface: nothing documents it to users.
 
@@ -40,6 +44,7 @@ pub const PAUSE_LIMIT: Duration = Duration::from_secs(120);
 enum Action {
     Abort,
     Pause(PathBuf),
+    Fail,
 }
 
 #[derive(Debug)]
@@ -58,6 +63,7 @@ fn parse(spec: &str, marker: Option<PathBuf>) -> Option<Armed> {
     let action = match action {
         "abort" => Action::Abort,
         "pause" => Action::Pause(marker?),
+        "fail" => Action::Fail,
         _ => return None,
     };
     Some(Armed {
@@ -82,16 +88,36 @@ fn armed() -> Option<&'static Armed> {
         .as_ref()
 }
 
+/// The armed action, when this hit of `point` is its `k`-th.
+fn reached(point: &str) -> Option<&'static Action> {
+    let armed = armed()?;
+    (armed.point == point && armed.hits.fetch_add(1, Ordering::SeqCst) + 1 == armed.k)
+        .then_some(&armed.action)
+}
+
+/// Whether the operation at `point` is to fail this time (`fail`); any
+/// other action is taken as [`hit`] takes it.
+pub fn fails(point: &str) -> bool {
+    match reached(point) {
+        Some(Action::Fail) => true,
+        Some(action) => {
+            act(point, action);
+            false
+        }
+        None => false,
+    }
+}
+
 /// Marks that this process reached `point`; acts when it is the armed one
 /// and this is its `k`-th hit.
 pub fn hit(point: &str) {
-    let Some(armed) = armed() else {
-        return;
-    };
-    if armed.point != point || armed.hits.fetch_add(1, Ordering::SeqCst) + 1 != armed.k {
-        return;
+    if let Some(action) = reached(point) {
+        act(point, action);
     }
-    match &armed.action {
+}
+
+fn act(point: &str, action: &Action) {
+    match action {
         Action::Abort => std::process::abort(),
         Action::Pause(marker) => {
             if std::fs::write(marker, point).is_err() {
@@ -102,6 +128,8 @@ pub fn hit(point: &str) {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
+        // Only an operation asked with `fails` can fail.
+        Action::Fail => {}
     }
 }
 
@@ -121,6 +149,10 @@ mod tests {
         assert!(parse("promote-start:1:pause", None).is_none());
         assert!(parse("promote-start:0:abort", None).is_none());
         assert!(parse("promote-start:x:abort", None).is_none());
+        assert_eq!(
+            parse("mirror-enter:2:fail", None).unwrap().action,
+            Action::Fail
+        );
         assert!(parse("promote-start:1:explode", None).is_none());
         assert!(parse("promote-start", None).is_none());
     }

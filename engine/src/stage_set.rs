@@ -31,7 +31,14 @@ async fn language_sensors(
     config: &Config,
 ) -> Vec<Box<dyn Sensor>> {
     match language {
-        Language::Rust => rust_sensors(root, config.build.rustc_wrapper.as_deref()).await,
+        Language::Rust => {
+            rust_sensors(
+                root,
+                config.build.rustc_wrapper.as_deref(),
+                config.build.at_workspace_path,
+            )
+            .await
+        }
         Language::Python => {
             let setup = PythonSetup {
                 interpreter: config.python.interpreter.clone(),

@@ -416,7 +416,7 @@ async fn missing_cargo_makes_every_stage_unavailable() {
 #[tokio::test]
 async fn rust_sensors_fill_the_build_and_test_stages() {
     let dir = tempfile::tempdir().unwrap();
-    let sensors = rust_sensors(dir.path(), None).await;
+    let sensors = rust_sensors(dir.path(), None, true).await;
     let stages: Vec<&str> = sensors.iter().map(|sensor| sensor.stage()).collect();
     assert_eq!(stages, ["build", "test"]);
     for sensor in &sensors {

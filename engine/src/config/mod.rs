@@ -60,11 +60,25 @@ pub struct PythonConfig {
 }
 
 /// `[build]`: how cargo is run in the slots.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BuildConfig {
     /// `RUSTC_WRAPPER` for slot builds (`"sccache"`); unset keeps the
     /// environment's.
     pub rustc_wrapper: Option<String>,
+    /// Build each slot where the workspace is, in a private mount namespace
+    /// (Linux), so rustc reuses the user's incremental state. On by
+    /// default; where the system does not allow it, slots build at their
+    /// own paths.
+    pub at_workspace_path: bool,
+}
+
+impl Default for BuildConfig {
+    fn default() -> Self {
+        Self {
+            rustc_wrapper: None,
+            at_workspace_path: true,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -176,6 +190,7 @@ struct Layer {
 #[serde(deny_unknown_fields)]
 struct BuildLayer {
     rustc_wrapper: Option<String>,
+    at_workspace_path: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -407,6 +422,9 @@ impl Config {
                 }
                 Some(w) => self.build.rustc_wrapper = Some(w),
                 None => {}
+            }
+            if let Some(at) = b.at_workspace_path {
+                self.build.at_workspace_path = at;
             }
         }
         if let Some(p) = layer.python {
@@ -742,6 +760,9 @@ mod tests {
     fn a_rustc_wrapper_is_read_and_an_empty_one_refused() {
         let config = load_with("[build]\nrustc_wrapper = \"sccache\"\n").unwrap();
         assert_eq!(config.build.rustc_wrapper.as_deref(), Some("sccache"));
+        assert!(config.build.at_workspace_path, "on unless switched off");
+        let off = load_with("[build]\nat_workspace_path = false\n").unwrap();
+        assert!(!off.build.at_workspace_path);
         let err = load_with("[build]\nrustc_wrapper = \" \"\n").unwrap_err();
         assert!(
             err.message.contains("`build.rustc_wrapper` is empty"),

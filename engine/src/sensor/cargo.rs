@@ -17,6 +17,7 @@ use tokio::process::Command;
 
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
+use super::mirror::{self, Mirror};
 use super::process::{self, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, WorkspacePaths};
 use super::{
@@ -61,6 +62,8 @@ const RERUN_ARGS: &[&str] = &[
 ];
 /// How [`without_debuginfo`] shows in a stage's fingerprint: what the
 /// stage runs, with the member names left out (they are the workspace's).
+const AT_WORKSPACE_PATH: &str = "at the workspace's paths, the user's profile";
+
 const MEMBERS_WITHOUT_DEBUGINFO: &str = "--config profile.dev.package.<member>.debug=0 --config profile.dev.package.<member>.strip=\"debuginfo\"";
 
 /// Bounds for the version probes: they print a few lines and return at once
@@ -130,23 +133,40 @@ async fn probe(program: &OsString, args: &[&str], dir: &Path) -> Result<String, 
 }
 
 /// The build and test stages for the workspace at `workspace`, using the
-/// `cargo` on `PATH`, with `rustc_wrapper` (`[build] rustc_wrapper`, such as
-/// `sccache`) as `RUSTC_WRAPPER` when configured; otherwise cargo honours
-/// the `RUSTC_WRAPPER` of the environment itself. Missing tools still yield
+/// `cargo` on `PATH`, as `[build]` says: `rustc_wrapper` (such as
+/// `sccache`) as `RUSTC_WRAPPER` when configured, otherwise the
+/// environment's; `at_workspace_path`, slots built where the workspace is
+/// (see [`mirror`]) when this system allows it. Missing tools still yield
 /// both sensors; each run then reports [`StageStatus::Unavailable`].
-pub async fn rust_sensors(workspace: &Path, rustc_wrapper: Option<&str>) -> Vec<Box<dyn Sensor>> {
+pub async fn rust_sensors(
+    workspace: &Path,
+    rustc_wrapper: Option<&str>,
+    at_workspace_path: bool,
+) -> Vec<Box<dyn Sensor>> {
     let toolchain = CargoToolchain::detect("cargo", workspace).await;
-    let setup = StageSetup {
+    let mut setup = StageSetup {
         user: Some(UserBuild {
+            root: workspace.to_path_buf(),
             lock: workspace.join("Cargo.lock"),
             target: user_target(workspace),
         }),
         rustc_wrapper: rustc_wrapper.map(str::to_owned),
+        mirrored: false,
     };
+    // A caching wrapper gets no incremental builds: nothing to reuse.
+    setup.mirrored = at_workspace_path && !setup.wraps_rustc() && mirror_available().await;
     vec![
         Box::new(CargoCheck::with(&toolchain, setup.clone())),
         Box::new(CargoTest::with(&toolchain, setup)),
     ]
+}
+
+/// Whether slots can be built at the workspace's paths here (probed once,
+/// off the async threads).
+async fn mirror_available() -> bool {
+    tokio::task::spawn_blocking(mirror::available)
+        .await
+        .unwrap_or(false)
 }
 
 /// Where the user's own builds of `workspace` go: `$CARGO_TARGET_DIR`
@@ -210,11 +230,31 @@ fn without_debuginfo(members: &BTreeSet<String>) -> Vec<String> {
         .collect()
 }
 
+/// The mounts that build the slot `dir` at the user's paths, when the
+/// stages are `mirrored` and this run's can be planned ([`Mirror::plan`]).
+fn plan_mirror(
+    mirrored: bool,
+    user: Option<&UserBuild>,
+    dir: &Path,
+    target: &Path,
+) -> Option<Mirror> {
+    let user = user.filter(|_| mirrored)?;
+    Mirror::plan(&user.root, dir, &user.target, target)
+}
+
 /// Seeds the slot's target directory `target` (below `base`) once, from the
 /// user's target directory and the other slots' under `base`, with the
-/// registry dependencies of `lock`, the slot's. Best effort: a failure only
-/// costs the build time it would have saved.
-fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>) {
+/// registry dependencies of `lock`, the slot's, and, when the slot builds
+/// at the user's paths, with a copy of `incremental`'s (the user's)
+/// incremental state. Best effort: a failure only costs the build time it
+/// would have saved.
+fn warm(
+    target: &Path,
+    base: &Path,
+    lock: &str,
+    user: Option<&UserBuild>,
+    incremental: Option<&UserBuild>,
+) {
     let packages = seed::registry_packages(lock);
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
@@ -231,7 +271,8 @@ fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>) {
         siblings.sort();
         sources.extend(siblings);
     }
-    match seed::seed_target(target, &sources, &packages) {
+    let incremental = incremental.map(|user| user.target.as_path());
+    match seed::seed_target(target, &sources, &packages, incremental) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
             target = %target.display(),
             linked = report.linked,
@@ -253,6 +294,9 @@ struct StageSetup {
     /// The user's own build, seeded from; `None` seeds from slots only.
     user: Option<UserBuild>,
     rustc_wrapper: Option<String>,
+    /// Slots are built at the user's paths ([`mirror`]), with the user's
+    /// profile unchanged so rustc can reuse the user's incremental state.
+    mirrored: bool,
 }
 
 impl StageSetup {
@@ -264,9 +308,10 @@ impl StageSetup {
     }
 }
 
-/// The user's lock file and target directory: only ever read.
+/// The user's workspace, lock file and target directory: only ever read.
 #[derive(Clone, Debug)]
 struct UserBuild {
+    root: PathBuf,
     lock: PathBuf,
     target: PathBuf,
 }
@@ -301,13 +346,18 @@ impl CargoStage {
         if setup.wraps_rustc() {
             environment.push("CARGO_INCREMENTAL=0".to_owned());
         }
+        let profile = if setup.mirrored {
+            AT_WORKSPACE_PATH
+        } else {
+            MEMBERS_WITHOUT_DEBUGINFO
+        };
         let fingerprint = SensorFingerprint {
             tool: tool.to_owned(),
             version: toolchain
                 .version()
                 .map_or_else(|_| "unavailable".to_owned(), str::to_owned),
             config: format!(
-                "{} cargo {} {MEMBERS_WITHOUT_DEBUGINFO}",
+                "{} cargo {} {profile}",
                 environment.join(" "),
                 args.join(" ")
             ),
@@ -421,46 +471,46 @@ impl CargoStage {
         args: impl IntoIterator<Item = &'x str>,
     ) -> Observation {
         let target = tree_target(run.target_dir, run.dir);
-        let (base, dir, user) = (
+        let (base, dir, user, mirrored) = (
             run.target_dir.to_path_buf(),
             run.dir.to_path_buf(),
             self.setup.user.clone(),
+            self.setup.mirrored,
         );
         let seeding = tokio::task::spawn_blocking({
             let target = target.clone();
             move || {
+                let mirror = plan_mirror(mirrored, user.as_ref(), &dir, &target);
                 // Without one cargo writes it on the first run; the next seeds.
-                let lock = slot_lock(&dir, user.as_ref())?;
-                warm(&target, &base, &lock, user.as_ref());
-                Some(seed::path_packages(&lock))
+                let members = slot_lock(&dir, user.as_ref()).map(|lock| {
+                    let incremental = mirror.as_ref().and(user.as_ref());
+                    warm(&target, &base, &lock, user.as_ref(), incremental);
+                    seed::path_packages(&lock)
+                });
+                (members, mirror)
             }
         });
-        let members = match seeding.await {
-            Ok(members) => members.unwrap_or_default(),
+        let (members, mut mirror) = match seeding.await {
+            Ok((members, mirror)) => (members.unwrap_or_default(), mirror),
             Err(error) => {
                 tracing::warn!(%error, "seeding the slot's target directory failed");
-                BTreeSet::new()
+                (BTreeSet::new(), None)
             }
         };
-        let mut cmd = Command::new(&self.program);
-        // Cargo's own options first: after `args` they could land past a
-        // `--`, where the test binary would take them for filters.
-        cmd.args(without_debuginfo(&members))
-            .args(args)
-            .current_dir(run.dir)
-            .env("CARGO_TARGET_DIR", &target)
-            .envs(ENVIRONMENT.iter().copied());
-        if let Some(wrapper) = &self.setup.rustc_wrapper {
-            cmd.env("RUSTC_WRAPPER", wrapper);
-        }
-        if self.setup.wraps_rustc() {
-            // A caching wrapper (sccache) cannot cache incremental builds,
-            // and a slot's incremental state is thrown away with it anyway.
-            cmd.env("CARGO_INCREMENTAL", "0");
-        }
+        let args: Vec<&str> = args.into_iter().collect();
         let limits = ProcessLimits::with_deadline(run.deadline);
         let lockfile = GeneratedLockfile::before(run.dir, &target);
-        let output = run_bounded(cmd, &limits, &run.cancel).await;
+        let command =
+            |mirror: Option<&Mirror>| self.command(run.dir, &args, &members, &target, mirror);
+        let mut output = run_bounded(command(mirror.as_ref()), &limits, &run.cancel).await;
+        if let Some(plan) = &mirror {
+            plan.tidy();
+        }
+        if let (Some(_), Err(error @ process::ProcessError::Launch { .. })) = (&mirror, &output) {
+            tracing::warn!(%error, "this slot cannot be built at the workspace's paths; building it at its own");
+            mirror = None;
+            output = run_bounded(command(None), &limits, &run.cancel).await;
+        }
         if let Err(error) = lockfile.put_away() {
             return Observation::unavailable(error);
         }
@@ -471,12 +521,54 @@ impl CargoStage {
         // Resolved after the run: cargo may just have created the target
         // directory, which must exist to be excluded from the workspace.
         match WorkspacePaths::new(run.dir, &target) {
-            Ok(mut paths) => interpret(self.stage, self.reads_tests, &output, &mut paths),
+            Ok(mut paths) => {
+                if let Some(mirror) = &mirror {
+                    // What cargo printed names the slot by the user's paths.
+                    paths = paths.seen_at(&mirror.root);
+                }
+                interpret(self.stage, self.reads_tests, &output, &mut paths)
+            }
             Err(error) => Observation::unavailable(format!(
                 "workspace {} cannot be read: {error}",
                 run.dir.display()
             )),
         }
+    }
+
+    /// The cargo command of one run in the slot `dir`: `args` with the
+    /// target directory `target`, or, in `mirror`, where the user's
+    /// workspace is.
+    fn command(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        members: &BTreeSet<String>,
+        target: &Path,
+        mirror: Option<&Mirror>,
+    ) -> Command {
+        let mut cmd = Command::new(&self.program);
+        if !self.setup.mirrored {
+            // Cargo's own options first: after `args` they could land past a
+            // `--`, where the test binary would take them for filters.
+            cmd.args(without_debuginfo(members));
+        }
+        cmd.args(args)
+            .current_dir(dir)
+            .env("CARGO_TARGET_DIR", target)
+            .envs(ENVIRONMENT.iter().copied());
+        if let Some(mirror) = mirror {
+            cmd.env("CARGO_TARGET_DIR", &mirror.user_target);
+            mirror.install(cmd.as_std_mut());
+        }
+        if let Some(wrapper) = &self.setup.rustc_wrapper {
+            cmd.env("RUSTC_WRAPPER", wrapper);
+        }
+        if self.setup.wraps_rustc() {
+            // A caching wrapper (sccache) cannot cache incremental builds,
+            // and a slot's incremental state is thrown away with it anyway.
+            cmd.env("CARGO_INCREMENTAL", "0");
+        }
+        cmd
     }
 }
 
@@ -913,12 +1005,13 @@ mod tests {
         )
         .unwrap();
         let build = UserBuild {
+            root: user.clone(),
             lock: user.join("Cargo.lock"),
             target: user.join("target"),
         };
         let target = tree_target(&base, &slot);
         let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
-        warm(&target, &base, &lock, Some(&build));
+        warm(&target, &base, &lock, Some(&build), None);
         assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
     }
 

@@ -7,6 +7,7 @@
 
 pub mod cargo;
 mod libtest;
+mod mirror;
 pub mod process;
 pub mod python;
 pub mod rustc_json;

@@ -30,6 +30,9 @@ use crate::workspace_path::WorkspacePath;
 /// a symlinked temp dir or a `..` path cannot smuggle a file in or out.
 pub struct WorkspacePaths {
     root: PathBuf,
+    /// Where the tool saw the workspace, when not at `root` (a slot built
+    /// at the user's paths): absolute names under it are under `root`.
+    seen_at: Option<PathBuf>,
     /// Build output (generated `OUT_DIR` sources) is never workspace source,
     /// even when the target directory lives inside the workspace.
     excluded: Option<PathBuf>,
@@ -42,9 +45,20 @@ impl WorkspacePaths {
     pub fn new(root: &Path, target_dir: &Path) -> std::io::Result<Self> {
         Ok(Self {
             root: std::fs::canonicalize(root)?,
+            seen_at: None,
             excluded: std::fs::canonicalize(target_dir).ok(),
             cache: HashMap::new(),
         })
+    }
+
+    /// Reads absolute names under `seen_at` (where the tool saw the
+    /// workspace) as names under the root.
+    pub fn seen_at(self, seen_at: &Path) -> Self {
+        Self {
+            seen_at: Some(seen_at.to_path_buf()),
+            cache: HashMap::new(),
+            ..self
+        }
     }
 
     /// The workspace-relative `/` path of `file_name`, or `None` when it
@@ -63,7 +77,12 @@ impl WorkspacePaths {
         if file_name.starts_with('<') {
             return None;
         }
-        let canonical = std::fs::canonicalize(self.root.join(file_name)).ok()?;
+        let seen = self
+            .seen_at
+            .as_deref()
+            .and_then(|seen_at| Path::new(file_name).strip_prefix(seen_at).ok());
+        let canonical =
+            std::fs::canonicalize(self.root.join(seen.unwrap_or(Path::new(file_name)))).ok()?;
         if !canonical.is_file()
             || self
                 .excluded

@@ -1,6 +1,8 @@
 //! Warm slot target directories: a new slot's cargo target directory starts
 //! with the registry dependencies someone already compiled, in the user's
-//! `target/` or in another slot of the same workspace.
+//! `target/` or in another slot of the same workspace, and, for a slot
+//! built at the user's paths (`mirror`), with a copy of the user's
+//! incremental state, which rustc validates against the slot's sources.
 //!
 //! Cargo names a registry (or git) package's artifacts by hashes of its
 //! package id, features, profile and toolchain, none of which depends on
@@ -127,16 +129,22 @@ fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> 
 
 /// Seeds `target` (a slot's own target directory) from `sources` (the
 /// user's target directory and other slots'), once: the registry
-/// dependencies of `packages` that a source has and `target` lacks. A
-/// source that does not exist is skipped. Never writes into a source.
+/// dependencies of `packages` that a source has and `target` lacks, and a
+/// copy of `incremental`'s incremental state (the user's target directory,
+/// for a slot built at the user's paths). A source that does not exist is
+/// skipped. Never writes into a source.
 pub fn seed_target(
     target: &Path,
     sources: &[PathBuf],
     packages: &BTreeSet<String>,
+    incremental: Option<&Path>,
 ) -> io::Result<SeedReport> {
     let mut report = SeedReport::default();
     if target.join(SEEDED).exists() {
         return Ok(report);
+    }
+    if let Some(user) = incremental {
+        report.copied += copy_incremental(user, target)?;
     }
     for source in sources.iter().filter(|source| source.as_path() != target) {
         for profile in PROFILES {
@@ -173,6 +181,49 @@ pub fn seed_target(
     fs::create_dir_all(target)?;
     fs::write(target.join(SEEDED), b"")?;
     Ok(report)
+}
+
+/// Copies the incremental state of every crate `from` (a target
+/// directory) has and `to` lacks: each crate's finished sessions, never
+/// one a running rustc is still writing (`-working`), and never by hard
+/// link, since rustc may rewrite its work products in place. Only the
+/// workspace's members are built incrementally, and rustc checks each
+/// reused result against the slot's sources itself.
+fn copy_incremental(from: &Path, to: &Path) -> io::Result<u64> {
+    let mut copied = 0;
+    for profile in PROFILES {
+        let (from, to) = (
+            from.join(profile).join("incremental"),
+            to.join(profile).join("incremental"),
+        );
+        let crates = match fs::read_dir(&from) {
+            Ok(crates) => crates,
+            Err(err) if err.kind() == ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
+        for krate in crates {
+            let krate = krate?;
+            let dest = to.join(krate.file_name());
+            if !krate.file_type()?.is_dir() || fs::symlink_metadata(&dest).is_ok() {
+                continue;
+            }
+            fs::create_dir_all(&dest)?;
+            for session in fs::read_dir(krate.path())? {
+                let session = session?;
+                let name = session.file_name();
+                if name.to_string_lossy().ends_with("-working") {
+                    continue;
+                }
+                // A session rustc removes while it is copied is left out.
+                match copy_tree(&session.path(), &dest.join(&name)) {
+                    Ok(files) => copied += files,
+                    Err(err) if err.kind() == ErrorKind::NotFound => {}
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+    }
+    Ok(copied)
 }
 
 /// Copies a file or a directory tree, keeping every file's and directory's
@@ -278,6 +329,37 @@ version = "0.1.0"
     }
 
     #[test]
+    fn incremental_state_is_copied_whole_sessions_only_and_never_linked() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
+        let incremental = user.join("debug/incremental/app-1x2y");
+        let done = incremental.join("s-abc-def");
+        fs::create_dir_all(&done).unwrap();
+        fs::write(done.join("dep-graph.bin"), b"graph").unwrap();
+        fs::create_dir_all(incremental.join("s-ghi-jkl-working")).unwrap();
+        fs::write(incremental.join("s-abc-def.lock"), b"").unwrap();
+
+        let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
+        assert_eq!(report.copied, 2, "the session's file and its lock file");
+        let copy = slot.join("debug/incremental/app-1x2y/s-abc-def/dep-graph.bin");
+        assert_eq!(fs::read(&copy).unwrap(), b"graph");
+        let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+        assert_ne!(
+            ino(&copy),
+            ino(&done.join("dep-graph.bin")),
+            "a copy, not a link"
+        );
+        assert!(
+            !slot
+                .join("debug/incremental/app-1x2y/s-ghi-jkl-working")
+                .exists()
+        );
+        fs::write(&copy, b"rewritten by the slot's rustc").unwrap();
+        assert_eq!(fs::read(done.join("dep-graph.bin")).unwrap(), b"graph");
+    }
+
+    #[test]
     fn seeding_links_copies_keeps_mtimes_and_happens_once() {
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("user");
@@ -295,7 +377,7 @@ version = "0.1.0"
         let packages = BTreeSet::from(["regex".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report = seed_target(&slot, std::slice::from_ref(&user), &packages).unwrap();
+        let report = seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
         assert_eq!(
             report,
             SeedReport {
@@ -317,7 +399,7 @@ version = "0.1.0"
         assert!(!slot.join(format!("debug/deps/libapp-{hash}.rlib")).exists());
 
         write(&format!("deps/libregex-{hash}.rmeta"));
-        let again = seed_target(&slot, &[user], &packages).unwrap();
+        let again = seed_target(&slot, &[user], &packages, None).unwrap();
         assert_eq!(again, SeedReport::default(), "seeded once");
     }
 }

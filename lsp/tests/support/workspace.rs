@@ -69,12 +69,17 @@ impl Workspace {
     }
 
     pub fn of(name: &str) -> Workspace {
-        let ws = Workspace {
-            dir: tempfile::tempdir().unwrap(),
-            cache: tempfile::tempdir().unwrap(),
-        };
+        let ws = Workspace::empty();
         copy_tree(&fixture(name), ws.path());
         ws
+    }
+
+    /// An empty workspace, for a test that writes its own crate.
+    pub fn empty() -> Workspace {
+        Workspace {
+            dir: tempfile::tempdir().unwrap(),
+            cache: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self) -> &Path {

@@ -1,0 +1,306 @@
+//! Builds a slot where the user's workspace is (Linux): cargo in a slot
+//! runs in a private mount namespace in which the slot is mounted over the
+//! user's workspace root and the slot's target directory over the user's
+//! target directory, so rustc sees the very paths of the user's own builds.
+//!
+//! Why: rustc's incremental state hashes the working directory and the
+//! paths of the target directory (`--out-dir`, `-L`, `--extern`). A slot at
+//! another path throws the user's state away and compiles every workspace
+//! member from nothing, even when the user built that exact code a minute
+//! ago. Seen at the user's paths, a slot whose target directory starts with
+//! a copy of the user's `incremental/` ([`super::seed`]) recompiles only
+//! what differs. Correctness stays rustc's: incremental reuse is checked
+//! query by query against the slot's own sources, as it is in place.
+//!
+//! Confinement: the mounts exist only in the namespace of the one cargo
+//! process tree; the user's files are shadowed there, never reachable
+//! through the mounted paths, and never written (the mounts point at the
+//! slot's directories). A namespace is made with an unprivileged user
+//! namespace that maps the user's own uid and gid to themselves, so tests
+//! run as the user, not as a pretend root. Where user namespaces are not
+//! allowed (other systems, hardened kernels, some containers), [`available`]
+//! says so once and slots build at their own paths, as before.
+//!
+//! Everything in [`Mirror::install`]'s closure runs between `fork` and
+//! `exec` of a multi-threaded program: only system calls on buffers made
+//! beforehand, no allocation.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// One build's mounts: `slot` over `root`, and `slot_target` over
+/// `user_target` (the cargo target directory the build is told to use).
+#[derive(Clone, Debug)]
+pub struct Mirror {
+    pub root: PathBuf,
+    pub slot: PathBuf,
+    pub user_target: PathBuf,
+    pub slot_target: PathBuf,
+    /// The mount point this plan made in the slot, removed by [`Self::tidy`].
+    made: Option<PathBuf>,
+}
+
+impl Mirror {
+    /// Plans the mounts for building `slot` as if it were `root`, with the
+    /// slot's `slot_target` seen as `user_target`. `None` (build at the
+    /// slot's own paths) when the slot is the workspace itself, or when the
+    /// mount point of an in-workspace target directory cannot be a plain
+    /// directory of the slot (a symlink or a file is there).
+    pub fn plan(root: &Path, slot: &Path, user_target: &Path, slot_target: &Path) -> Option<Self> {
+        let root = std::fs::canonicalize(root).ok()?;
+        let slot = std::fs::canonicalize(slot).ok()?;
+        // The user's target directory must exist: it is a mount point when
+        // it lies outside the workspace, and nothing is reused otherwise.
+        let user_target = std::fs::canonicalize(user_target).ok()?;
+        if root == slot {
+            return None;
+        }
+        // The target's mount point as the slot sees it: inside the slot when
+        // the user's target directory is inside the workspace.
+        let inside = user_target
+            .strip_prefix(&root)
+            .ok()
+            .map(|rel| slot.join(rel));
+        let mount_point = inside.as_deref().unwrap_or(&user_target);
+        let made = match &inside {
+            Some(point) if std::fs::symlink_metadata(point).is_err() => {
+                std::fs::create_dir_all(point).ok()?;
+                Some(point.clone())
+            }
+            _ => None,
+        };
+        let plain_dir = std::fs::symlink_metadata(mount_point).is_ok_and(|m| m.is_dir());
+        if !plain_dir {
+            return None;
+        }
+        std::fs::create_dir_all(slot_target).ok()?;
+        Some(Self {
+            root,
+            slot,
+            user_target,
+            slot_target: slot_target.to_path_buf(),
+            made,
+        })
+    }
+
+    /// Leaves the slot as it was found: removes the mount point the plan
+    /// made, when the build left it empty (it does: the build wrote into
+    /// the mount, not into the directory under it).
+    pub fn tidy(&self) {
+        if let Some(point) = &self.made {
+            let _ = std::fs::remove_dir(point);
+        }
+    }
+
+    /// Makes `cmd` run in its own mount namespace with this plan's mounts,
+    /// in `root` (the slot, seen there). Replaces the command's working
+    /// directory: std changes directory before `pre_exec`, which would keep
+    /// the user's real directory.
+    #[cfg(target_os = "linux")]
+    pub fn install(&self, cmd: &mut Command) {
+        self.install_failing(cmd, crate::failpoint::fails("mirror-enter"));
+    }
+
+    /// [`Self::install`], failing to enter when `injected_failure`.
+    #[cfg(target_os = "linux")]
+    fn install_failing(&self, cmd: &mut Command, injected_failure: bool) {
+        use std::os::unix::process::CommandExt;
+        let inside = self
+            .user_target
+            .strip_prefix(&self.root)
+            .ok()
+            .map(|rel| self.slot.join(rel));
+        let target_point = inside.unwrap_or_else(|| self.user_target.clone());
+        let plan = Prepared {
+            injected_failure,
+            // SAFETY: getuid/getgid have no preconditions.
+            uid_map: format!("{0} {0} 1\n", unsafe { libc::getuid() }).into_bytes(),
+            gid_map: format!("{0} {0} 1\n", unsafe { libc::getgid() }).into_bytes(),
+            slot_target: c_path(&self.slot_target),
+            target_point: c_path(&target_point),
+            slot: c_path(&self.slot),
+            root: c_path(&self.root),
+        };
+        cmd.current_dir(&self.slot);
+        // SAFETY: the closure only makes system calls on `plan`'s buffers,
+        // made before the fork; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || plan.enter());
+        }
+    }
+
+    /// Never called: [`available`] is false on other systems.
+    #[cfg(not(target_os = "linux"))]
+    pub fn install(&self, _: &mut Command) {}
+}
+
+/// The mounts of a [`Mirror`], as the system calls want them.
+#[cfg(target_os = "linux")]
+struct Prepared {
+    /// The `mirror-enter` failpoint: entering fails as a refused
+    /// `unshare` would.
+    injected_failure: bool,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    slot_target: std::ffi::CString,
+    target_point: std::ffi::CString,
+    slot: std::ffi::CString,
+    root: std::ffi::CString,
+}
+
+#[cfg(target_os = "linux")]
+impl Prepared {
+    /// In the forked child: a new user and mount namespace, the identity
+    /// uid/gid maps, the target mount (its source and mount point resolved
+    /// before the workspace root is covered), then the slot over the root
+    /// with it, then into the root.
+    fn enter(&self) -> std::io::Result<()> {
+        let check = |status: libc::c_int| {
+            if status == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
+        if self.injected_failure {
+            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        }
+        // SAFETY: plain system calls on NUL-terminated buffers owned by self.
+        unsafe {
+            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            // Nothing mounted here propagates back to the user's namespace.
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            for (source, point, flags) in [
+                (&self.slot_target, &self.target_point, libc::MS_BIND),
+                (&self.slot, &self.root, libc::MS_BIND | libc::MS_REC),
+            ] {
+                check(libc::mount(
+                    source.as_ptr(),
+                    point.as_ptr(),
+                    std::ptr::null(),
+                    flags,
+                    std::ptr::null(),
+                ))?;
+            }
+            check(libc::chdir(self.root.as_ptr()))
+        }
+    }
+}
+
+/// Writes `bytes` to the file `path` with one `write`.
+///
+/// # Safety
+/// Only system calls; callable between `fork` and `exec`.
+#[cfg(target_os = "linux")]
+unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: `path` is NUL-terminated and `bytes` outlives the call.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = std::io::Error::last_os_error();
+        libc::close(fd);
+        if usize::try_from(written).ok() == Some(bytes.len()) {
+            Ok(())
+        } else {
+            Err(error)
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn c_path(path: &Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    // A path from the file system has no interior NUL.
+    std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap_or_default()
+}
+
+/// Whether this process may build in a mirror: tried once, by mounting a
+/// scratch directory over another in a throwaway child. Blocks for the
+/// probe: call it off the async threads.
+pub fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let found = probe();
+        if let Err(reason) = &found {
+            tracing::info!(
+                %reason,
+                "slots build at their own paths: this system does not allow an unprivileged mount namespace"
+            );
+        }
+        found.is_ok()
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe() -> Result<(), String> {
+    Err("mount namespaces are Linux's".into())
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> Result<(), String> {
+    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let [root, slot, target] = ["root", "slot", "target"].map(|name| scratch.path().join(name));
+    for dir in [&root, &slot, &target] {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(slot.join("seen"), b"").map_err(|e| e.to_string())?;
+    std::fs::create_dir(root.join("target")).map_err(|e| e.to_string())?;
+    let mirror = Mirror::plan(&root, &slot, &root.join("target"), &target)
+        .ok_or("the scratch mounts could not be planned")?;
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "test -e seen && test -e target"]);
+    mirror.install_failing(&mut cmd, false);
+    let status = cmd.status().map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the probe's mounts were not seen ({status})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_that_is_the_workspace_builds_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        assert!(Mirror::plan(dir.path(), dir.path(), &target, &target).is_none());
+    }
+
+    #[test]
+    fn a_symlink_where_the_target_mounts_in_the_slot_refuses_the_mirror() {
+        let dir = tempfile::tempdir().unwrap();
+        let [root, slot, elsewhere] = ["root", "slot", "elsewhere"].map(|n| dir.path().join(n));
+        for d in [&root, &slot, &elsewhere, &root.join("target")] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::os::unix::fs::symlink(&elsewhere, slot.join("target")).unwrap();
+        let slot_target = dir.path().join("slot-target");
+        assert!(Mirror::plan(&root, &slot, &root.join("target"), &slot_target).is_none());
+        std::fs::remove_file(slot.join("target")).unwrap();
+        let plan = Mirror::plan(&root, &slot, &root.join("target"), &slot_target).unwrap();
+        assert_eq!(plan.slot, std::fs::canonicalize(&slot).unwrap());
+        assert!(
+            slot.join("target").is_dir(),
+            "the mount point is made in the slot"
+        );
+        plan.tidy();
+        assert!(!slot.join("target").exists(), "and removed after the build");
+    }
+}
