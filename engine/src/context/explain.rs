@@ -1,10 +1,12 @@
-//! The context of each model turn as the ledger recorded it, for
+//! The context of each model turn as the ledger recorded it (its working
+//! set, each attempt's plan or refusal, its recalls), for
 //! `trellis context explain-turn` and `trellis status`: read from the
 //! `context_*` rows, never recomputed. Reads rows; never writes.
 
 use serde::Serialize;
 
 use super::plan::{Infeasible, ResidentPlan};
+use super::working_set::WorkingSet;
 use crate::ledger::{DecodedRow, Row, SearchEvent};
 
 /// One attempt's context, or the recall facts of a turn, as recorded.
@@ -21,6 +23,9 @@ pub struct TurnContext {
     pub recalled: Vec<String>,
     /// Recalls that named no page, with why.
     pub misses: Vec<String>,
+    /// The turn's candidate pages (`context_working_set`), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_set: Option<WorkingSet>,
 }
 
 /// Whether the attempt's request was sent, and its plan or refusal.
@@ -40,22 +45,46 @@ pub enum Outcome {
 /// and misses of its turn. `Err` names a row whose payload does not read.
 pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
     let mut out: Vec<TurnContext> = Vec::new();
+    // The latest working set of each branch, for its turn's attempts.
+    let mut sets: Vec<(&str, &str, WorkingSet)> = Vec::new();
     for row in rows {
         let DecodedRow::Search { event, .. } = &row.event else {
             continue;
         };
         let unreadable = |e: serde_json::Error| format!("ledger row {}: {e}", row.seq);
+        let ids = (event.forest_id(), event.branch_id());
         let attempt = |turn: u32, endpoint: &str, outcome| TurnContext {
             seq: row.seq,
-            forest_id: event.forest_id().to_owned(),
-            branch_id: event.branch_id().to_owned(),
+            forest_id: ids.0.to_owned(),
+            branch_id: ids.1.to_owned(),
             turn,
             endpoint: endpoint.to_owned(),
             outcome,
             recalled: Vec::new(),
             misses: Vec::new(),
+            working_set: sets
+                .iter()
+                .find(|(f, b, set)| (*f, *b) == ids && set.turn == turn)
+                .map(|(_, _, set)| set.clone()),
         };
         match event {
+            SearchEvent::ContextWorkingSet {
+                turn,
+                working_set_turns,
+                pages,
+                ..
+            } => {
+                sets.retain(|(f, b, _)| (*f, *b) != ids);
+                sets.push((
+                    ids.0,
+                    ids.1,
+                    WorkingSet {
+                        turn: *turn,
+                        turns: *working_set_turns,
+                        pages: pages.clone(),
+                    },
+                ));
+            }
             SearchEvent::ContextPagesSelected {
                 turn,
                 endpoint,
