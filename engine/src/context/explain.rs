@@ -41,8 +41,9 @@ pub enum Outcome {
     },
 }
 
-/// Every attempt's context in `rows`, in ledger order, with the recalls
-/// and misses of its turn. `Err` names a row whose payload does not read.
+/// Every attempt's context in `rows`, in ledger order, with its turn's
+/// working set, recalls and misses. `Err` names a row whose payload does
+/// not read, or a working set that does not match its recorded digest.
 pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
     let mut out: Vec<TurnContext> = Vec::new();
     // The latest working set of each branch, for its turn's attempts.
@@ -72,18 +73,23 @@ pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
                 turn,
                 working_set_turns,
                 pages,
+                digest,
                 ..
             } => {
+                let set = WorkingSet {
+                    turn: *turn,
+                    turns: *working_set_turns,
+                    pages: pages.clone(),
+                };
+                if set.digest() != *digest {
+                    return Err(format!(
+                        "ledger row {}: the working set of turn {turn} does not match its \
+                         digest {digest}",
+                        row.seq
+                    ));
+                }
                 sets.retain(|(f, b, _)| (*f, *b) != ids);
-                sets.push((
-                    ids.0,
-                    ids.1,
-                    WorkingSet {
-                        turn: *turn,
-                        turns: *working_set_turns,
-                        pages: pages.clone(),
-                    },
-                ));
+                sets.push((ids.0, ids.1, set));
             }
             SearchEvent::ContextPagesSelected {
                 turn,
@@ -134,4 +140,74 @@ pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Allowance, ResidentPlan};
+    use crate::ledger::test_support::temp_ledger;
+
+    fn working_set(turn: u32, digest: Option<&str>) -> SearchEvent {
+        let set = WorkingSet {
+            turn,
+            turns: 1,
+            pages: vec!["a".repeat(64)],
+        };
+        SearchEvent::ContextWorkingSet {
+            forest_id: "f".into(),
+            branch_id: "b1".into(),
+            turn,
+            working_set_turns: set.turns,
+            digest: digest.map_or_else(|| set.digest(), str::to_owned),
+            pages: set.pages,
+        }
+    }
+
+    fn selected(turn: u32) -> SearchEvent {
+        let plan = ResidentPlan {
+            allowance: Allowance::for_route(4096, 512, &[]),
+            instruction_tokens: 10,
+            mandatory_tokens: 0,
+            optional_tokens: 0,
+            tombstone_tokens: 0,
+            request_tokens: 10,
+            pages: Vec::new(),
+        };
+        SearchEvent::ContextPagesSelected {
+            forest_id: "f".into(),
+            branch_id: "b1".into(),
+            turn,
+            endpoint: "m0".into(),
+            plan_digest: plan.digest(),
+            plan: serde_json::to_value(&plan).unwrap(),
+        }
+    }
+
+    #[test]
+    fn each_attempt_reads_back_its_turns_recorded_working_set_and_a_forged_one_fails_closed() {
+        let (_dir, ledger) = temp_ledger();
+        for event in [
+            working_set(1, None),
+            selected(1),
+            working_set(2, None),
+            selected(2),
+        ] {
+            ledger.append_search(&event).unwrap();
+        }
+        let turns = context_turns(&ledger.rows().unwrap()).unwrap();
+        let sets: Vec<Option<u32>> = turns
+            .iter()
+            .map(|t| t.working_set.as_ref().map(|s| s.turn))
+            .collect();
+        assert_eq!(sets, [Some(1), Some(2)]);
+        ledger
+            .append_search(&working_set(3, Some("sha256:forged")))
+            .unwrap();
+        let error = context_turns(&ledger.rows().unwrap()).unwrap_err();
+        assert!(
+            error.contains("working set of turn 3 does not match"),
+            "{error}"
+        );
+    }
 }
