@@ -375,6 +375,7 @@ mod run_over_http {
             mutations_per_turn: 2,
             result_bytes: 4096,
             tokens_per_turn: 1024,
+            working_set_turns: 4,
         };
         let outcome = run_actor(
             &mut chain,

@@ -13,11 +13,9 @@ mod paging;
 mod support;
 
 use openai_server::{Answer, OpenAiServer};
-use paging::{count, long_lines, plans, read, rows, workspace};
+use paging::{count, long_lines, plans, read, session_id, workspace};
 use serde_json::{Value, json};
-use support::workspace::Workspace;
 use trellis_engine::context::{MESSAGE_OVERHEAD, Residency, ResidentPlan, text_tokens};
-use trellis_engine::ledger::{DecodedRow, LedgerEvent};
 
 fn script() -> Vec<Answer> {
     vec![
@@ -31,17 +29,6 @@ fn script() -> Vec<Answer> {
         ),
         Answer::tool_call("finish", json!({ "summary": "add adds" })),
     ]
-}
-
-fn session_id(ws: &Workspace) -> String {
-    rows(ws)
-        .into_iter()
-        .rev()
-        .find_map(|row| match row.event {
-            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some(s.session_id),
-            _ => None,
-        })
-        .expect("a session was recorded")
 }
 
 /// The accountant, recomputed from a request as the server received it.

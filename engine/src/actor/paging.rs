@@ -1,15 +1,16 @@
 //! The paging state of one actor run (resident context, Definition 6): the
 //! page spans of its conversation, the edits made so far, the pages a
-//! recall asked for, and the context events waiting to be ledgered; and
+//! recall asked for and when, and the context events waiting to be
+//! ledgered; and
 //! the accountant's cost of a [`ChatMessage`].
 //!
 //! This is the edge between the runner and the pure core in
 //! `crate::context`: it reads the branch files a page depends on (to hash
 //! them at a page's birth and to check them before each request), through
 //! the same confinement as the tools, and nothing else. It never writes
-//! and never decides residency ([`fit`] does).
+//! and never decides residency ([`working_set`] and [`fit`] do).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
@@ -20,7 +21,8 @@ use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
 use super::transport::ChatMessage;
 use crate::context::{
     Allowance, Dependency, FitError, FitInput, Focus, Infeasible, Live, MESSAGE_OVERHEAD, Message,
-    PageKeys, PageSpan, RecallKey, ResidentPlan, fit, pages, resolve, text_tokens,
+    PageKeys, PageSpan, RecallKey, ResidentPlan, WorkingSet, WorkingSetInput, fit, pages, resolve,
+    text_tokens, working_set,
 };
 use crate::digest::blob_digest;
 use crate::snapshot::fsutil::confine;
@@ -61,6 +63,11 @@ impl Message for ChatMessage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ContextEvent {
+    /// `context_working_set`: the candidate pages of one turn's request.
+    WorkingSet {
+        working_set: WorkingSet,
+        digest: String,
+    },
     /// `context_pages_selected`: the plan of one attempt's request.
     PagesSelected {
         turn: u32,
@@ -97,6 +104,9 @@ pub struct Paging {
     pending: BTreeSet<String>,
     /// Recalled in the turn before: candidates for this request.
     recalled: BTreeSet<String>,
+    /// The last turn each page was recalled in, by id: a reference that
+    /// keeps it in the working set.
+    recalls: BTreeMap<String, u32>,
     events: Vec<ContextEvent>,
 }
 
@@ -204,14 +214,36 @@ impl Paging {
         live
     }
 
-    /// The plan of the next request over `conversation`.
+    /// The working set of turn `turn`'s request over `conversation`, with
+    /// θ = `turns`.
+    pub fn working_set(
+        &self,
+        conversation: &[ChatMessage],
+        (turn, turns): (u32, u32),
+        live: &Live,
+        focus: &Focus,
+    ) -> Result<WorkingSet, FitError> {
+        let pages = pages(conversation, &self.spans).map_err(FitError::Pages)?;
+        let set = working_set(WorkingSetInput {
+            pages: &pages,
+            turn,
+            turns,
+            live,
+            focus,
+            recalls: &self.recalls,
+            recalled: &self.recalled,
+        });
+        Ok(set)
+    }
+
+    /// The plan of the next request over `conversation`, within `working_set`.
     pub fn plan(
         &self,
         conversation: &[ChatMessage],
         instruction_tokens: u64,
         allowance: &Allowance,
-        live: &Live,
-        focus: &Focus,
+        (live, focus): (&Live, &Focus),
+        working_set: &WorkingSet,
     ) -> Result<ResidentPlan, FitError> {
         fit(FitInput {
             conversation,
@@ -221,6 +253,7 @@ impl Paging {
             live,
             recalled: &self.recalled,
             focus,
+            working_set,
         })
     }
 
@@ -243,6 +276,7 @@ impl Paging {
         match found {
             Ok((id, page_turn, summary)) => {
                 self.pending.insert(id.clone());
+                self.recalls.insert(id.clone(), turn);
                 self.events.push(ContextEvent::PageRecalled {
                     turn,
                     page_id: id.clone(),
@@ -307,14 +341,12 @@ mod tests {
             input: 10_000,
             ..Allowance::for_route(20_000, 0, &[])
         };
+        let live = paging.live(Path::new("/nonexistent"));
+        let focus = Focus::default();
+        let working = paging.working_set(&prior, (1, 6), &live, &focus).unwrap();
+        assert!(working.pages.is_empty(), "a stale page is no candidate");
         let plan = paging
-            .plan(
-                &prior,
-                0,
-                &allowance,
-                &paging.live(Path::new("/nonexistent")),
-                &Focus::default(),
-            )
+            .plan(&prior, 0, &allowance, (&live, &focus), &working)
             .unwrap();
         assert_eq!(plan.pages.len(), 1);
         assert_eq!(plan.pages[0].residency, Residency::Stale);

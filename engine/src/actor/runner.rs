@@ -71,8 +71,8 @@ pub trait TurnLedger: Send {
     fn observed(&mut self, turn: u32, invocation_digest: &str, attempt: &Attempt);
     /// The turn as it ended, with its actual usage to settle.
     fn turn_completed(&mut self, record: &TurnRecord);
-    /// A `context_*` fact: a request's resident plan or its refusal, a
-    /// recall or a miss (Gate AF).
+    /// A `context_*` fact: a turn's working set, a request's resident plan
+    /// or its refusal, a recall or a miss (Gate AF).
     fn context(&mut self, event: &ContextEvent);
 }
 
@@ -232,6 +232,22 @@ pub async fn run_actor(
             }
             let turn_block = turn_context(turn, limits);
             let live = paging.live(branch);
+            // Once per turn, before any attempt is built: every attempt's
+            // plan selects within the same recorded set.
+            let working = paging
+                .working_set(
+                    &conversation,
+                    (turn, limits.working_set_turns),
+                    &live,
+                    &inputs.focus,
+                )
+                .map_err(|e| e.to_string());
+            if let Ok(set) = &working {
+                ledger.context(&ContextEvent::WorkingSet {
+                    digest: set.digest(),
+                    working_set: set.clone(),
+                });
+            }
             let mut digests = Vec::new();
             let call = {
                 let mut build = |_: usize, endpoint: &ChainEndpoint| {
@@ -269,8 +285,8 @@ pub async fn run_actor(
                             &conversation,
                             messages_tokens(&head),
                             &allowance,
-                            &live,
-                            &inputs.focus,
+                            (&live, &inputs.focus),
+                            working.as_ref().map_err(Clone::clone)?,
                         )
                         .map_err(|e| {
                             if let crate::context::FitError::Infeasible(figures) = &e {
@@ -718,6 +734,7 @@ mod tests {
         mutations_per_turn: 2,
         result_bytes: 4096,
         tokens_per_turn: 1024,
+        working_set_turns: 4,
     };
 
     #[derive(Default)]

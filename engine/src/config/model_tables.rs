@@ -120,7 +120,7 @@ fn model_turns_default_to_the_documented_allowances_and_layer_per_key() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join(WORKSPACE_FILE),
-        "[model_turns]\nmax_turns = 3\nedits_per_turn = 1\n",
+        "[model_turns]\nmax_turns = 3\nedits_per_turn = 1\nworking_set_turns = 2\n",
     )
     .unwrap();
     let init = serde_json::json!({ "model_turns": { "tokens_per_turn": 2048 } });
@@ -131,6 +131,7 @@ fn model_turns_default_to_the_documented_allowances_and_layer_per_key() {
             max_turns: 3,
             mutations_per_turn: 1,
             tokens_per_turn: 2048,
+            working_set_turns: 2,
             ..TurnLimits::DEFAULT
         }
     );
@@ -145,6 +146,8 @@ fn a_bad_model_turns_value_names_its_key() {
         ("edits_per_turn = 0", "model_turns.edits_per_turn"),
         ("result_bytes = 0", "model_turns.result_bytes"),
         ("tokens_per_turn = 0", "model_turns.tokens_per_turn"),
+        ("working_set_turns = 0", "model_turns.working_set_turns"),
+        ("working_set_turns = 65", "model_turns.working_set_turns"),
     ] {
         let err = load_with(&format!("[model_turns]\n{table}\n")).unwrap_err();
         assert!(err.message.contains(key), "{key}: {err}");

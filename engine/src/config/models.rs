@@ -222,6 +222,16 @@ pub struct TurnLimits {
     /// The tokens each turn reserves from the forest's budget before it is
     /// sent; settled to the reply's `usage` after.
     pub tokens_per_turn: u64,
+    /// θ of the resident working set (PSP-10 Definition 6): how many recent
+    /// turns' pages stay candidates for a request. A session recorded
+    /// before the key existed made every page a candidate, as θ at the
+    /// turn ceiling does, so its record reads back that way.
+    #[serde(default = "every_turn")]
+    pub working_set_turns: u32,
+}
+
+fn every_turn() -> u32 {
+    MAX_TURNS as u32
 }
 
 impl TurnLimits {
@@ -231,11 +241,12 @@ impl TurnLimits {
         mutations_per_turn: 4,
         result_bytes: 16 * 1024,
         tokens_per_turn: 8192,
+        working_set_turns: 6,
     };
 
     /// Each limit is at least 1 and at most its ceiling; an error names the key.
     pub fn validate(&self) -> Result<(), String> {
-        let checks: [(&str, u64, u64); 5] = [
+        let checks: [(&str, u64, u64); 6] = [
             ("max_turns", u64::from(self.max_turns), MAX_TURNS),
             (
                 "tool_calls_per_turn",
@@ -245,6 +256,11 @@ impl TurnLimits {
             ("edits_per_turn", u64::from(self.mutations_per_turn), 64),
             ("result_bytes", self.result_bytes as u64, 1 << 20),
             ("tokens_per_turn", self.tokens_per_turn, 1 << 20),
+            (
+                "working_set_turns",
+                u64::from(self.working_set_turns),
+                MAX_TURNS,
+            ),
         ];
         for (key, value, max) in checks {
             if !(1..=max).contains(&value) {
@@ -275,6 +291,7 @@ pub(crate) struct TurnLimitsLayer {
     edits_per_turn: Option<u32>,
     result_bytes: Option<usize>,
     tokens_per_turn: Option<u64>,
+    working_set_turns: Option<u32>,
 }
 
 impl TurnLimitsLayer {
@@ -286,6 +303,7 @@ impl TurnLimitsLayer {
         limits.mutations_per_turn = self.edits_per_turn.unwrap_or(limits.mutations_per_turn);
         limits.result_bytes = self.result_bytes.unwrap_or(limits.result_bytes);
         limits.tokens_per_turn = self.tokens_per_turn.unwrap_or(limits.tokens_per_turn);
+        limits.working_set_turns = self.working_set_turns.unwrap_or(limits.working_set_turns);
     }
 }
 

@@ -1,10 +1,12 @@
-//! The context of each model turn as the ledger recorded it, for
+//! The context of each model turn as the ledger recorded it (its working
+//! set, each attempt's plan or refusal, its recalls), for
 //! `trellis context explain-turn` and `trellis status`: read from the
 //! `context_*` rows, never recomputed. Reads rows; never writes.
 
 use serde::Serialize;
 
 use super::plan::{Infeasible, ResidentPlan};
+use super::working_set::WorkingSet;
 use crate::ledger::{DecodedRow, Row, SearchEvent};
 
 /// One attempt's context, or the recall facts of a turn, as recorded.
@@ -21,6 +23,9 @@ pub struct TurnContext {
     pub recalled: Vec<String>,
     /// Recalls that named no page, with why.
     pub misses: Vec<String>,
+    /// The turn's candidate pages (`context_working_set`), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_set: Option<WorkingSet>,
 }
 
 /// Whether the attempt's request was sent, and its plan or refusal.
@@ -36,26 +41,56 @@ pub enum Outcome {
     },
 }
 
-/// Every attempt's context in `rows`, in ledger order, with the recalls
-/// and misses of its turn. `Err` names a row whose payload does not read.
+/// Every attempt's context in `rows`, in ledger order, with its turn's
+/// working set, recalls and misses. `Err` names a row whose payload does
+/// not read, or a working set that does not match its recorded digest.
 pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
     let mut out: Vec<TurnContext> = Vec::new();
+    // The latest working set of each branch, for its turn's attempts.
+    let mut sets: Vec<(&str, &str, WorkingSet)> = Vec::new();
     for row in rows {
         let DecodedRow::Search { event, .. } = &row.event else {
             continue;
         };
         let unreadable = |e: serde_json::Error| format!("ledger row {}: {e}", row.seq);
+        let ids = (event.forest_id(), event.branch_id());
         let attempt = |turn: u32, endpoint: &str, outcome| TurnContext {
             seq: row.seq,
-            forest_id: event.forest_id().to_owned(),
-            branch_id: event.branch_id().to_owned(),
+            forest_id: ids.0.to_owned(),
+            branch_id: ids.1.to_owned(),
             turn,
             endpoint: endpoint.to_owned(),
             outcome,
             recalled: Vec::new(),
             misses: Vec::new(),
+            working_set: sets
+                .iter()
+                .find(|(f, b, set)| (*f, *b) == ids && set.turn == turn)
+                .map(|(_, _, set)| set.clone()),
         };
         match event {
+            SearchEvent::ContextWorkingSet {
+                turn,
+                working_set_turns,
+                pages,
+                digest,
+                ..
+            } => {
+                let set = WorkingSet {
+                    turn: *turn,
+                    turns: *working_set_turns,
+                    pages: pages.clone(),
+                };
+                if set.digest() != *digest {
+                    return Err(format!(
+                        "ledger row {}: the working set of turn {turn} does not match its \
+                         digest {digest}",
+                        row.seq
+                    ));
+                }
+                sets.retain(|(f, b, _)| (*f, *b) != ids);
+                sets.push((ids.0, ids.1, set));
+            }
             SearchEvent::ContextPagesSelected {
                 turn,
                 endpoint,
@@ -105,4 +140,74 @@ pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Allowance, ResidentPlan};
+    use crate::ledger::test_support::temp_ledger;
+
+    fn working_set(turn: u32, digest: Option<&str>) -> SearchEvent {
+        let set = WorkingSet {
+            turn,
+            turns: 1,
+            pages: vec!["a".repeat(64)],
+        };
+        SearchEvent::ContextWorkingSet {
+            forest_id: "f".into(),
+            branch_id: "b1".into(),
+            turn,
+            working_set_turns: set.turns,
+            digest: digest.map_or_else(|| set.digest(), str::to_owned),
+            pages: set.pages,
+        }
+    }
+
+    fn selected(turn: u32) -> SearchEvent {
+        let plan = ResidentPlan {
+            allowance: Allowance::for_route(4096, 512, &[]),
+            instruction_tokens: 10,
+            mandatory_tokens: 0,
+            optional_tokens: 0,
+            tombstone_tokens: 0,
+            request_tokens: 10,
+            pages: Vec::new(),
+        };
+        SearchEvent::ContextPagesSelected {
+            forest_id: "f".into(),
+            branch_id: "b1".into(),
+            turn,
+            endpoint: "m0".into(),
+            plan_digest: plan.digest(),
+            plan: serde_json::to_value(&plan).unwrap(),
+        }
+    }
+
+    #[test]
+    fn each_attempt_reads_back_its_turns_recorded_working_set_and_a_forged_one_fails_closed() {
+        let (_dir, ledger) = temp_ledger();
+        for event in [
+            working_set(1, None),
+            selected(1),
+            working_set(2, None),
+            selected(2),
+        ] {
+            ledger.append_search(&event).unwrap();
+        }
+        let turns = context_turns(&ledger.rows().unwrap()).unwrap();
+        let sets: Vec<Option<u32>> = turns
+            .iter()
+            .map(|t| t.working_set.as_ref().map(|s| s.turn))
+            .collect();
+        assert_eq!(sets, [Some(1), Some(2)]);
+        ledger
+            .append_search(&working_set(3, Some("sha256:forged")))
+            .unwrap();
+        let error = context_turns(&ledger.rows().unwrap()).unwrap_err();
+        assert!(
+            error.contains("working set of turn 3 does not match"),
+            "{error}"
+        );
+    }
 }

@@ -5,8 +5,10 @@
 //! The conversation the runner keeps is the backing store; a request is a
 //! projection of it. Each turn's assistant message with all its tool
 //! results is one atomic page (erratum 6) carrying its birth dependency
-//! (erratum 8). Before every call [`fit`] pins the mandatory pages, drops
-//! stale ones, chooses optional pages by weighted coverage within what is
+//! (erratum 8). Before every call [`working_set`] names the optional
+//! candidates (the pages of the last θ turns, those the residual cluster
+//! names, those recalled), and [`fit`] pins the mandatory pages, drops
+//! stale ones, chooses candidates by weighted coverage within what is
 //! left of β_in, and replaces every page it does not keep by a tombstone
 //! charged inside β_in (erratum 5). A request whose instructions and
 //! mandatory pages exceed β_in is refused ([`Infeasible`]): nothing is
@@ -29,6 +31,7 @@ mod plan;
 mod recall;
 mod select;
 pub mod synopsis;
+mod working_set;
 
 pub use accountant::{
     ACCOUNTANT, Allowance, MESSAGE_OVERHEAD, Message, messages_tokens, text_tokens,
@@ -38,6 +41,7 @@ pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
 pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
 pub use recall::{RecallKey, resolve};
 pub use select::{FitError, FitInput, Focus, fit};
+pub use working_set::{WorkingSet, WorkingSetInput, working_set};
 
 #[cfg(test)]
 pub(crate) mod testing {

@@ -17,8 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::accountant::{Allowance, Message};
-use super::page::{Live, Page, pages};
+use super::page::{Live, Page, PageKeys, pages};
 use super::plan::{Infeasible, PagePlan, Residency, ResidentPlan, tombstone};
+use super::working_set::WorkingSet;
 
 /// Weight of the label a `context_recall` gives the recalled page: more
 /// than everything else together, so a recalled page is restored first.
@@ -44,6 +45,8 @@ pub struct FitInput<'a, M> {
     /// Ids of the pages `context_recall` asked for.
     pub recalled: &'a BTreeSet<String>,
     pub focus: &'a Focus,
+    /// The optional candidates; every other page is tombstoned.
+    pub working_set: &'a WorkingSet,
 }
 
 /// What the residual cluster is about: the paths it affects and the tests
@@ -52,6 +55,26 @@ pub struct FitInput<'a, M> {
 pub struct Focus {
     pub paths: BTreeSet<String>,
     pub tests: BTreeSet<String>,
+}
+
+impl Focus {
+    /// The cluster's paths a page's calls name.
+    fn paths_of<'k>(&'k self, keys: &'k PageKeys) -> impl Iterator<Item = &'k String> {
+        keys.paths.iter().filter(|p| self.paths.contains(*p))
+    }
+
+    /// The cluster's failing tests a page's `run_tests` filters select
+    /// (the name contains the filter).
+    fn tests_of<'k>(&'k self, keys: &'k PageKeys) -> impl Iterator<Item = &'k String> {
+        self.tests
+            .iter()
+            .filter(|t| keys.tests.iter().any(|f| t.contains(f.as_str())))
+    }
+
+    /// Whether the cluster names the page by a path or a failing test.
+    pub(super) fn names(&self, keys: &PageKeys) -> bool {
+        self.paths_of(keys).next().is_some() || self.tests_of(keys).next().is_some()
+    }
 }
 
 /// The plan of one request, or why it cannot be sent.
@@ -66,6 +89,14 @@ pub fn fit<M: Message>(input: FitInput<'_, M>) -> Result<ResidentPlan, FitError>
                 None if Some(page.span.turn) == latest => (
                     Residency::Pinned,
                     "the latest turn: the evidence the model acts on".to_owned(),
+                ),
+                None if !input.working_set.contains(&page.id) => (
+                    Residency::Evicted,
+                    format!(
+                        "outside the working set: not used in the last {} turns, not named by \
+                         the residual cluster nor recalled",
+                        input.working_set.turns
+                    ),
                 ),
                 None => (Residency::Evicted, String::new()),
             };
@@ -108,7 +139,12 @@ pub fn fit<M: Message>(input: FitInput<'_, M>) -> Result<ResidentPlan, FitError>
         return Err(infeasible());
     }
     let mut left = input.allowance.input - base;
-    select(&pages, &mut plans, (input.recalled, input.focus), &mut left);
+    select(
+        &pages,
+        &mut plans,
+        (input.recalled, input.focus, input.working_set),
+        &mut left,
+    );
     let (mut optional, mut tombstone_tokens) = (0, 0);
     for p in &plans {
         match p.residency {
@@ -150,9 +186,7 @@ impl std::fmt::Display for FitError {
     }
 }
 
-/// The typed labels a page covers, with their weights. A page touches a
-/// failing test of the cluster when one of its `run_tests` filters selects
-/// it (the name contains the filter).
+/// The typed labels a page covers, with their weights.
 fn labels(page: &Page, (recalled, focus): (&BTreeSet<String>, &Focus)) -> Vec<(String, u64)> {
     let keys = &page.span.keys;
     let mut out = vec![(
@@ -165,34 +199,31 @@ fn labels(page: &Page, (recalled, focus): (&BTreeSet<String>, &Focus)) -> Vec<(S
     out.extend(keys.paths.iter().map(|p| (format!("path:{p}"), PATH)));
     out.extend(keys.tools.iter().map(|t| (format!("tool:{t}"), TOOL)));
     out.extend(
-        keys.paths
-            .iter()
-            .filter(|p| focus.paths.contains(*p))
+        focus
+            .paths_of(keys)
             .map(|p| (format!("cluster-path:{p}"), CLUSTER)),
     );
     out.extend(
         focus
-            .tests
-            .iter()
-            .filter(|t| keys.tests.iter().any(|f| t.contains(f.as_str())))
+            .tests_of(keys)
             .map(|t| (format!("cluster-test:{t}"), CLUSTER)),
     );
     out
 }
 
-/// Greedy weighted coverage over the evicted (optional, current) pages,
-/// within `left` tokens.
+/// Greedy weighted coverage over the working set's evicted (optional,
+/// current) pages, within `left` tokens.
 fn select(
     pages: &[Page],
     plans: &mut [PagePlan],
-    weights: (&BTreeSet<String>, &Focus),
+    (recalled, focus, working_set): (&BTreeSet<String>, &Focus, &WorkingSet),
     left: &mut u64,
 ) {
     let labelled: BTreeMap<usize, Vec<(String, u64)>> = plans
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.residency == Residency::Evicted)
-        .map(|(i, _)| (i, labels(&pages[i], weights)))
+        .filter(|(_, p)| p.residency == Residency::Evicted && working_set.contains(&p.id))
+        .map(|(i, _)| (i, labels(&pages[i], (recalled, focus))))
         .collect();
     let mut covered: BTreeSet<String> = BTreeSet::new();
     let mut open: BTreeSet<usize> = labelled.keys().copied().collect();
@@ -240,7 +271,7 @@ mod tests {
 
     use super::*;
     use crate::context::testing::Msg;
-    use crate::context::{Dependency, PageKeys, PageSpan, apply_plan};
+    use crate::context::{Dependency, PageKeys, PageSpan, apply_plan, pages};
 
     /// A turn: one call of `tool` on `path` and a result of `size` bytes.
     fn turn(n: u32, tool: &str, path: &str, size: usize) -> (Vec<Msg>, PageKeys) {
@@ -317,6 +348,37 @@ mod tests {
         (live, recalled): (&Live, &BTreeSet<String>),
         focus: &Focus,
     ) -> Result<ResidentPlan, FitError> {
+        run_within(
+            conversation,
+            spans,
+            input,
+            (live, recalled),
+            focus,
+            &every_page(conversation, spans),
+        )
+    }
+
+    /// A working set of every page: selection alone decides.
+    fn every_page(conversation: &[Msg], spans: &[PageSpan]) -> WorkingSet {
+        WorkingSet {
+            turn: spans.len() as u32 + 1,
+            turns: 64,
+            pages: pages(conversation, spans)
+                .unwrap()
+                .into_iter()
+                .map(|p| p.id)
+                .collect(),
+        }
+    }
+
+    fn run_within(
+        conversation: &[Msg],
+        spans: &[PageSpan],
+        input: u64,
+        (live, recalled): (&Live, &BTreeSet<String>),
+        focus: &Focus,
+        working_set: &WorkingSet,
+    ) -> Result<ResidentPlan, FitError> {
         fit(FitInput {
             conversation,
             spans,
@@ -325,7 +387,74 @@ mod tests {
             live,
             recalled,
             focus,
+            working_set,
         })
+    }
+
+    #[test]
+    fn a_page_outside_the_working_set_is_tombstoned_with_room_to_spare() {
+        let (messages, spans) = conversation(&[
+            ("read_file", "src/lib.rs", 300),
+            ("read_file", "src/aux.rs", 300),
+            ("run_tests", "", 30),
+        ]);
+        let mut working = every_page(&messages, &spans);
+        let outside = working.pages.remove(0);
+        working.turns = 2;
+        let none = BTreeSet::new();
+        let live = Live::default();
+        let plan = run_within(
+            &messages,
+            &spans,
+            100_000,
+            (&live, &none),
+            &Focus::default(),
+            &working,
+        )
+        .unwrap();
+        let residency: Vec<Residency> = plan.pages.iter().map(|p| p.residency).collect();
+        assert_eq!(
+            residency,
+            [Residency::Evicted, Residency::Resident, Residency::Pinned]
+        );
+        assert_eq!(plan.pages[0].id, outside);
+        assert!(
+            plan.pages[0]
+                .reason
+                .starts_with("outside the working set: not used in the last 2 turns"),
+            "{}",
+            plan.pages[0].reason
+        );
+        let applied = apply_plan(&plan, &messages).unwrap();
+        assert!(
+            matches!(&applied[0], Msg::Note(t) if t.contains(" turn 1 evicted]")),
+            "{applied:?}"
+        );
+        // Not even a recall restores it from outside: recall works by
+        // putting the page in the working set.
+        let recalled = BTreeSet::from([outside.clone()]);
+        let again = run_within(
+            &messages,
+            &spans,
+            100_000,
+            (&live, &recalled),
+            &Focus::default(),
+            &working,
+        )
+        .unwrap();
+        assert_eq!(again.pages[0].residency, Residency::Evicted);
+        // The latest page is pinned whether or not it is in the set.
+        working.pages.clear();
+        let plan = run_within(
+            &messages,
+            &spans,
+            100_000,
+            (&live, &none),
+            &Focus::default(),
+            &working,
+        )
+        .unwrap();
+        assert_eq!(plan.pages[2].residency, Residency::Pinned);
     }
 
     #[test]

@@ -670,6 +670,21 @@ pub enum SearchEvent {
         key: serde_json::Value,
         reason: String,
     },
+    /// System 21 (Definition 6's O_t): the candidate pages of one turn's
+    /// request, in conversation order: those of the last
+    /// `working_set_turns` turns, those the residual cluster names, those
+    /// recalled. Every attempt's `context_pages_selected` plan selects
+    /// within it; replay reads the plans, never computes the set again.
+    ContextWorkingSet {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        /// θ.
+        working_set_turns: u32,
+        pages: Vec<String>,
+        /// `context::WorkingSet::digest`.
+        digest: String,
+    },
 }
 
 impl SearchEvent {
@@ -828,6 +843,11 @@ impl SearchEvent {
                 forest_id,
                 branch_id,
                 ..
+            }
+            | ContextWorkingSet {
+                forest_id,
+                branch_id,
+                ..
             } => (forest_id, branch_id),
         }
     }
@@ -862,6 +882,7 @@ impl SearchEvent {
             ContextInfeasible { .. } => "context_infeasible",
             ContextPageRecalled { .. } => "context_page_recalled",
             ContextMiss { .. } => "context_miss",
+            ContextWorkingSet { .. } => "context_working_set",
         }
     }
 }
@@ -963,6 +984,17 @@ impl fmt::Display for SearchEvent {
             }
             ContextPageRecalled { turn, page_id, .. } => write!(f, ": turn {turn} page {page_id}"),
             ContextMiss { turn, reason, .. } => write!(f, ": turn {turn}: {reason}"),
+            ContextWorkingSet {
+                turn,
+                working_set_turns,
+                pages,
+                digest,
+                ..
+            } => write!(
+                f,
+                ": turn {turn}, {} candidate pages (last {working_set_turns} turns) {digest}",
+                pages.len()
+            ),
             BranchSelected { candidate_id, .. } | BranchCommitted { candidate_id, .. } => {
                 write!(f, ": {candidate_id}")
             }

@@ -688,6 +688,17 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
                 key: serde_json::to_value(key).unwrap_or_default(),
                 reason: reason.clone(),
             },
+            ContextEvent::WorkingSet {
+                working_set,
+                digest,
+            } => SearchEvent::ContextWorkingSet {
+                forest_id,
+                branch_id,
+                turn: working_set.turn,
+                working_set_turns: working_set.turns,
+                pages: working_set.pages.clone(),
+                digest: digest.clone(),
+            },
         };
         meter.append(event);
     }

@@ -112,6 +112,21 @@ fn explain(
             allowance.accountant,
             allowance.accountant_version
         )?;
+        if let Some(set) = &a.working_set {
+            writeln!(
+                out,
+                "  working set: {} candidate {} (used in the last {} turns, named by the \
+                 residual cluster, or recalled) {}",
+                set.pages.len(),
+                if set.pages.len() == 1 {
+                    "page"
+                } else {
+                    "pages"
+                },
+                set.turns,
+                set.digest()
+            )?;
+        }
         match &a.outcome {
             Outcome::Sent { plan, plan_digest } => {
                 writeln!(

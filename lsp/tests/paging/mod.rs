@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::openai_server::{Answer, OpenAiServer};
 use crate::support::workspace::Workspace;
 use trellis_engine::context::ResidentPlan;
-use trellis_engine::ledger::{DecodedRow, Ledger, SearchEvent};
+use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
 
 /// One `[[models]]` table with a `window`-token context.
 fn config(server: &OpenAiServer, window: u64) -> String {
@@ -78,6 +78,18 @@ pub fn rows(ws: &Workspace) -> Vec<trellis_engine::ledger::Row> {
         .unwrap()
         .rows()
         .unwrap()
+}
+
+/// The id of the latest session the ledger recorded.
+pub fn session_id(ws: &Workspace) -> String {
+    rows(ws)
+        .into_iter()
+        .rev()
+        .find_map(|row| match row.event {
+            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some(s.session_id),
+            _ => None,
+        })
+        .expect("a session was recorded")
 }
 
 /// How many search events named `name` the ledger holds.
