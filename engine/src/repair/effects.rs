@@ -920,8 +920,8 @@ impl ForestRun<'_> {
                     test_modules.as_ref().is_some_and(|m| m.contains(path))
                 });
             if !whole && (!(path.ends_with(".rs") || manifest) || now.is_none()) {
-                // A Rust file the candidate removed: its own build says
-                // whether the crate still holds together.
+                // Not test-deciding, or a Rust file the candidate removed:
+                // its own build says whether the crate still holds together.
                 continue;
             }
             let original = snapshot::ContentSource::read(source, path, entry)
@@ -936,7 +936,8 @@ impl ForestRun<'_> {
                     continue;
                 };
                 // A manifest keeps the candidate's dependencies and gets the
-                // original's targets, `auto*` keys and features.
+                // original's targets, `auto*` keys, features, profiles and
+                // members.
                 let hybrid = if manifest {
                     Ok(original_tests::with_original_targets(was, candidate))
                 } else {

@@ -56,8 +56,9 @@ pub(in crate::repair) fn is_manifest(path: &str) -> bool {
     file_name(path) == "Cargo.toml"
 }
 
-/// Whether `path` is cargo's or rustup's configuration (at any depth:
-/// `cargo test` run in a member reads its own), put back whole.
+/// Whether `path` is cargo's or rustup's configuration, put back whole. At
+/// any depth, like a test file: the test stage reads the root's, but which
+/// one a later `cargo test` in a member reads is not this module's guess.
 pub(in crate::repair) fn is_build_config(path: &str) -> bool {
     let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
     matches!(name, "rust-toolchain" | "rust-toolchain.toml")
