@@ -13,7 +13,8 @@ mod support;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
-use support::workspace::{Workspace, branches};
+use support::model::assert_refused_on;
+use support::workspace::Workspace;
 
 /// A workspace's files, as `Workspace::tree` lists them.
 type Tree = std::collections::BTreeMap<std::path::PathBuf, Vec<u8>>;
@@ -66,25 +67,6 @@ fn repair(
     let before = ws.tree();
     let (code, doc) = ws.json(&["repair", "--commit"]);
     (ws, before, code, doc)
-}
-
-/// The reasons branches were refused under `backward-compatible`.
-fn refusals(doc: &Value) -> Vec<String> {
-    branches(doc)
-        .filter_map(|b| b["reason"].as_str().map(str::to_owned))
-        .filter(|r| r.starts_with("backward-compatible"))
-        .collect()
-}
-
-/// The model's weakened candidate was refused on `test`, and nothing of the
-/// user's changed.
-fn assert_refused_on((ws, before, code, doc): &(Workspace, Tree, i32, Value), test: &str) {
-    assert_eq!(*code, 1, "{doc:#}");
-    assert!(
-        refusals(doc).iter().any(|r| r.contains(test)),
-        "refused on {test}: {doc:#}"
-    );
-    assert_eq!(&ws.tree(), before, "nothing is written");
 }
 
 #[test]

@@ -883,43 +883,56 @@ impl ForestRun<'_> {
     /// `benches/`, `examples/`, and out-of-line test modules) as they were,
     /// and in every other Rust file the candidate changed, its
     /// `#[cfg(test)]` items, `#[test]` functions and doc tests as they were
-    /// around the candidate's code ([`original_tests`]). Those files are put in
-    /// place for one reserved run of the test stage, then the candidate's
-    /// versions restored, so the measured candidate is exactly what the
-    /// model left. `Ok(None)` when the candidate's test code is the
-    /// original's (its own measurement runs them); `Some(failures)`
-    /// otherwise, empty when the original tests hold.
+    /// around the candidate's code ([`original_tests`]); and what decides
+    /// which tests run: each changed `Cargo.toml`'s targets, `auto*` keys and
+    /// features as they were around the candidate's dependencies, cargo's and
+    /// rustup's configuration files whole (absent if they were). Those files
+    /// are put in place for one reserved run of the test stage, then the
+    /// candidate's versions restored, so the measured candidate is exactly
+    /// what the model left. `Ok(None)` when the candidate's test code and
+    /// test-deciding configuration are the original's (its own measurement
+    /// runs them); `Some(failures)` otherwise, empty when the original tests
+    /// hold.
     pub(super) async fn original_tests(
         &mut self,
         start: &Snapshot,
         source: &DirSource,
         slot: &Path,
     ) -> Result<Option<Vec<String>>, EngineError> {
-        // Each file to swap: its path, the original tests' version, the candidate's.
-        type Swap<'p> = (&'p str, Vec<u8>, Option<Vec<u8>>);
+        // Each file to swap: its path, the original tests' version (`None`:
+        // it was absent), the candidate's.
+        type Swap<'p> = (&'p str, Option<Vec<u8>>, Option<Vec<u8>>);
         let mut changed: Vec<Swap<'_>> = Vec::new();
         // Read at the first changed Rust file that could be one.
         let mut test_modules: Option<BTreeSet<String>> = None;
-        for (path, entry) in &start.entries {
-            let now = snapshot::fsutil::confine(slot, path)
+        let read_now = |path: &str| {
+            snapshot::fsutil::confine(slot, path)
                 .ok()
-                .and_then(|full| std::fs::read(full).ok());
+                .and_then(|full| std::fs::read(full).ok())
+        };
+        for (path, entry) in &start.entries {
+            let now = read_now(path);
             if now
                 .as_ref()
                 .is_some_and(|bytes| crate::digest::blob_digest(bytes) == entry.blob)
             {
                 continue;
             }
+            // What decides which tests run goes back whole too: cargo's
+            // configuration, and a manifest the candidate removed.
+            let manifest = original_tests::is_manifest(path);
             let whole = original_tests::is_test_target(path)
+                || original_tests::is_build_config(path)
+                || (manifest && now.is_none())
                 || (path.ends_with(".rs") && {
                     if test_modules.is_none() {
                         test_modules = Some(original_test_modules(start, source)?);
                     }
                     test_modules.as_ref().is_some_and(|m| m.contains(path))
                 });
-            if !whole && (!path.ends_with(".rs") || now.is_none()) {
-                // A Rust file the candidate removed: its own build says
-                // whether the crate still holds together.
+            if !whole && (!(path.ends_with(".rs") || manifest) || now.is_none()) {
+                // Not test-deciding, or a Rust file the candidate removed:
+                // its own build says whether the crate still holds together.
                 continue;
             }
             let original = snapshot::ContentSource::read(source, path, entry)
@@ -933,13 +946,30 @@ impl ForestRun<'_> {
                 ) else {
                     continue;
                 };
-                match original_tests::with_original_tests(was, candidate) {
+                // A manifest keeps the candidate's dependencies and gets the
+                // original's targets, `auto*` keys, features, profiles and
+                // members.
+                let hybrid = if manifest {
+                    Ok(original_tests::with_original_targets(was, candidate))
+                } else {
+                    original_tests::with_original_tests(was, candidate)
+                };
+                match hybrid {
                     Ok(None) => continue,
                     Ok(Some(hybrid)) => hybrid.into_bytes(),
                     Err(reason) => return Ok(Some(vec![format!("{path}: {reason}")])),
                 }
             };
-            changed.push((path.as_str(), put, now));
+            changed.push((path.as_str(), Some(put), now));
+        }
+        // A configuration the candidate added where the test stage reads it
+        // is absent for the run, as it was.
+        for path in original_tests::ROOT_BUILD_CONFIGS {
+            if !start.entries.contains_key(path)
+                && let Some(now) = read_now(path)
+            {
+                changed.push((path, None, Some(now)));
+            }
         }
         if changed.is_empty() {
             return Ok(None);
@@ -960,7 +990,7 @@ impl ForestRun<'_> {
             }
         };
         for (path, original, _) in &changed {
-            put(path, Some(original))?;
+            put(path, original.as_deref())?;
         }
         let ran = match self.reserve(ActionKind::VerifierRun)? {
             None => None,

@@ -12,7 +12,9 @@
 //!
 //! Files that are test code as a whole (under `tests/`, `benches/`,
 //! `examples/`, and out-of-line test modules with their helpers) are not
-//! mixed: [`files`] names them, and they go back whole.
+//! mixed: [`files`] names them, and they go back whole. What decides which
+//! tests run at all (a `Cargo.toml`'s target tables, `auto*` keys and
+//! features; cargo's configuration files) goes back too: [`manifest`].
 //!
 //! Pure: text in, text out, parsed with `syn`. It never reads or writes a
 //! file (`effects.rs` does, in the branch slot) and never guesses: an
@@ -20,6 +22,7 @@
 //! has is an error naming it.
 
 mod files;
+mod manifest;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -28,6 +31,9 @@ use syn::spanned::Spanned;
 use syn::{Attribute, ImplItem, Item, TraitItem};
 
 pub(super) use files::{is_test_target, test_module_files};
+pub(super) use manifest::{
+    ROOT_BUILD_CONFIGS, is_build_config, is_manifest, with_original_targets,
+};
 
 /// `candidate` with `original`'s test code in place of its own; `Ok(None)`
 /// when both have the same test code (the candidate's own run is the run
