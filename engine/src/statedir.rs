@@ -76,15 +76,23 @@ type Result<T> = std::result::Result<T, StateError>;
 /// holds its write lock.
 const DATABASE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why [`Dir::open_database`] could not open a state database. Each store
-/// names its database in its own error.
-#[derive(Debug)]
+/// Why [`Dir::open_database`] could not open a state database. Every
+/// message names the file; a store carries this whole in one variant of its
+/// own error (adding what the store is), so the mapping exists only here.
+#[derive(Debug, thiserror::Error)]
 pub enum DatabaseError {
     /// The database or one of its journal files is a link, or not a file.
-    State(StateError),
-    Sqlite(rusqlite::Error),
-    /// SQLite would not journal in WAL mode; this is the mode it reported.
-    NoWal(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// SQLite would not journal in WAL mode; `mode` is the mode it reported.
+    #[error("{}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
+    NoWal { path: PathBuf, mode: String },
 }
 
 /// A file's identity: device and inode, as `lstat` reports them.
@@ -242,21 +250,24 @@ impl Dir {
             format!("{name}-wal"),
             format!("{name}-shm"),
         ] {
-            self.refuse_link(&file).map_err(DatabaseError::State)?;
+            self.refuse_link(&file)?;
         }
+        let path = self.join(name);
+        let sqlite = |source| DatabaseError::Sqlite {
+            path: path.clone(),
+            source,
+        };
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn =
-            Connection::open_with_flags(self.join(name), flags).map_err(DatabaseError::Sqlite)?;
-        conn.busy_timeout(DATABASE_BUSY_TIMEOUT)
-            .map_err(DatabaseError::Sqlite)?;
+        let conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
+        conn.busy_timeout(DATABASE_BUSY_TIMEOUT).map_err(sqlite)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(DatabaseError::Sqlite)?;
+            .map_err(sqlite)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(DatabaseError::NoWal(mode));
+            return Err(DatabaseError::NoWal { path, mode });
         }
         Ok(conn)
     }

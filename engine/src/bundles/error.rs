@@ -87,8 +87,9 @@ pub enum BundleError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("{}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
-    NoWal { path: PathBuf, mode: String },
+    /// The store's database would not open (a link, SQLite, WAL); names the file.
+    #[error(transparent)]
+    Database(#[from] crate::statedir::DatabaseError),
     #[error("{}: the store's schema version {found} is newer than this trellis understands", path.display())]
     UnsupportedSchema { path: PathBuf, found: i64 },
 }

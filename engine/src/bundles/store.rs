@@ -22,7 +22,7 @@ use super::draft::{Draft, MAX_NOTE_BYTES, checksum_of};
 use super::error::BundleError;
 use super::refs::BundleRef;
 use super::retention::{Held, RETAIN_LATEST, removable};
-use crate::statedir::{DatabaseError, Dir};
+use crate::statedir::Dir;
 
 /// `PRAGMA user_version` of the schema this build creates and reads.
 const SCHEMA_VERSION: i64 = 1;
@@ -158,14 +158,7 @@ impl BundleStore {
             path: path.clone(),
             source,
         };
-        let mut conn = state.open_database(STORE_FILE).map_err(|e| match e {
-            DatabaseError::State(e) => BundleError::State(e),
-            DatabaseError::Sqlite(source) => sqlite(source),
-            DatabaseError::NoWal(mode) => BundleError::NoWal {
-                path: path.clone(),
-                mode,
-            },
-        })?;
+        let mut conn = state.open_database(STORE_FILE)?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sqlite)?;

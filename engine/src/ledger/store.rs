@@ -66,8 +66,9 @@ pub enum LedgerError {
         path.display()
     )]
     Replaced { path: PathBuf },
-    #[error("ledger {}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
-    NoWal { path: PathBuf, mode: String },
+    /// The database would not open (a link, SQLite, WAL); names the file.
+    #[error("ledger {0}")]
+    Database(#[from] DatabaseError),
     #[error(
         "ledger {} has schema version {found}; this trellis reads version {SCHEMA_VERSION}",
         path.display()
@@ -175,14 +176,7 @@ impl Ledger {
             path: path.clone(),
             source,
         };
-        let mut conn = state.open_database(LEDGER_FILE).map_err(|e| match e {
-            DatabaseError::State(e) => LedgerError::State(e),
-            DatabaseError::Sqlite(source) => sqlite(source),
-            DatabaseError::NoWal(mode) => LedgerError::NoWal {
-                path: path.clone(),
-                mode,
-            },
-        })?;
+        let mut conn = state.open_database(LEDGER_FILE)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sqlite)?;
 
@@ -615,7 +609,10 @@ mod tests {
         fs::create_dir_all(&trellis).unwrap();
         fs::write(trellis.join(LEDGER_FILE), vec![0x5a; 8192]).unwrap();
         let error = Ledger::open(&trellis).unwrap_err();
-        assert!(matches!(error, LedgerError::Sqlite { .. }), "{error}");
+        assert!(
+            matches!(error, LedgerError::Database(DatabaseError::Sqlite { .. })),
+            "{error}"
+        );
         assert!(error.to_string().contains("ledger.db"), "{error}");
     }
 
@@ -680,7 +677,7 @@ mod tests {
             std::os::unix::fs::symlink(&other, trellis.join(name)).unwrap();
             let error = Ledger::open(&trellis).unwrap_err();
             assert!(
-                matches!(&error, LedgerError::State(StateError::Symlink(p)) if p.ends_with(name)),
+                matches!(&error, LedgerError::Database(DatabaseError::State(StateError::Symlink(p))) if p.ends_with(name)),
                 "{name}: {error}"
             );
             assert_eq!(fs::read(&other).unwrap(), b"another application's data");
