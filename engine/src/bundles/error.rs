@@ -87,9 +87,8 @@ pub enum BundleError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The store's database would not open (a link, SQLite, WAL); names the file.
+    /// The store's database would not open (a link, SQLite, WAL, a newer
+    /// schema); names the file.
     #[error(transparent)]
     Database(#[from] crate::statedir::DatabaseError),
-    #[error("{}: the store's schema version {found} is newer than this trellis understands", path.display())]
-    UnsupportedSchema { path: PathBuf, found: i64 },
 }
