@@ -199,6 +199,34 @@ pub struct BranchReport {
     pub outcome: BranchOutcome,
 }
 
+impl BranchReport {
+    /// A branch as it is before anything measured it: no root, no energy,
+    /// no stages, not selected. Every branch a step reports starts here and
+    /// is filled in as its sensing and the gate get to it.
+    pub(crate) fn unmeasured(
+        branch_id: String,
+        label: String,
+        proposer: String,
+        strategy: String,
+        proposal: Digest,
+    ) -> BranchReport {
+        BranchReport {
+            branch_id,
+            label,
+            proposer,
+            strategy,
+            proposal,
+            root: None,
+            energy: None,
+            hard_pass: false,
+            preview: None,
+            stages: Vec::new(),
+            clusters: Vec::new(),
+            outcome: BranchOutcome::NotSelected,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepReport {
     pub forest_id: String,

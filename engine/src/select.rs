@@ -52,21 +52,32 @@ pub fn select(candidates: &[BranchMeasurement], profile: Digest) -> Option<usize
         .map(|(i, _)| i)
 }
 
+/// A measurement under the zero profile with the other keys as given: the
+/// candidates of the tests of selection here and of its replay from the
+/// ledger (`ledger::selections`).
+#[cfg(test)]
+pub(crate) fn measurement(
+    id: &str,
+    hard: bool,
+    energy: f64,
+    improvement: f64,
+    cost: u64,
+) -> BranchMeasurement {
+    BranchMeasurement {
+        branch_id: id.into(),
+        hard_pass: hard,
+        energy,
+        targeted_improvement: improvement,
+        cost,
+        profile: Digest::ZERO,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::measurement as m;
     use super::*;
     use proptest::prelude::*;
-
-    fn m(id: &str, hard: bool, energy: f64, improvement: f64, cost: u64) -> BranchMeasurement {
-        BranchMeasurement {
-            branch_id: id.into(),
-            hard_pass: hard,
-            energy,
-            targeted_improvement: improvement,
-            cost,
-            profile: Digest::ZERO,
-        }
-    }
 
     #[test]
     fn keys_apply_in_order() {

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
@@ -76,15 +76,38 @@ type Result<T> = std::result::Result<T, StateError>;
 /// holds its write lock.
 const DATABASE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why [`Dir::open_database`] could not open a state database. Each store
-/// names its database in its own error.
-#[derive(Debug)]
+/// Why [`Dir::open_database`] could not open a state database. Every
+/// message names the file; a store carries this whole in one variant of its
+/// own error (adding what the store is), so the mapping exists only here.
+#[derive(Debug, thiserror::Error)]
 pub enum DatabaseError {
     /// The database or one of its journal files is a link, or not a file.
-    State(StateError),
-    Sqlite(rusqlite::Error),
-    /// SQLite would not journal in WAL mode; this is the mode it reported.
-    NoWal(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// SQLite would not journal in WAL mode; `mode` is the mode it reported.
+    #[error("{}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
+    NoWal { path: PathBuf, mode: String },
+    /// A newer trellis wrote the database: `found` is its schema version,
+    /// `reads` the one this build creates and reads.
+    #[error("{}: schema version {found} is newer than this trellis reads (version {reads})", path.display())]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        reads: i64,
+    },
+}
+
+/// A state database's tables: `sql` creates them (and is a no-op where they
+/// exist), `version` is the `PRAGMA user_version` this build creates and reads.
+pub struct Schema {
+    pub version: i64,
+    pub sql: &'static str,
 }
 
 /// A file's identity: device and inode, as `lstat` reports them.
@@ -235,29 +258,54 @@ impl Dir {
     /// store) is opened. SQLite opens by name and creates its `-wal` and
     /// `-shm` files beside the database, so all three are checked not to be
     /// links right before, and the open itself refuses one
-    /// (`SQLITE_OPEN_NOFOLLOW`).
-    pub fn open_database(&self, name: &str) -> std::result::Result<Connection, DatabaseError> {
+    /// (`SQLITE_OPEN_NOFOLLOW`). Its tables are then made `schema`'s in one
+    /// immediate transaction, refusing a database a newer trellis wrote.
+    pub fn open_database(
+        &self,
+        name: &str,
+        schema: &Schema,
+    ) -> std::result::Result<Connection, DatabaseError> {
         for file in [
             name.to_owned(),
             format!("{name}-wal"),
             format!("{name}-shm"),
         ] {
-            self.refuse_link(&file).map_err(DatabaseError::State)?;
+            self.refuse_link(&file)?;
         }
+        let path = self.join(name);
+        let sqlite = |source| DatabaseError::Sqlite {
+            path: path.clone(),
+            source,
+        };
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn =
-            Connection::open_with_flags(self.join(name), flags).map_err(DatabaseError::Sqlite)?;
-        conn.busy_timeout(DATABASE_BUSY_TIMEOUT)
-            .map_err(DatabaseError::Sqlite)?;
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
+        conn.busy_timeout(DATABASE_BUSY_TIMEOUT).map_err(sqlite)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(DatabaseError::Sqlite)?;
+            .map_err(sqlite)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(DatabaseError::NoWal(mode));
+            return Err(DatabaseError::NoWal { path, mode });
         }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite)?;
+        let found: i64 = tx
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(sqlite)?;
+        if found > schema.version {
+            return Err(DatabaseError::NewerSchema {
+                path,
+                found,
+                reads: schema.version,
+            });
+        }
+        tx.execute_batch(schema.sql).map_err(sqlite)?;
+        tx.pragma_update(None, "user_version", schema.version)
+            .map_err(sqlite)?;
+        tx.commit().map_err(sqlite)?;
         Ok(conn)
     }
 
@@ -534,6 +582,11 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::symlink;
 
+    const ONE_TABLE: Schema = Schema {
+        version: 1,
+        sql: "CREATE TABLE IF NOT EXISTS t (x INTEGER);",
+    };
+
     #[test]
     fn a_symlinked_state_dir_is_refused_and_nothing_is_written_through_it() {
         let root = tempfile::tempdir().unwrap();
@@ -552,7 +605,7 @@ mod tests {
     fn a_database_opens_in_wal_mode_and_a_linked_journal_file_is_refused_by_name() {
         let root = tempfile::tempdir().unwrap();
         let state = open_state(root.path()).unwrap();
-        let conn = state.open_database("fresh.db").unwrap();
+        let conn = state.open_database("fresh.db", &ONE_TABLE).unwrap();
         let mode: String = conn
             .query_row("PRAGMA journal_mode", [], |row| row.get(0))
             .unwrap();
@@ -561,7 +614,7 @@ mod tests {
         let victim = root.path().join("other-app.sqlite");
         fs::write(&victim, b"another application's data").unwrap();
         symlink(&victim, state.join("linked.db-wal")).unwrap();
-        let err = state.open_database("linked.db").unwrap_err();
+        let err = state.open_database("linked.db", &ONE_TABLE).unwrap_err();
         assert!(
             matches!(&err, DatabaseError::State(StateError::Symlink(p)) if *p == state.join("linked.db-wal")),
             "{err:?}"

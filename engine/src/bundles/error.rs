@@ -87,8 +87,8 @@ pub enum BundleError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("{}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
-    NoWal { path: PathBuf, mode: String },
-    #[error("{}: the store's schema version {found} is newer than this trellis understands", path.display())]
-    UnsupportedSchema { path: PathBuf, found: i64 },
+    /// The store's database would not open (a link, SQLite, WAL, a newer
+    /// schema); names the file.
+    #[error(transparent)]
+    Database(#[from] crate::statedir::DatabaseError),
 }

@@ -22,14 +22,15 @@ use super::draft::{Draft, MAX_NOTE_BYTES, checksum_of};
 use super::error::BundleError;
 use super::refs::BundleRef;
 use super::retention::{Held, RETAIN_LATEST, removable};
-use crate::statedir::{DatabaseError, Dir};
+use crate::statedir::{Dir, Schema};
 
-/// `PRAGMA user_version` of the schema this build creates and reads.
-const SCHEMA_VERSION: i64 = 1;
 /// At most this many bundle ids in one store.
 pub const MAX_IDS: usize = 256;
 
-const SCHEMA: &str = "
+/// The store's tables; `version` is its `PRAGMA user_version`.
+const SCHEMA: Schema = Schema {
+    version: 1,
+    sql: "
 CREATE TABLE IF NOT EXISTS contents (
     checksum TEXT PRIMARY KEY,
     body     BLOB NOT NULL
@@ -59,7 +60,8 @@ CREATE TABLE IF NOT EXISTS defaults (
     reason   TEXT NOT NULL,
     at       INTEGER NOT NULL
 );
-";
+",
+};
 
 /// What a write says besides its content.
 #[derive(Clone, Debug, Default)]
@@ -153,34 +155,9 @@ impl BundleStore {
     /// As for the ledger, a link at the database or its journal files is
     /// refused ([`Dir::open_database`]).
     pub(crate) fn open_in(state: &Dir) -> Result<BundleStore, BundleError> {
-        let path = state.join(STORE_FILE);
-        let sqlite = |source| BundleError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let mut conn = state.open_database(STORE_FILE).map_err(|e| match e {
-            DatabaseError::State(e) => BundleError::State(e),
-            DatabaseError::Sqlite(source) => sqlite(source),
-            DatabaseError::NoWal(mode) => BundleError::NoWal {
-                path: path.clone(),
-                mode,
-            },
-        })?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite)?;
-        let found: i64 = tx
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(sqlite)?;
-        if found > SCHEMA_VERSION {
-            return Err(BundleError::UnsupportedSchema { path, found });
-        }
-        tx.execute_batch(SCHEMA).map_err(sqlite)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(sqlite)?;
-        tx.commit().map_err(sqlite)?;
+        let conn = state.open_database(STORE_FILE, &SCHEMA)?;
         Ok(BundleStore {
-            path,
+            path: state.join(STORE_FILE),
             conn: Mutex::new(conn),
         })
     }

@@ -103,17 +103,7 @@ mod tests {
     use super::*;
     use crate::digest::Digest;
     use crate::ledger::SelectionKeys;
-
-    fn m(id: &str, hard: bool, energy: f64, improvement: f64, cost: u64) -> BranchMeasurement {
-        BranchMeasurement {
-            branch_id: id.into(),
-            hard_pass: hard,
-            energy,
-            targeted_improvement: improvement,
-            cost,
-            profile: Digest::ZERO,
-        }
-    }
+    use crate::select::measurement as m;
 
     fn measured(forest: &str, c: &BranchMeasurement, eligible: bool) -> SearchEvent {
         SearchEvent::BranchCandidateMeasured {

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::event::{DecodedRow, LedgerEvent, SEARCH_KIND, SearchEnvelopeV1, SearchEvent};
 use super::witness::{self, Head};
 use crate::digest::{CanonicalHasher, Digest};
-use crate::statedir::{DatabaseError, Dir, FileId, Kind, StateError};
+use crate::statedir::{DatabaseError, Dir, FileId, Kind, Schema, StateError};
 
 /// File name of the ledger inside `.trellis/`.
 pub const LEDGER_FILE: &str = "ledger.db";
@@ -32,10 +32,11 @@ pub const LEDGER_FILE: &str = "ledger.db";
 /// Domain tag of the row hash; changing the row encoding means changing this.
 const EVENT_HASH_DOMAIN: &str = "trellis.ledger.event.v1";
 
-/// `PRAGMA user_version` of the schema this build creates and reads.
-const SCHEMA_VERSION: i64 = 1;
-
-const SCHEMA: &str = "
+/// The ledger's table and the triggers that keep it append-only; `version`
+/// is its `PRAGMA user_version`.
+const SCHEMA: Schema = Schema {
+    version: 1,
+    sql: "
 CREATE TABLE IF NOT EXISTS events (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
     kind        TEXT NOT NULL,
@@ -48,7 +49,8 @@ CREATE TRIGGER IF NOT EXISTS events_are_never_updated BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'the trellis ledger is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_are_never_deleted BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'the trellis ledger is append-only'); END;
-";
+",
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -66,13 +68,10 @@ pub enum LedgerError {
         path.display()
     )]
     Replaced { path: PathBuf },
-    #[error("ledger {}: cannot use WAL journaling (journal_mode is {mode})", path.display())]
-    NoWal { path: PathBuf, mode: String },
-    #[error(
-        "ledger {} has schema version {found}; this trellis reads version {SCHEMA_VERSION}",
-        path.display()
-    )]
-    UnsupportedSchema { path: PathBuf, found: i64 },
+    /// The database would not open (a link, SQLite, WAL, a newer schema);
+    /// names the file.
+    #[error("ledger {0}")]
+    Database(#[from] DatabaseError),
     /// The event would not read back (e.g. a NaN energy, which JSON cannot hold).
     #[error("refusing to record a {kind} event that would not read back: {reason}")]
     Unencodable { kind: String, reason: String },
@@ -171,38 +170,12 @@ impl Ledger {
     /// ([`Dir::open_database`]).
     pub fn open_in(state: Dir) -> Result<Ledger, LedgerError> {
         let path = state.join(LEDGER_FILE);
-        let sqlite = |source| LedgerError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let mut conn = state.open_database(LEDGER_FILE).map_err(|e| match e {
-            DatabaseError::State(e) => LedgerError::State(e),
-            DatabaseError::Sqlite(source) => sqlite(source),
-            DatabaseError::NoWal(mode) => LedgerError::NoWal {
-                path: path.clone(),
-                mode,
-            },
-        })?;
+        let conn = state.open_database(LEDGER_FILE, &SCHEMA)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sqlite)?;
-
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite)?;
-        let found: i64 = tx
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(sqlite)?;
-        if found > SCHEMA_VERSION {
-            return Err(LedgerError::UnsupportedSchema {
+            .map_err(|source| LedgerError::Sqlite {
                 path: path.clone(),
-                found,
-            });
-        }
-        tx.execute_batch(SCHEMA).map_err(sqlite)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(sqlite)?;
-        tx.commit().map_err(sqlite)?;
-
+                source,
+            })?;
         let Some(Kind::File { id, .. }) = state.kind(LEDGER_FILE)? else {
             return Err(LedgerError::Replaced { path });
         };
@@ -615,7 +588,10 @@ mod tests {
         fs::create_dir_all(&trellis).unwrap();
         fs::write(trellis.join(LEDGER_FILE), vec![0x5a; 8192]).unwrap();
         let error = Ledger::open(&trellis).unwrap_err();
-        assert!(matches!(error, LedgerError::Sqlite { .. }), "{error}");
+        assert!(
+            matches!(error, LedgerError::Database(DatabaseError::Sqlite { .. })),
+            "{error}"
+        );
         assert!(error.to_string().contains("ledger.db"), "{error}");
     }
 
@@ -633,7 +609,7 @@ mod tests {
         };
         assert!(matches!(
             error,
-            LedgerError::UnsupportedSchema { found: 2, .. }
+            LedgerError::Database(DatabaseError::NewerSchema { found: 2, .. })
         ));
         assert!(error.to_string().contains("ledger.db"), "{error}");
     }
@@ -680,7 +656,7 @@ mod tests {
             std::os::unix::fs::symlink(&other, trellis.join(name)).unwrap();
             let error = Ledger::open(&trellis).unwrap_err();
             assert!(
-                matches!(&error, LedgerError::State(StateError::Symlink(p)) if p.ends_with(name)),
+                matches!(&error, LedgerError::Database(DatabaseError::State(StateError::Symlink(p))) if p.ends_with(name)),
                 "{name}: {error}"
             );
             assert_eq!(fs::read(&other).unwrap(), b"another application's data");

@@ -297,20 +297,13 @@ impl<'s, 'a> Step<'s, 'a> {
                 labels: &[],
             },
         };
-        let mut report = BranchReport {
-            branch_id: String::new(),
-            label: format!("{route} on `{}`", packet.cluster_title),
-            proposer: route.clone(),
-            strategy: quantum.attempt.strategy.name().to_owned(),
-            proposal: accepted.snapshot.root,
-            root: None,
-            energy: None,
-            hard_pass: false,
-            preview: None,
-            stages: Vec::new(),
-            clusters: Vec::new(),
-            outcome: BranchOutcome::NotSelected,
-        };
+        let mut report = BranchReport::unmeasured(
+            String::new(),
+            format!("{route} on `{}`", packet.cluster_title),
+            route.clone(),
+            quantum.attempt.strategy.name().to_owned(),
+            accepted.snapshot.root,
+        );
         let forked = fork_branch(&mut self.run, &quantum, &seed, &mut report)?;
         let Some((branch_id, slot)) = forked else {
             self.report.branches.push(report);
@@ -523,20 +516,13 @@ impl<'s, 'a> Step<'s, 'a> {
             let accepted = &self.search.accepted;
             let seed = seed_view(ctx, (accepted, self.plan), &self.partials, &quantum.seed)?;
             let plan_digest = seed.plan.digest();
-            let mut report = BranchReport {
-                branch_id: quantum.continues.clone().unwrap_or_default(),
-                label: quantum.label(seed.plan),
-                proposer: quantum.route().to_owned(),
-                strategy: quantum.attempt.strategy.name().to_owned(),
-                proposal: proposal_digest(&quantum, seed.plan),
-                root: None,
-                energy: None,
-                hard_pass: false,
-                preview: None,
-                stages: Vec::new(),
-                clusters: Vec::new(),
-                outcome: BranchOutcome::NotSelected,
-            };
+            let mut report = BranchReport::unmeasured(
+                quantum.continues.clone().unwrap_or_default(),
+                quantum.label(seed.plan),
+                quantum.route().to_owned(),
+                quantum.attempt.strategy.name().to_owned(),
+                proposal_digest(&quantum, seed.plan),
+            );
             let components = attempt_components(
                 (ctx.config, ctx.sensors),
                 (accepted.snapshot.root, accepted.measurement.profile),

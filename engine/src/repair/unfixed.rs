@@ -142,18 +142,14 @@ mod tests {
             branches: causes
                 .iter()
                 .map(|cause| BranchReport {
-                    branch_id: "b1".to_owned(),
-                    label: String::new(),
-                    proposer: "suggestion".to_owned(),
-                    strategy: "apply_suggestions".to_owned(),
-                    proposal: Digest::ZERO,
-                    root: None,
-                    energy: None,
-                    hard_pass: false,
-                    preview: None,
-                    stages: Vec::new(),
-                    clusters: Vec::new(),
                     outcome: BranchOutcome::ineligible(cause.clone(), "precise"),
+                    ..BranchReport::unmeasured(
+                        "b1".to_owned(),
+                        String::new(),
+                        "suggestion".to_owned(),
+                        "apply_suggestions".to_owned(),
+                        Digest::ZERO,
+                    )
                 })
                 .collect(),
             decision: None,
