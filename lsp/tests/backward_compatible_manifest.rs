@@ -140,6 +140,20 @@ fn a_cargo_config_that_cfgs_a_test_away_is_absent_for_the_original_tests() {
 }
 
 #[test]
+fn a_build_script_that_cfgs_a_test_away_is_absent_for_the_original_tests() {
+    let gated = gated_adds("#![cfg(not(quick))]");
+    let run = repair(
+        &[("src/lib.rs", LIB), ("tests/adds.rs", &gated)],
+        &[Edit::Write(
+            "build.rs",
+            "fn main() {\n    println!(\"cargo::rustc-check-cfg=cfg(quick)\");\n    \
+             println!(\"cargo::rustc-cfg=quick\");\n}\n",
+        )],
+    );
+    assert_refused_on(&run, "one_and_one_make_two");
+}
+
+#[test]
 fn a_fix_through_a_new_dependency_keeps_it_for_the_original_tests_and_is_promoted() {
     // A sibling crate the fix calls into: a path dependency, no network.
     let helper = [

@@ -910,6 +910,10 @@ impl ForestRun<'_> {
                 .ok()
                 .and_then(|full| std::fs::read(full).ok())
         };
+        let is_build_script = |path: &str| {
+            original_tests::build_script_manifest(path)
+                .is_some_and(|manifest| start.entries.contains_key(&manifest))
+        };
         for (path, entry) in &start.entries {
             let now = read_now(path);
             if now
@@ -919,10 +923,12 @@ impl ForestRun<'_> {
                 continue;
             }
             // What decides which tests run goes back whole too: cargo's
-            // configuration, and a manifest the candidate removed.
+            // configuration, a package's build script, and a manifest the
+            // candidate removed.
             let manifest = original_tests::is_manifest(path);
             let whole = original_tests::is_test_target(path)
                 || original_tests::is_build_config(path)
+                || is_build_script(path)
                 || (manifest && now.is_none())
                 || (path.ends_with(".rs") && {
                     if test_modules.is_none() {
@@ -962,12 +968,26 @@ impl ForestRun<'_> {
             };
             changed.push((path.as_str(), Some(put), now));
         }
-        // A configuration the candidate added where the test stage reads it
-        // is absent for the run, as it was.
-        for path in original_tests::ROOT_BUILD_CONFIGS {
-            if !start.entries.contains_key(path)
-                && let Some(now) = read_now(path)
-            {
+        // A configuration the candidate added where the test stage reads it,
+        // or a build script it gave a package, is absent for the run, as it
+        // was.
+        let build_scripts: Vec<String> = start
+            .entries
+            .keys()
+            .filter(|path| original_tests::is_manifest(path))
+            .map(|manifest| match manifest.rsplit_once('/') {
+                Some((dir, _)) => format!("{dir}/build.rs"),
+                None => "build.rs".to_owned(),
+            })
+            .filter(|script| !start.entries.contains_key(script))
+            .collect();
+        let added = original_tests::ROOT_BUILD_CONFIGS
+            .iter()
+            .copied()
+            .filter(|path| !start.entries.contains_key(*path))
+            .chain(build_scripts.iter().map(String::as_str));
+        for path in added {
+            if let Some(now) = read_now(path) {
                 changed.push((path, None, Some(now)));
             }
         }

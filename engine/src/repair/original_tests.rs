@@ -32,7 +32,7 @@ use syn::{Attribute, ImplItem, Item, TraitItem};
 
 pub(super) use files::{is_test_target, test_module_files};
 pub(super) use manifest::{
-    ROOT_BUILD_CONFIGS, is_build_config, is_manifest, with_original_targets,
+    ROOT_BUILD_CONFIGS, build_script_manifest, is_build_config, is_manifest, with_original_targets,
 };
 
 /// `candidate` with `original`'s test code in place of its own; `Ok(None)`

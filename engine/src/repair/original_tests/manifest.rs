@@ -8,11 +8,12 @@
 //! enables the feature a `#[cfg(feature = "..")]` test needs, a member
 //! dropped from `workspace.members`, a `[profile]` without debug
 //! assertions, a `.cargo/config.toml` adding `--cfg` flags, another
-//! toolchain. So the run of the original tests gets the original's
+//! toolchain, a build script printing `cargo:rustc-cfg`. So the run of the original tests gets the original's
 //! test-deciding parts ([`TEST_DECIDING`], whole, their absence included)
 //! inside the candidate's manifest, which keeps everything else it changed
 //! (a dependency its fix needs, a version), and cargo's configuration
-//! files ([`is_build_config`]) whole as they were.
+//! files ([`is_build_config`]) and the packages' build scripts
+//! ([`build_script_manifest`]) whole as they were.
 //!
 //! Pure: text in, text out, edited with `toml_edit` so the rest of the
 //! candidate's manifest keeps its formatting, compared with `toml` so a
@@ -34,6 +35,7 @@ const TEST_DECIDING: &[&[&str]] = &[
     &["package", "autotests"],
     &["package", "autobenches"],
     &["package", "autoexamples"],
+    &["package", "build"],
     &["features"],
     &["profile"],
     &["workspace", "members"],
@@ -63,6 +65,18 @@ pub(in crate::repair) fn is_build_config(path: &str) -> bool {
     let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
     matches!(name, "rust-toolchain" | "rust-toolchain.toml")
         || (file_name(dir) == ".cargo" && matches!(name, "config" | "config.toml"))
+}
+
+/// The manifest beside `path` when `path` is a `build.rs`: the package's
+/// build script when that manifest is a package's (the caller knows), put
+/// back whole, or absent when the start had none, since its
+/// `cargo:rustc-cfg` lines decide which tests compile.
+pub(in crate::repair) fn build_script_manifest(path: &str) -> Option<String> {
+    match path.rsplit_once('/') {
+        Some((dir, "build.rs")) => Some(format!("{dir}/Cargo.toml")),
+        None if path == "build.rs" => Some("Cargo.toml".to_owned()),
+        _ => None,
+    }
 }
 
 fn file_name(path: &str) -> &str {
@@ -319,6 +333,16 @@ members = ["helper"]
             assert!(!is_build_config(path), "{path}");
         }
         assert!(is_manifest("Cargo.toml") && is_manifest("crates/core/Cargo.toml"));
+        assert_eq!(
+            build_script_manifest("build.rs").as_deref(),
+            Some("Cargo.toml")
+        );
+        assert_eq!(
+            build_script_manifest("crates/core/build.rs").as_deref(),
+            Some("crates/core/Cargo.toml")
+        );
+        assert_eq!(build_script_manifest("src/build.rs.bak"), None);
+        assert_eq!(build_script_manifest("src/rebuild.rs"), None);
         assert!(!is_manifest("Cargo.lock") && !is_manifest("src/Cargo.toml.rs"));
     }
 
