@@ -11,25 +11,11 @@ mod openai_server;
 mod paging;
 mod support;
 
-use openai_server::{Answer, OpenAiServer};
-use paging::{count, plans, read, rows, session_id, workspace};
-use serde_json::{Value, json};
+use openai_server::OpenAiServer;
+use paging::{count, plans, rows, script, session_id, workspace};
+use serde_json::Value;
 use trellis_engine::context::Residency;
 use trellis_engine::ledger::{DecodedRow, SearchEvent};
-
-fn script() -> Vec<Answer> {
-    vec![
-        read("data/alpha.txt"),
-        read("data/beta.txt"),
-        Answer::tool_call("context_recall", json!({ "path": "data/alpha.txt" })),
-        read("src/lib.rs"),
-        Answer::tool_call(
-            "replace",
-            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
-        ),
-        Answer::tool_call("finish", json!({ "summary": "add adds" })),
-    ]
-}
 
 /// The recorded working sets, in ledger order: (turn, θ, page ids), and
 /// the sequence number of each row.

@@ -12,24 +12,10 @@ mod openai_server;
 mod paging;
 mod support;
 
-use openai_server::{Answer, OpenAiServer};
-use paging::{count, long_lines, plans, read, session_id, workspace};
-use serde_json::{Value, json};
+use openai_server::OpenAiServer;
+use paging::{count, long_lines, plans, script, session_id, workspace};
+use serde_json::Value;
 use trellis_engine::context::{MESSAGE_OVERHEAD, Residency, ResidentPlan, text_tokens};
-
-fn script() -> Vec<Answer> {
-    vec![
-        read("data/alpha.txt"),
-        read("data/beta.txt"),
-        Answer::tool_call("context_recall", json!({ "path": "data/alpha.txt" })),
-        read("src/lib.rs"),
-        Answer::tool_call(
-            "replace",
-            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
-        ),
-        Answer::tool_call("finish", json!({ "summary": "add adds" })),
-    ]
-}
 
 /// The accountant, recomputed from a request as the server received it.
 fn wire_tokens(body: &Value) -> u64 {

@@ -32,26 +32,26 @@ mod tests {
 "#;
 
 fn crate_at(ws: &Workspace, lib: &str) {
-    let write = |rel: &str, text: &str| {
-        let path = ws.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
-    write(
-        "Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    support::write_crate(
+        ws.path(),
+        &[("Cargo.toml", support::CARGO_TOML), ("src/lib.rs", lib)],
     );
-    write("src/lib.rs", lib);
 }
 
-/// The user's own `cargo test`, in place.
-fn user_tests(root: &Path) {
-    let out = std::process::Command::new("cargo")
-        .args(["test", "--quiet"])
+/// The user's own cargo, in place, into the workspace's `target/`.
+fn user_cargo(root: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("cargo")
+        .args(args)
         .current_dir(root)
         .env_remove("CARGO_TARGET_DIR")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The user's own `cargo test` of [`LIB`], which passes; the file its test
+/// writes is removed again.
+fn user_tests(root: &Path) {
+    let out = user_cargo(root, &["test", "--quiet"]);
     assert!(
         out.status.success(),
         "{}",
@@ -127,7 +127,8 @@ fn a_diagnostic_named_by_the_workspace_path_is_the_workspaces_file() {
         "pub fn two() -> u32 {\n    \"two\"\n}\n",
     )
     .unwrap();
-    user_tests_may_fail(ws.path());
+    // The user's own check, which stops at the same error.
+    user_cargo(ws.path(), &["check", "--quiet", "--all-targets"]);
 
     let (code, doc) = ws.json(&["check"]);
     assert_eq!(code, 1, "{doc:#}");
@@ -139,16 +140,6 @@ fn a_diagnostic_named_by_the_workspace_path_is_the_workspaces_file() {
             .any(|d| d["code"] == "E0308" && d["primary"]["path"] == "src/generated.rs"),
         "the mismatched type is not placed in src/generated.rs: {doc:#}"
     );
-}
-
-/// The user's `cargo check`, in place, for a crate that does not build.
-fn user_tests_may_fail(root: &Path) {
-    let _ = std::process::Command::new("cargo")
-        .args(["check", "--quiet", "--all-targets"])
-        .current_dir(root)
-        .env_remove("CARGO_TARGET_DIR")
-        .output()
-        .unwrap();
 }
 
 #[test]

@@ -72,6 +72,22 @@ pub fn read(path: &str) -> Answer {
     Answer::tool_call("read_file", json!({ "path": path }))
 }
 
+/// The model both paging tests script: it reads both notes files, recalls
+/// the first by path, reads the crate's library, fixes it and finishes.
+pub fn script() -> Vec<Answer> {
+    vec![
+        read("data/alpha.txt"),
+        read("data/beta.txt"),
+        Answer::tool_call("context_recall", json!({ "path": "data/alpha.txt" })),
+        read("src/lib.rs"),
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/lib.rs", "old": "a - b", "new": "a + b" }),
+        ),
+        Answer::tool_call("finish", json!({ "summary": "add adds" })),
+    ]
+}
+
 /// The rows of the workspace's ledger.
 pub fn rows(ws: &Workspace) -> Vec<trellis_engine::ledger::Row> {
     Ledger::open(&ws.path().join(".trellis"))
