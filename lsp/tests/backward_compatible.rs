@@ -7,17 +7,14 @@
 //! makes the test agree with the bug is refused, and the user's files stay
 //! as they were.
 
+mod backward;
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
 mod support;
 
-use openai_server::{Answer, OpenAiServer};
-use serde_json::{Value, json};
-use support::model::assert_refused_on;
+use backward::{Edit, Tree, assert_refused_on};
+use serde_json::Value;
 use support::workspace::Workspace;
-
-/// A workspace's files, as `Workspace::tree` lists them.
-type Tree = std::collections::BTreeMap<std::path::PathBuf, Vec<u8>>;
 
 const LIB: &str = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n";
 
@@ -27,46 +24,22 @@ const HELPER: &str = "fn expected() -> i32 {\n    5\n}\n";
 
 /// `wrong-operator` whose only tests are `files` (its `tests/adds.rs` and
 /// in-file test module gone, `manifest` appended to its `Cargo.toml`),
-/// repaired under `backward-compatible` by a model that makes the `edits`
-/// (path, old, new) and finishes. Returns the workspace, its files before
-/// the repair, the exit code and the JSON report.
+/// repaired by a model that makes the `edits` (path, old, new).
 fn repair(
     files: &[(&str, &str)],
     manifest: &str,
     edits: &[(&str, &str, &str)],
 ) -> (Workspace, Tree, i32, Value) {
-    let mut script: Vec<Answer> = edits
-        .iter()
-        .map(|(path, old, new)| {
-            Answer::tool_call("replace", json!({ "path": path, "old": old, "new": new }))
-        })
-        .collect();
-    script.push(Answer::tool_call(
-        "finish",
-        json!({ "summary": "the tests pass now" }),
-    ));
-    let server = OpenAiServer::start(script);
     let ws = Workspace::of("wrong-operator");
     std::fs::remove_file(ws.path().join("tests/adds.rs")).unwrap();
     let cargo = ws.read("Cargo.toml") + manifest;
     support::write_crate(ws.path(), &[("src/lib.rs", LIB), ("Cargo.toml", &cargo)]);
     support::write_crate(ws.path(), files);
-    let config = ws.cache().join("config/trellis/config.toml");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(
-        config,
-        format!(
-            "[[models]]\nname = \"m0\"\nadapter = \"openai-chat\"\nbase_url = \"{}\"\n\
-             model = \"qwen2.5-coder:7b\"\ntimeout_secs = 60\n\
-             context_window_tokens = 32768\nmax_output_tokens = 1024\n\n\
-             [verification]\ntest_policy = \"backward-compatible\"\n",
-            server.base_url
-        ),
-    )
-    .unwrap();
-    let before = ws.tree();
-    let (code, doc) = ws.json(&["repair", "--commit"]);
-    (ws, before, code, doc)
+    let edits: Vec<Edit<'_>> = edits
+        .iter()
+        .map(|(path, old, new)| Edit::Replace(path, old, new))
+        .collect();
+    backward::repair(ws, &edits)
 }
 
 #[test]

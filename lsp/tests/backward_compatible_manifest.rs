@@ -9,58 +9,24 @@
 //! subtracts) against a scripted OpenAI-compatible server of our own on
 //! 127.0.0.1.
 
+mod backward;
 #[path = "../../engine/tests/support/openai_server.rs"]
 mod openai_server;
 mod support;
 
-use openai_server::{Answer, OpenAiServer};
-use serde_json::{Value, json};
-use support::model::{assert_refused_on, models_toml};
+use backward::{Edit, Tree, assert_refused_on};
+use serde_json::Value;
 use support::workspace::Workspace;
-
-/// A workspace's files, as `Workspace::tree` lists them.
-type Tree = std::collections::BTreeMap<std::path::PathBuf, Vec<u8>>;
 
 /// `add` without its in-file tests: the tests that fail are in `tests/`.
 const LIB: &str = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n";
 
-/// What the model does: `replace` (path, old, new) or `write_file` (path,
-/// content).
-enum Edit<'a> {
-    Replace(&'a str, &'a str, &'a str),
-    Write(&'a str, &'a str),
-}
-
-/// `wrong-operator` with `files` written over it, repaired under
-/// `backward-compatible` by a model that makes the `edits` and finishes.
-/// Returns the workspace, its files before the repair, the exit code and
-/// the JSON report.
+/// `wrong-operator` with `files` written over it, repaired by a model
+/// that makes the `edits`.
 fn repair(files: &[(&str, &str)], edits: &[Edit<'_>]) -> (Workspace, Tree, i32, Value) {
-    let mut script: Vec<Answer> = edits
-        .iter()
-        .map(|edit| match edit {
-            Edit::Replace(path, old, new) => {
-                Answer::tool_call("replace", json!({ "path": path, "old": old, "new": new }))
-            }
-            Edit::Write(path, content) => {
-                Answer::tool_call("write_file", json!({ "path": path, "content": content }))
-            }
-        })
-        .collect();
-    script.push(Answer::tool_call(
-        "finish",
-        json!({ "summary": "the tests pass now" }),
-    ));
-    let server = OpenAiServer::start(script);
     let ws = Workspace::of("wrong-operator");
     support::write_crate(ws.path(), files);
-    ws.write_user_config(&format!(
-        "{}[verification]\ntest_policy = \"backward-compatible\"\n",
-        models_toml(&[&server.base_url], 60)
-    ));
-    let before = ws.tree();
-    let (code, doc) = ws.json(&["repair", "--commit"]);
-    (ws, before, code, doc)
+    backward::repair(ws, edits)
 }
 
 /// The last line of the fixture's `[package]` table, where the model adds

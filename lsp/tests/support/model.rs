@@ -1,19 +1,15 @@
 //! The scripted model's side of the end-to-end tests: the `[[models]]`
 //! tables that point a workspace at our OpenAI-compatible servers, the
-//! check that `trellis ledger replay` rebuilds what they received, and the
-//! check that a `backward-compatible` repair refused a model's candidate.
+//! check that `trellis ledger replay` rebuilds what they received.
 //!
 //! The server itself is `engine/tests/support/openai_server.rs`, which each
 //! test binary includes once by `#[path]`; these helpers take what they need
 //! of it (its `base_url`, its received bodies) as plain values, so this
 //! module never includes it a second time. Nothing here runs `trellis`.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
-
-use super::workspace::{Workspace, branches};
 
 /// One `[[models]]` table per server base URL (`m0`, `m1`, … in failover
 /// order), each with the same model settings and `timeout_secs`.
@@ -45,30 +41,4 @@ pub fn assert_replay_reproduces(root: &Path, received: &[String]) {
             serde_json::from_str::<Value>(body).unwrap()
         );
     }
-}
-
-/// The reasons branches of a `repair` JSON document were refused under
-/// `test_policy = "backward-compatible"`.
-pub fn backward_compatible_refusals(doc: &Value) -> Vec<String> {
-    branches(doc)
-        .filter_map(|b| b["reason"].as_str().map(str::to_owned))
-        .filter(|r| r.starts_with("backward-compatible"))
-        .collect()
-}
-
-/// A `repair --commit` run (the workspace, its files before, the exit code
-/// and the JSON report) refused the model's candidate because the original
-/// `test` fails against it, and nothing of the user's changed.
-pub fn assert_refused_on(
-    (ws, before, code, doc): &(Workspace, BTreeMap<PathBuf, Vec<u8>>, i32, Value),
-    test: &str,
-) {
-    assert_eq!(*code, 1, "{doc:#}");
-    assert!(
-        backward_compatible_refusals(doc)
-            .iter()
-            .any(|r| r.contains(test)),
-        "refused on {test}: {doc:#}"
-    );
-    assert_eq!(&ws.tree(), before, "nothing is written");
 }
