@@ -245,16 +245,10 @@ fn plan_mirror(
 /// Seeds the slot's target directory `target` (below `base`) once, from the
 /// user's target directory and the other slots' under `base`, with the
 /// registry dependencies of `lock`, the slot's, and, when the slot builds
-/// at the user's paths, with a copy of `incremental`'s (the user's)
-/// incremental state. Best effort: a failure only costs the build time it
-/// would have saved.
-fn warm(
-    target: &Path,
-    base: &Path,
-    lock: &str,
-    user: Option<&UserBuild>,
-    incremental: Option<&UserBuild>,
-) {
+/// at the user's paths (`mirrored`), with a copy of the user's incremental
+/// state. Best effort: a failure only costs the build time it would have
+/// saved.
+fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>, mirrored: bool) {
     let packages = seed::registry_packages(lock);
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
@@ -271,7 +265,7 @@ fn warm(
         siblings.sort();
         sources.extend(siblings);
     }
-    let incremental = incremental.map(|user| user.target.as_path());
+    let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
     match seed::seed_target(target, &sources, &packages, incremental) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
             target = %target.display(),
@@ -483,8 +477,7 @@ impl CargoStage {
                 let mirror = plan_mirror(mirrored, user.as_ref(), &dir, &target);
                 // Without one cargo writes it on the first run; the next seeds.
                 let members = slot_lock(&dir, user.as_ref()).map(|lock| {
-                    let incremental = mirror.as_ref().and(user.as_ref());
-                    warm(&target, &base, &lock, user.as_ref(), incremental);
+                    warm(&target, &base, &lock, user.as_ref(), mirror.is_some());
                     seed::path_packages(&lock)
                 });
                 (members, mirror)
@@ -552,12 +545,13 @@ impl CargoStage {
             // `--`, where the test binary would take them for filters.
             cmd.args(without_debuginfo(members));
         }
+        // In a mirror the slot's target directory is seen at the user's.
+        let target = mirror.map_or(target, |mirror| &mirror.user_target);
         cmd.args(args)
             .current_dir(dir)
             .env("CARGO_TARGET_DIR", target)
             .envs(ENVIRONMENT.iter().copied());
         if let Some(mirror) = mirror {
-            cmd.env("CARGO_TARGET_DIR", &mirror.user_target);
             mirror.install(cmd.as_std_mut());
         }
         if let Some(wrapper) = &self.setup.rustc_wrapper {
@@ -1011,7 +1005,7 @@ mod tests {
         };
         let target = tree_target(&base, &slot);
         let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
-        warm(&target, &base, &lock, Some(&build), None);
+        warm(&target, &base, &lock, Some(&build), false);
         assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
     }
 

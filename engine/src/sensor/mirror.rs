@@ -34,9 +34,12 @@ use std::sync::OnceLock;
 #[derive(Clone, Debug)]
 pub struct Mirror {
     pub root: PathBuf,
-    pub slot: PathBuf,
     pub user_target: PathBuf,
-    pub slot_target: PathBuf,
+    slot: PathBuf,
+    slot_target: PathBuf,
+    /// Where `slot_target` is mounted, resolved before the slot covers the
+    /// root: in the slot for a target directory inside the workspace.
+    target_point: PathBuf,
     /// The mount point this plan made in the slot, removed by [`Self::tidy`].
     made: Option<PathBuf>,
 }
@@ -62,7 +65,7 @@ impl Mirror {
             .strip_prefix(&root)
             .ok()
             .map(|rel| slot.join(rel));
-        let mount_point = inside.as_deref().unwrap_or(&user_target);
+        let target_point = inside.clone().unwrap_or_else(|| user_target.clone());
         let made = match &inside {
             Some(point) if std::fs::symlink_metadata(point).is_err() => {
                 std::fs::create_dir_all(point).ok()?;
@@ -70,7 +73,7 @@ impl Mirror {
             }
             _ => None,
         };
-        let plain_dir = std::fs::symlink_metadata(mount_point).is_ok_and(|m| m.is_dir());
+        let plain_dir = std::fs::symlink_metadata(&target_point).is_ok_and(|m| m.is_dir());
         if !plain_dir {
             return None;
         }
@@ -80,6 +83,7 @@ impl Mirror {
             slot,
             user_target,
             slot_target: slot_target.to_path_buf(),
+            target_point,
             made,
         })
     }
@@ -106,19 +110,13 @@ impl Mirror {
     #[cfg(target_os = "linux")]
     fn install_failing(&self, cmd: &mut Command, injected_failure: bool) {
         use std::os::unix::process::CommandExt;
-        let inside = self
-            .user_target
-            .strip_prefix(&self.root)
-            .ok()
-            .map(|rel| self.slot.join(rel));
-        let target_point = inside.unwrap_or_else(|| self.user_target.clone());
         let plan = Prepared {
             injected_failure,
             // SAFETY: getuid/getgid have no preconditions.
             uid_map: format!("{0} {0} 1\n", unsafe { libc::getuid() }).into_bytes(),
             gid_map: format!("{0} {0} 1\n", unsafe { libc::getgid() }).into_bytes(),
             slot_target: c_path(&self.slot_target),
-            target_point: c_path(&target_point),
+            target_point: c_path(&self.target_point),
             slot: c_path(&self.slot),
             root: c_path(&self.root),
         };
