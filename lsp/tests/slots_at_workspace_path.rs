@@ -11,6 +11,7 @@
 mod support;
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use support::workspace::{Workspace, stage};
 
@@ -60,9 +61,19 @@ fn user_tests(root: &Path) {
     std::fs::remove_file(root.join("written-by-a-test")).unwrap();
 }
 
-/// Every file of the user's `target/` with its bytes.
-fn target_files(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
-    support::files_under(&root.join("target"), &[])
+/// Every file of the user's `target/` with its bytes and its mtime (cargo
+/// judges freshness by mtimes).
+type TargetFiles = std::collections::BTreeMap<std::path::PathBuf, (Vec<u8>, SystemTime)>;
+
+fn target_files(root: &Path) -> TargetFiles {
+    let target = root.join("target");
+    support::files_under(&target, &[])
+        .into_iter()
+        .map(|(file, bytes)| {
+            let meta = std::fs::symlink_metadata(target.join(&file)).unwrap();
+            (file, (bytes, meta.modified().unwrap()))
+        })
+        .collect()
 }
 
 /// The files the slots' tests wrote, found in the cache: each one's text
@@ -110,6 +121,46 @@ fn a_slot_builds_at_the_workspace_path_and_writes_only_into_the_slot() {
         target_files(ws.path()),
         target,
         "the user's target/ changed"
+    );
+}
+
+/// How many of the user's incremental files are shared with a slot (hard
+/// links: a second name outside the user's tree).
+fn shared_incremental_files(root: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let incremental = root.join("target/debug/incremental");
+    support::files_under(&incremental, &[])
+        .keys()
+        .filter(|file| std::fs::metadata(incremental.join(file)).unwrap().nlink() > 1)
+        .count()
+}
+
+#[test]
+fn a_slot_rebuilding_a_changed_member_leaves_the_users_incremental_state_intact() {
+    let ws = Workspace::empty();
+    crate_at(&ws, LIB);
+    user_tests(ws.path());
+    // The user changes a function body after their build: the slot's rustc
+    // starts from the user's incremental sessions (linked into the slot),
+    // recompiles what changed, and saves new sessions.
+    std::fs::write(
+        ws.path().join("src/lib.rs"),
+        LIB.replace("    1\n}", "    2 - 1\n}"),
+    )
+    .unwrap();
+    let target = target_files(ws.path());
+
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(stage(&doc, "test")["status"], "passed", "{doc:#}");
+    assert!(
+        shared_incremental_files(ws.path()) > 0,
+        "the slot did not start from the user's incremental state"
+    );
+    assert_eq!(
+        target_files(ws.path()),
+        target,
+        "the slot's rustc wrote into the user's target/"
     );
 }
 

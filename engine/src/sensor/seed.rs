@@ -1,8 +1,8 @@
 //! Warm slot target directories: a new slot's cargo target directory starts
 //! with the registry dependencies someone already compiled, in the user's
 //! `target/` or in another slot of the same workspace, and, for a slot
-//! built at the user's paths (`mirror`), with a copy of the user's
-//! incremental state, which rustc validates against the slot's sources.
+//! built at the user's paths (`mirror`), with the user's incremental state,
+//! which rustc validates against the slot's sources.
 //!
 //! Cargo names a registry (or git) package's artifacts by hashes of its
 //! package id, features, profile and toolchain, none of which depends on
@@ -15,18 +15,23 @@
 //! slot's, and cargo, which compares mtimes, could take it for fresh. They
 //! are always built from the slot's own sources.
 //!
-//! This module never writes into a source directory. `.rlib` and `.rmeta`
-//! files are hard-linked (they are most of the bytes): rustc writes those
-//! to a temporary file and renames it over the output, so a rebuild in the
-//! slot replaces the link and never writes through it. Everything else
-//! (fingerprints, dep-info, build-script output and executables, proc-macro
-//! libraries written by whatever linker is configured) is copied, because
-//! cargo and linkers may rewrite those in place. A file that cannot be
-//! linked (another file system) is copied.
+//! This module never writes into a source directory, and links a file only
+//! where whoever rebuilds it replaces it instead of writing into it:
+//! `.rlib` and `.rmeta` files, which rustc writes to a temporary file and
+//! renames over the output, and the files of incremental sessions, which
+//! rustc deletes before saving again. Together they are most of the bytes.
+//! Everything else (fingerprints, dep-info, build-script output and
+//! executables, proc-macro libraries written by whatever linker is
+//! configured) is copied, because cargo, build scripts and linkers may
+//! rewrite those in place; a file the source has under two names (cargo
+//! links each build script) is copied once and linked under the second. A
+//! file that cannot be linked (another file system) is copied.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, ErrorKind};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Written once a target directory has been seeded, so it is seeded once:
@@ -92,7 +97,7 @@ fn lock_packages(lock: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 }
 
 /// How an entry of a profile directory is seeded.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seed {
     /// Hard-linked: rustc replaces it by rename, never in place.
     Link,
@@ -129,9 +134,9 @@ fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> 
 
 /// Seeds `target` (a slot's own target directory) from `sources` (the
 /// user's target directory and other slots'), once: the registry
-/// dependencies of `packages` that a source has and `target` lacks, and a
-/// copy of `incremental`'s incremental state (the user's target directory,
-/// for a slot built at the user's paths). A source that does not exist is
+/// dependencies of `packages` that a source has and `target` lacks, and
+/// `incremental`'s incremental state (the user's target directory, for a
+/// slot built at the user's paths). A source that does not exist is
 /// skipped. Never writes into a source.
 pub fn seed_target(
     target: &Path,
@@ -139,12 +144,12 @@ pub fn seed_target(
     packages: &BTreeSet<String>,
     incremental: Option<&Path>,
 ) -> io::Result<SeedReport> {
-    let mut report = SeedReport::default();
+    let mut seeding = Seeding::default();
     if target.join(SEEDED).exists() {
-        return Ok(report);
+        return Ok(seeding.report);
     }
     if let Some(user) = incremental {
-        report.copied += copy_incremental(user, target)?;
+        seeding.incremental(user, target)?;
     }
     for source in sources.iter().filter(|source| source.as_path() != target) {
         for profile in PROFILES {
@@ -167,90 +172,136 @@ pub fn seed_target(
                     if fs::symlink_metadata(&dest).is_ok() {
                         continue; // already there: from an earlier source
                     }
-                    match how {
-                        Seed::Link => match fs::hard_link(entry.path(), &dest) {
-                            Ok(()) => report.linked += 1,
-                            Err(_) => report.copied += copy_tree(&entry.path(), &dest)?,
-                        },
-                        Seed::Copy => report.copied += copy_tree(&entry.path(), &dest)?,
-                    }
+                    let link = match how {
+                        Seed::Link => |_: &OsStr| true,
+                        Seed::Copy => |_: &OsStr| false,
+                    };
+                    seeding.tree(&entry.path(), &dest, link)?;
                 }
             }
         }
     }
     fs::create_dir_all(target)?;
     fs::write(target.join(SEEDED), b"")?;
-    Ok(report)
+    Ok(seeding.report)
 }
 
-/// Copies the incremental state of every crate `from` (a target
-/// directory) has and `to` lacks: each crate's finished sessions, never
-/// one a running rustc is still writing (`-working`), and never by hard
-/// link, since rustc may rewrite its work products in place. Only the
-/// workspace's members are built incrementally, and rustc checks each
-/// reused result against the slot's sources itself.
-fn copy_incremental(from: &Path, to: &Path) -> io::Result<u64> {
-    let mut copied = 0;
-    for profile in PROFILES {
-        let (from, to) = (
-            from.join(profile).join("incremental"),
-            to.join(profile).join("incremental"),
-        );
-        let crates = match fs::read_dir(&from) {
-            Ok(crates) => crates,
-            Err(err) if err.kind() == ErrorKind::NotFound => continue,
-            Err(err) => return Err(err),
-        };
-        for krate in crates {
-            let krate = krate?;
-            let dest = to.join(krate.file_name());
-            if !krate.file_type()?.is_dir() || fs::symlink_metadata(&dest).is_ok() {
-                continue;
-            }
-            fs::create_dir_all(&dest)?;
-            for session in fs::read_dir(krate.path())? {
-                let session = session?;
-                let name = session.file_name();
-                if name.to_string_lossy().ends_with("-working") {
+/// One seeding of one target directory: what it did so far, and the
+/// copies it made of files that have other names in the source (cargo
+/// links each build script under two), so that a later name becomes a link
+/// to the slot's copy instead of a second copy.
+#[derive(Default)]
+struct Seeding {
+    report: SeedReport,
+    copies: HashMap<(u64, u64), PathBuf>,
+}
+
+impl Seeding {
+    /// Seeds the incremental state of every crate `from` (a target
+    /// directory) has and `to` lacks: each crate's finished sessions,
+    /// never one a running rustc is still writing (`-working`). The files
+    /// only rustc reads ([`rustc_private`]) are linked: rustc starts each
+    /// session by linking the previous one's files into a new directory
+    /// and deletes one before saving it again, so a link shares the user's
+    /// bytes without ever changing them. The work products (objects, the
+    /// crate's metadata) are copied: rustc links those out as the build's
+    /// outputs, whose times cargo then sets. So are the sessions' lock
+    /// files: a lock held in the slot must not be the user's. Only the
+    /// workspace's members are built incrementally, and rustc checks each
+    /// reused result against the slot's sources itself.
+    fn incremental(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        for profile in PROFILES {
+            let (from, to) = (
+                from.join(profile).join("incremental"),
+                to.join(profile).join("incremental"),
+            );
+            let crates = match fs::read_dir(&from) {
+                Ok(crates) => crates,
+                Err(err) if err.kind() == ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            for krate in crates {
+                let krate = krate?;
+                let dest = to.join(krate.file_name());
+                if !krate.file_type()?.is_dir() || fs::symlink_metadata(&dest).is_ok() {
                     continue;
                 }
-                // A session rustc removes while it is copied is left out.
-                match copy_tree(&session.path(), &dest.join(&name)) {
-                    Ok(files) => copied += files,
-                    Err(err) if err.kind() == ErrorKind::NotFound => {}
-                    Err(err) => return Err(err),
+                fs::create_dir_all(&dest)?;
+                for session in fs::read_dir(krate.path())? {
+                    let session = session?;
+                    let name = session.file_name();
+                    if name.to_string_lossy().ends_with("-working") {
+                        continue;
+                    }
+                    let (from, to) = (session.path(), dest.join(&name));
+                    let seeded = self.tree(&from, &to, rustc_private);
+                    match seeded {
+                        Ok(()) => {}
+                        // A session rustc removed meanwhile is left out whole.
+                        Err(err) if err.kind() == ErrorKind::NotFound => {
+                            let _ = fs::remove_dir_all(&to);
+                        }
+                        Err(err) => return Err(err),
+                    }
                 }
             }
         }
+        Ok(())
     }
-    Ok(copied)
+
+    /// Recreates `from` (a file or a directory tree) at `to`, linking the
+    /// files whose name `link` accepts (copied where they cannot be:
+    /// another file system) and copying the others, keeping the links
+    /// between the files it copies and every file's and directory's mtime
+    /// (cargo compares them), never following a symlink.
+    fn tree(&mut self, from: &Path, to: &Path, link: fn(&OsStr) -> bool) -> io::Result<()> {
+        let meta = fs::symlink_metadata(from)?;
+        if meta.is_symlink() {
+            return std::os::unix::fs::symlink(fs::read_link(from)?, to);
+        }
+        if meta.is_dir() {
+            fs::create_dir(to)?;
+            for entry in fs::read_dir(from)? {
+                let entry = entry?;
+                self.tree(&entry.path(), &to.join(entry.file_name()), link)?;
+            }
+            return set_times(to, &meta);
+        }
+        if from.file_name().is_some_and(link) && fs::hard_link(from, to).is_ok() {
+            self.report.linked += 1;
+            return Ok(()); // one inode: its times are the source's
+        }
+        let inode = (meta.dev(), meta.ino());
+        if let Some(copy) = self.copies.get(&inode).filter(|_| meta.nlink() > 1)
+            && fs::hard_link(copy, to).is_ok()
+        {
+            self.report.linked += 1;
+            return Ok(());
+        }
+        fs::copy(from, to)?;
+        self.report.copied += 1;
+        if meta.nlink() > 1 {
+            self.copies.insert(inode, to.to_owned());
+        }
+        set_times(to, &meta)
+    }
 }
 
-/// Copies a file or a directory tree, keeping every file's and directory's
-/// mtime (cargo compares them), never following a symlink. The number of
-/// files copied.
-fn copy_tree(from: &Path, to: &Path) -> io::Result<u64> {
-    let meta = fs::symlink_metadata(from)?;
-    let copied = if meta.is_dir() {
-        fs::create_dir(to)?;
-        let mut copied = 0;
-        for entry in fs::read_dir(from)? {
-            let entry = entry?;
-            copied += copy_tree(&entry.path(), &to.join(entry.file_name()))?;
-        }
-        copied
-    } else if meta.is_symlink() {
-        std::os::unix::fs::symlink(fs::read_link(from)?, to)?;
-        return Ok(0);
-    } else {
-        fs::copy(from, to)?;
-        1
-    };
+/// Whether a file of an incremental session is one only rustc reads: its
+/// dependency graph, query cache and index of work products, never a
+/// build's output.
+fn rustc_private(name: &OsStr) -> bool {
+    ["dep-graph.bin", "query-cache.bin", "work-products.bin"]
+        .iter()
+        .any(|private| name == *private)
+}
+
+/// Gives `path` the access and modification times of `meta`.
+fn set_times(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
     let times = fs::FileTimes::new()
         .set_modified(meta.modified()?)
         .set_accessed(meta.accessed()?);
-    fs::File::open(to)?.set_times(times)?;
-    Ok(copied)
+    fs::File::open(path)?.set_times(times)
 }
 
 #[cfg(test)]
@@ -329,34 +380,81 @@ version = "0.1.0"
     }
 
     #[test]
-    fn incremental_state_is_copied_whole_sessions_only_and_never_linked() {
-        use std::os::unix::fs::MetadataExt;
+    fn incremental_sessions_share_only_rustcs_own_files() {
         let dir = tempfile::tempdir().unwrap();
         let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
         let incremental = user.join("debug/incremental/app-1x2y");
         let done = incremental.join("s-abc-def");
         fs::create_dir_all(&done).unwrap();
         fs::write(done.join("dep-graph.bin"), b"graph").unwrap();
+        fs::write(done.join("metadata.rmeta"), b"work product").unwrap();
         fs::create_dir_all(incremental.join("s-ghi-jkl-working")).unwrap();
         fs::write(incremental.join("s-abc-def.lock"), b"").unwrap();
 
         let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
-        assert_eq!(report.copied, 2, "the session's file and its lock file");
-        let copy = slot.join("debug/incremental/app-1x2y/s-abc-def/dep-graph.bin");
-        assert_eq!(fs::read(&copy).unwrap(), b"graph");
+        assert_eq!(
+            report,
+            SeedReport {
+                linked: 1,
+                copied: 2
+            }
+        );
+        let crate_dir = slot.join("debug/incremental/app-1x2y");
         let ino = |p: &Path| fs::metadata(p).unwrap().ino();
-        assert_ne!(
-            ino(&copy),
+        assert_eq!(
+            ino(&crate_dir.join("s-abc-def/dep-graph.bin")),
             ino(&done.join("dep-graph.bin")),
-            "a copy, not a link"
+            "rustc's own file is shared"
         );
-        assert!(
-            !slot
-                .join("debug/incremental/app-1x2y/s-ghi-jkl-working")
-                .exists()
+        assert_ne!(
+            ino(&crate_dir.join("s-abc-def/metadata.rmeta")),
+            ino(&done.join("metadata.rmeta")),
+            "a work product, linked out as a build output, is the slot's own"
         );
-        fs::write(&copy, b"rewritten by the slot's rustc").unwrap();
-        assert_eq!(fs::read(done.join("dep-graph.bin")).unwrap(), b"graph");
+        assert_ne!(
+            ino(&crate_dir.join("s-abc-def.lock")),
+            ino(&incremental.join("s-abc-def.lock")),
+            "the lock is the slot's own"
+        );
+        assert!(!crate_dir.join("s-ghi-jkl-working").exists());
+    }
+
+    #[test]
+    fn a_file_with_two_names_is_copied_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user");
+        let build = user.join("debug/build/serde-0123456789abcdef");
+        fs::create_dir_all(&build).unwrap();
+        fs::write(build.join("build-script-build"), b"executable").unwrap();
+        fs::hard_link(
+            build.join("build-script-build"),
+            build.join("build_script_build-0123456789abcdef"),
+        )
+        .unwrap();
+        let packages = BTreeSet::from(["serde".to_owned()]);
+        let slot = dir.path().join("slot");
+
+        let report = seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
+        assert_eq!(
+            report,
+            SeedReport {
+                linked: 1,
+                copied: 1
+            }
+        );
+        let copied = slot.join("debug/build/serde-0123456789abcdef");
+        let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+        let names = [
+            copied.join("build-script-build"),
+            copied.join("build_script_build-0123456789abcdef"),
+        ];
+        assert_eq!(ino(&names[0]), ino(&names[1]), "one copy under both names");
+        assert_ne!(ino(&names[0]), ino(&build.join("build-script-build")));
+        fs::write(&names[1], b"rebuilt in the slot").unwrap();
+        assert_eq!(
+            fs::read(build.join("build-script-build")).unwrap(),
+            b"executable"
+        );
     }
 
     #[test]
