@@ -25,18 +25,31 @@
 //! configured) is copied, because cargo, build scripts and linkers may
 //! rewrite those in place; a file the source has under two names (cargo
 //! links each build script) is copied once and linked under the second. A
-//! file that cannot be linked (another file system) is copied.
+//! file that cannot be linked (another file system) is copied. A copy is
+//! always a new file, never an existing one opened for writing, so a
+//! seeding cannot write through a link either.
+//!
+//! Creating files is most of a seeding's time, and a slot's first build
+//! waits for it: the entries are planned first, then seeded on a few
+//! threads, each file with one open of its source and one of its copy.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Written once a target directory has been seeded, so it is seeded once:
 /// afterwards cargo keeps it current itself.
 const SEEDED: &str = ".trellis-seeded";
+
+/// Cargo's cache of what rustc said about itself (its version, the
+/// target's configuration), keyed by the rustc asked and the flags: seeded,
+/// a slot's first cargo run does not ask rustc again (three runs of rustc).
+/// Copied: cargo rewrites it in place, and asks again when a key differs.
+const RUSTC_INFO: &str = ".rustc_info.json";
 
 /// The profile directories seeded: those `cargo check` and `cargo test`
 /// build into.
@@ -144,14 +157,16 @@ pub fn seed_target(
     packages: &BTreeSet<String>,
     incremental: Option<&Path>,
 ) -> io::Result<SeedReport> {
-    let mut seeding = Seeding::default();
     if target.join(SEEDED).exists() {
-        return Ok(seeding.report);
+        return Ok(SeedReport::default());
     }
+    fs::create_dir_all(target)?;
+    let mut plan = Plan::default();
     if let Some(user) = incremental {
-        seeding.incremental(user, target)?;
+        plan.incremental(user, target)?;
     }
     for source in sources.iter().filter(|source| source.as_path() != target) {
+        plan.add(source.join(RUSTC_INFO), target.join(RUSTC_INFO), Seed::Copy)?;
         for profile in PROFILES {
             for dir in ["deps", "build", ".fingerprint"] {
                 let from = source.join(profile).join(dir);
@@ -165,39 +180,75 @@ pub fn seed_target(
                 for entry in entries {
                     let entry = entry?;
                     let name = entry.file_name();
-                    let Some(how) = name.to_str().and_then(|n| classify(dir, n, packages)) else {
-                        continue;
-                    };
-                    let dest = to.join(&name);
-                    if fs::symlink_metadata(&dest).is_ok() {
-                        continue; // already there: from an earlier source
+                    if let Some(how) = name.to_str().and_then(|n| classify(dir, n, packages)) {
+                        plan.add(entry.path(), to.join(&name), how)?;
                     }
-                    let link = match how {
-                        Seed::Link => |_: &OsStr| true,
-                        Seed::Copy => |_: &OsStr| false,
-                    };
-                    seeding.tree(&entry.path(), &dest, link)?;
                 }
             }
         }
     }
-    fs::create_dir_all(target)?;
+    let report = plan.run()?;
     fs::write(target.join(SEEDED), b"")?;
-    Ok(seeding.report)
+    Ok(report)
 }
 
-/// One seeding of one target directory: what it did so far, and the
-/// copies it made of files that have other names in the source (cargo
-/// links each build script under two), so that a later name becomes a link
-/// to the slot's copy instead of a second copy.
+/// What one seeding recreates: each entry a file or a tree, seeded
+/// independently of the others, so that several threads share the work
+/// (creating files is most of a seeding's time, and a slot's first build
+/// waits for it).
 #[derive(Default)]
-struct Seeding {
-    report: SeedReport,
-    copies: HashMap<(u64, u64), PathBuf>,
+struct Plan {
+    tasks: Vec<Task>,
+    /// Every destination planned: an entry two sources have is taken from
+    /// the first.
+    planned: HashSet<PathBuf>,
 }
 
-impl Seeding {
-    /// Seeds the incremental state of every crate `from` (a target
+struct Task {
+    from: PathBuf,
+    to: PathBuf,
+    link: fn(&OsStr) -> bool,
+    /// An incremental session, which rustc may remove while it is seeded:
+    /// then it is left out whole.
+    session: bool,
+}
+
+impl Plan {
+    /// Plans `from` at `to`, unless `to` exists already or `from` does not.
+    fn add(&mut self, from: PathBuf, to: PathBuf, how: Seed) -> io::Result<()> {
+        let link = match how {
+            Seed::Link => |_: &OsStr| true,
+            Seed::Copy => |_: &OsStr| false,
+        };
+        self.push(from, to, link, false)
+    }
+
+    fn push(
+        &mut self,
+        from: PathBuf,
+        to: PathBuf,
+        link: fn(&OsStr) -> bool,
+        session: bool,
+    ) -> io::Result<()> {
+        if self.planned.contains(&to) || fs::symlink_metadata(&to).is_ok() {
+            return Ok(());
+        }
+        match fs::symlink_metadata(&from) {
+            Ok(_) => {}
+            Err(err) if err.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(err),
+        }
+        self.planned.insert(to.clone());
+        self.tasks.push(Task {
+            from,
+            to,
+            link,
+            session,
+        });
+        Ok(())
+    }
+
+    /// Plans the incremental state of every crate `from` (a target
     /// directory) has and `to` lacks: each crate's finished sessions,
     /// never one a running rustc is still writing (`-working`). The files
     /// only rustc reads ([`rustc_private`]) are linked: rustc starts each
@@ -230,18 +281,8 @@ impl Seeding {
                 for session in fs::read_dir(krate.path())? {
                     let session = session?;
                     let name = session.file_name();
-                    if name.to_string_lossy().ends_with("-working") {
-                        continue;
-                    }
-                    let (from, to) = (session.path(), dest.join(&name));
-                    let seeded = self.tree(&from, &to, rustc_private);
-                    match seeded {
-                        Ok(()) => {}
-                        // A session rustc removed meanwhile is left out whole.
-                        Err(err) if err.kind() == ErrorKind::NotFound => {
-                            let _ = fs::remove_dir_all(&to);
-                        }
-                        Err(err) => return Err(err),
+                    if !name.to_string_lossy().ends_with("-working") {
+                        self.push(session.path(), dest.join(&name), rustc_private, true)?;
                     }
                 }
             }
@@ -249,11 +290,65 @@ impl Seeding {
         Ok(())
     }
 
+    /// Seeds every planned entry, on up to [`SEEDING_THREADS`] threads.
+    fn run(self) -> io::Result<SeedReport> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, SEEDING_THREADS);
+        let next = AtomicUsize::new(0);
+        let worker = || -> io::Result<SeedReport> {
+            let mut seeding = Seeding::default();
+            while let Some(task) = self.tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                match seeding.tree(&task.from, &task.to, task.link) {
+                    Ok(()) => {}
+                    Err(err) if task.session && err.kind() == ErrorKind::NotFound => {
+                        let _ = fs::remove_dir_all(&task.to);
+                    }
+                    Err(err) => {
+                        next.store(self.tasks.len(), Ordering::Relaxed); // the others stop
+                        return Err(err);
+                    }
+                }
+            }
+            Ok(seeding.report)
+        };
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads).map(|_| scope.spawn(worker)).collect();
+            let mut report = SeedReport::default();
+            for done in workers
+                .into_iter()
+                .map(|w| w.join().expect("a seeding thread"))
+            {
+                let done = done?;
+                report.linked += done.linked;
+                report.copied += done.copied;
+            }
+            Ok(report)
+        })
+    }
+}
+
+/// At most this many threads seed one target directory: file creation
+/// scales with cores up to the file system's journal.
+const SEEDING_THREADS: usize = 4;
+
+/// One thread's share of a seeding: what it did so far, and the copies it
+/// made of files that have other names in the source (cargo links each
+/// build script under two, in one directory), so that a later name becomes
+/// a link to the slot's copy instead of a second copy.
+#[derive(Default)]
+struct Seeding {
+    report: SeedReport,
+    copies: HashMap<(u64, u64), PathBuf>,
+}
+
+impl Seeding {
     /// Recreates `from` (a file or a directory tree) at `to`, linking the
     /// files whose name `link` accepts (copied where they cannot be:
     /// another file system) and copying the others, keeping the links
     /// between the files it copies and every file's and directory's mtime
-    /// (cargo compares them), never following a symlink.
+    /// (cargo compares them), never following a symlink and never opening
+    /// an existing file for writing.
     fn tree(&mut self, from: &Path, to: &Path, link: fn(&OsStr) -> bool) -> io::Result<()> {
         let meta = fs::symlink_metadata(from)?;
         if meta.is_symlink() {
@@ -265,7 +360,7 @@ impl Seeding {
                 let entry = entry?;
                 self.tree(&entry.path(), &to.join(entry.file_name()), link)?;
             }
-            return set_times(to, &meta);
+            return fs::File::open(to)?.set_times(times(&meta)?);
         }
         if from.file_name().is_some_and(link) && fs::hard_link(from, to).is_ok() {
             self.report.linked += 1;
@@ -278,13 +373,34 @@ impl Seeding {
             self.report.linked += 1;
             return Ok(());
         }
-        fs::copy(from, to)?;
+        copy_file(from, to, &meta)?;
         self.report.copied += 1;
         if meta.nlink() > 1 {
             self.copies.insert(inode, to.to_owned());
         }
-        set_times(to, &meta)
+        Ok(())
     }
+}
+
+/// Copies the file `from` (whose metadata is `meta`) to a new file `to`,
+/// with its permissions and times: one open of each.
+fn copy_file(from: &Path, to: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut source = fs::File::open(from)?;
+    let mut copy = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(meta.mode() & 0o7777)
+        .open(to)?;
+    io::copy(&mut source, &mut copy)?;
+    copy.set_times(times(meta)?)
+}
+
+/// The access and modification times of `meta`, to set on a copy.
+fn times(meta: &fs::Metadata) -> io::Result<fs::FileTimes> {
+    Ok(fs::FileTimes::new()
+        .set_modified(meta.modified()?)
+        .set_accessed(meta.accessed()?))
 }
 
 /// Whether a file of an incremental session is one only rustc reads: its
@@ -294,14 +410,6 @@ fn rustc_private(name: &OsStr) -> bool {
     ["dep-graph.bin", "query-cache.bin", "work-products.bin"]
         .iter()
         .any(|private| name == *private)
-}
-
-/// Gives `path` the access and modification times of `meta`.
-fn set_times(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    let times = fs::FileTimes::new()
-        .set_modified(meta.modified()?)
-        .set_accessed(meta.accessed()?);
-    fs::File::open(path)?.set_times(times)
 }
 
 #[cfg(test)]
@@ -420,6 +528,44 @@ version = "0.1.0"
     }
 
     #[test]
+    fn an_entry_two_sources_have_is_taken_from_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = "0123456789abcdef";
+        let sources: Vec<PathBuf> = ["user", "other-slot"]
+            .iter()
+            .map(|name| {
+                let source = dir.path().join(name);
+                let fingerprint = source.join(format!("debug/.fingerprint/regex-{hash}"));
+                fs::create_dir_all(&fingerprint).unwrap();
+                fs::write(fingerprint.join("lib-regex"), name).unwrap();
+                source
+            })
+            .collect();
+        let slot = dir.path().join("slot");
+        let packages = BTreeSet::from(["regex".to_owned()]);
+
+        let report = seed_target(&slot, &sources, &packages, None).unwrap();
+        assert_eq!(report.copied, 1);
+        let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}/lib-regex"));
+        assert_eq!(fs::read(seeded).unwrap(), b"user");
+    }
+
+    #[test]
+    fn a_copy_never_writes_through_a_file_already_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
+        fs::write(&user, b"the user's").unwrap();
+        // The fault: the destination is already a link to the user's file.
+        fs::hard_link(&user, &slot).unwrap();
+        let source = dir.path().join("source");
+        fs::write(&source, b"new bytes").unwrap();
+
+        let err = copy_file(&source, &slot, &fs::metadata(&source).unwrap()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&user).unwrap(), b"the user's");
+    }
+
+    #[test]
     fn a_file_with_two_names_is_copied_once() {
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("user");
@@ -472,6 +618,7 @@ version = "0.1.0"
         write(&format!("deps/libregex-{hash}.rlib"));
         write(&format!(".fingerprint/regex-{hash}/lib-regex"));
         write(&format!("deps/libapp-{hash}.rlib"));
+        fs::write(user.join(RUSTC_INFO), b"{}").unwrap();
         let packages = BTreeSet::from(["regex".to_owned()]);
         let slot = dir.path().join("slot");
 
@@ -480,7 +627,7 @@ version = "0.1.0"
             report,
             SeedReport {
                 linked: 1,
-                copied: 1
+                copied: 2
             }
         );
         let fingerprint = format!("debug/.fingerprint/regex-{hash}/lib-regex");
@@ -495,6 +642,11 @@ version = "0.1.0"
                 .unwrap(),
         );
         assert!(!slot.join(format!("debug/deps/libapp-{hash}.rlib")).exists());
+        assert_eq!(
+            fs::read(slot.join(RUSTC_INFO)).unwrap(),
+            b"{}",
+            "cargo's rustc cache"
+        );
 
         write(&format!("deps/libregex-{hash}.rmeta"));
         let again = seed_target(&slot, &[user], &packages, None).unwrap();
