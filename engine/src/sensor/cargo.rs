@@ -92,12 +92,13 @@ impl CargoToolchain {
     pub async fn detect(program: impl Into<OsString>, workspace: &Path) -> Self {
         let program = program.into();
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let version = async {
-            let cargo = probe(&program, &["--version"], workspace).await?;
-            let rustc = probe(&rustc, &["-vV"], workspace).await?;
-            Ok(format!("{}; {}", cargo.trim(), rustc_identity(&rustc)))
-        }
-        .await;
+        // Asked at once: each costs a start of rustup's proxy and the tool.
+        let (cargo, rustc) = tokio::join!(
+            probe(&program, &["--version"], workspace),
+            probe(&rustc, &["-vV"], workspace),
+        );
+        let version =
+            cargo.and_then(|cargo| Ok(format!("{}; {}", cargo.trim(), rustc_identity(&rustc?))));
         Self { program, version }
     }
 
@@ -143,7 +144,6 @@ pub async fn rust_sensors(
     rustc_wrapper: Option<&str>,
     at_workspace_path: bool,
 ) -> Vec<Box<dyn Sensor>> {
-    let toolchain = CargoToolchain::detect("cargo", workspace).await;
     let mut setup = StageSetup {
         user: Some(UserBuild {
             root: workspace.to_path_buf(),
@@ -154,7 +154,11 @@ pub async fn rust_sensors(
         mirrored: false,
     };
     // A caching wrapper gets no incremental builds: nothing to reuse.
-    setup.mirrored = at_workspace_path && !setup.wraps_rustc() && mirror_available().await;
+    let mirrorable = at_workspace_path && !setup.wraps_rustc();
+    let (toolchain, mirrored) = tokio::join!(CargoToolchain::detect("cargo", workspace), async {
+        mirrorable && mirror_available().await
+    });
+    setup.mirrored = mirrored;
     vec![
         Box::new(CargoCheck::with(&toolchain, setup.clone())),
         Box::new(CargoTest::with(&toolchain, setup)),
