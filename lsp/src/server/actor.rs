@@ -32,7 +32,7 @@ use super::protocol::{
     RepairRef, SearchState, SearchStatus, SearchStatusParams, ServerCommand, cluster_arguments,
     forest, repair_arguments,
 };
-use super::sensing::{Debouncer, SENSING_DEBOUNCE};
+use super::sensing::{Debouncer, FIRST_SENSING_DELAY, SENSING_DEBOUNCE};
 use super::storage::{self, Collector};
 use super::tasks::{
     self, ApplyEnd, ApplyRequest, Outbox, RepairJob, Sensed, Shared, describe_status,
@@ -191,7 +191,7 @@ impl Actor {
             outbox: Outbox::start(),
             docs: BTreeMap::new(),
             revision: 0,
-            sensing: Debouncer::new(SENSING_DEBOUNCE),
+            sensing: Debouncer::new(FIRST_SENSING_DELAY, SENSING_DEBOUNCE),
             clusters: HashMap::new(),
             published: BTreeMap::new(),
             last_sensing_error: None,

@@ -2,8 +2,10 @@
 //!
 //! Opens and saves arrive in bursts (an editor restoring a session opens a
 //! dozen files at once). Each trigger pushes the start back by the debounce
-//! delay; when the timer fires a new run starts and cancels the one still
-//! running, whose cargo process the engine then kills. Only the newest
+//! delay (a session's first run waits less: nothing is shown yet, and an
+//! editor sends its burst at once); when the timer fires a new run starts
+//! and cancels the one still running, whose cargo process the engine then
+//! kills. Only the newest
 //! generation's results are published: a cancelled run that still manages
 //! to report is ignored. A run publishes twice: what its first stages found
 //! (the build's diagnostics) while the rest still run, then everything.
@@ -17,8 +19,14 @@ use tokio_util::sync::CancellationToken;
 /// The delay between the last trigger and the start of a run.
 pub const SENSING_DEBOUNCE: Duration = Duration::from_millis(300);
 
+/// The delay before a session's first run: long enough to gather the opens
+/// an editor sends at once when it restores a session, short enough that
+/// opening a project shows its diagnostics about when its build has them.
+pub const FIRST_SENSING_DELAY: Duration = Duration::from_millis(50);
+
 #[derive(Debug)]
 pub struct Debouncer {
+    first_delay: Duration,
     delay: Duration,
     deadline: Option<Instant>,
     generation: u64,
@@ -33,8 +41,11 @@ pub struct Run {
 }
 
 impl Debouncer {
-    pub fn new(delay: Duration) -> Debouncer {
+    /// Runs start `delay` after the last trigger; the first run,
+    /// `first_delay` after it.
+    pub fn new(first_delay: Duration, delay: Duration) -> Debouncer {
         Debouncer {
+            first_delay,
             delay,
             deadline: None,
             generation: 0,
@@ -44,7 +55,12 @@ impl Debouncer {
 
     /// Something worth sensing happened at `now`.
     pub fn trigger(&mut self, now: Instant) {
-        self.deadline = Some(now + self.delay);
+        let delay = if self.generation == 0 {
+            self.first_delay
+        } else {
+            self.delay
+        };
+        self.deadline = Some(now + delay);
     }
 
     /// When the pending run is due, if one is pending.
@@ -105,7 +121,7 @@ mod tests {
     #[test]
     fn a_burst_of_triggers_starts_one_run_after_the_last_one() {
         let t0 = Instant::now();
-        let mut d = Debouncer::new(DELAY);
+        let mut d = Debouncer::new(DELAY, DELAY);
         d.trigger(t0);
         d.trigger(t0 + Duration::from_millis(200));
         assert!(d.start_if_due(t0 + Duration::from_millis(350)).is_none());
@@ -117,9 +133,22 @@ mod tests {
     }
 
     #[test]
+    fn the_first_run_waits_only_for_its_burst_and_later_ones_the_full_delay() {
+        let t0 = Instant::now();
+        let first = Duration::from_millis(50);
+        let mut d = Debouncer::new(first, DELAY);
+        d.trigger(t0);
+        d.trigger(t0 + Duration::from_millis(30));
+        assert!(d.start_if_due(t0 + Duration::from_millis(70)).is_none());
+        assert!(d.start_if_due(t0 + Duration::from_millis(80)).is_some());
+        d.trigger(t0 + Duration::from_millis(100));
+        assert_eq!(d.deadline(), Some(t0 + Duration::from_millis(100) + DELAY));
+    }
+
+    #[test]
     fn a_newer_run_cancels_the_older_and_only_the_newest_result_stands() {
         let t0 = Instant::now();
-        let mut d = Debouncer::new(DELAY);
+        let mut d = Debouncer::new(DELAY, DELAY);
         d.trigger(t0);
         let first = d.start_if_due(t0 + DELAY).unwrap();
         d.trigger(t0 + DELAY);
@@ -133,7 +162,7 @@ mod tests {
     #[test]
     fn a_partial_result_stands_only_for_the_newest_run_while_it_runs() {
         let t0 = Instant::now();
-        let mut d = Debouncer::new(DELAY);
+        let mut d = Debouncer::new(DELAY, DELAY);
         d.trigger(t0);
         let first = d.start_if_due(t0 + DELAY).unwrap();
         assert!(d.partial(first.generation));
@@ -151,7 +180,7 @@ mod tests {
     #[test]
     fn stop_cancels_the_running_run_and_the_pending_one() {
         let t0 = Instant::now();
-        let mut d = Debouncer::new(DELAY);
+        let mut d = Debouncer::new(DELAY, DELAY);
         d.trigger(t0);
         let run = d.start_if_due(t0 + DELAY).unwrap();
         d.trigger(t0 + DELAY);
