@@ -32,9 +32,11 @@
 //! Creating files is most of a seeding's time, and a slot's first build
 //! waits for it: the entries are planned first, then seeded on a few
 //! threads, each file with one open of its source and one of its copy.
+//! Each entry appears whole or not at all (staged beside it, then renamed),
+//! so a seeding cut short is finished by the next one, never taken for done.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::MetadataExt;
@@ -299,11 +301,10 @@ impl Plan {
         let worker = || -> io::Result<SeedReport> {
             let mut seeding = Seeding::default();
             while let Some(task) = self.tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                match seeding.tree(&task.from, &task.to, task.link) {
+                match seeding.entry(task) {
                     Ok(()) => {}
-                    Err(err) if task.session && err.kind() == ErrorKind::NotFound => {
-                        let _ = fs::remove_dir_all(&task.to);
-                    }
+                    // A session rustc removed meanwhile is left out whole.
+                    Err(err) if task.session && err.kind() == ErrorKind::NotFound => {}
                     Err(err) => {
                         next.store(self.tasks.len(), Ordering::Relaxed); // the others stop
                         return Err(err);
@@ -333,9 +334,9 @@ impl Plan {
 const SEEDING_THREADS: usize = 4;
 
 /// One thread's share of a seeding: what it did so far, and the copies it
-/// made of files that have other names in the source (cargo links each
-/// build script under two, in one directory), so that a later name becomes
-/// a link to the slot's copy instead of a second copy.
+/// made in the current entry of files that have other names in the source
+/// (cargo links each build script under two, in one directory), so that a
+/// later name becomes a link to the slot's copy instead of a second copy.
 #[derive(Default)]
 struct Seeding {
     report: SeedReport,
@@ -343,6 +344,29 @@ struct Seeding {
 }
 
 impl Seeding {
+    /// Seeds one planned entry whole or not at all: into a staging name
+    /// beside it, renamed into place once complete, so a seeding that
+    /// stops half-way (an error, the process killed) never leaves a part
+    /// of an entry that a later seeding would take for all of it. A
+    /// staging left by such a seeding is removed first.
+    fn entry(&mut self, task: &Task) -> io::Result<()> {
+        let mut name = OsString::from(".");
+        name.push(task.to.file_name().unwrap_or_default());
+        name.push(".trellis-seeding");
+        let staging = task.to.with_file_name(name);
+        remove(&staging)?;
+        // The links between copies are kept within an entry (cargo's two
+        // names of a build script share one directory).
+        self.copies.clear();
+        match self.tree(&task.from, &staging, task.link) {
+            Ok(()) => fs::rename(&staging, &task.to),
+            Err(err) => {
+                let _ = remove(&staging);
+                Err(err)
+            }
+        }
+    }
+
     /// Recreates `from` (a file or a directory tree) at `to`, linking the
     /// files whose name `link` accepts (copied where they cannot be:
     /// another file system) and copying the others, keeping the links
@@ -379,6 +403,19 @@ impl Seeding {
             self.copies.insert(inode, to.to_owned());
         }
         Ok(())
+    }
+}
+
+/// Removes a file or a directory tree, if there is one at `path`.
+fn remove(path: &Path) -> io::Result<()> {
+    let removed = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(err) => Err(err),
+    };
+    match removed {
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
@@ -563,6 +600,41 @@ version = "0.1.0"
         let err = copy_file(&source, &slot, &fs::metadata(&source).unwrap()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&user).unwrap(), b"the user's");
+    }
+
+    #[test]
+    fn an_entry_that_fails_half_way_is_left_out_whole_and_seeded_again_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user");
+        let hash = "0123456789abcdef";
+        let fingerprint = user.join(format!("debug/.fingerprint/regex-{hash}"));
+        fs::create_dir_all(&fingerprint).unwrap();
+        fs::write(fingerprint.join("a-lib-regex"), b"first").unwrap();
+        // The fault: a file that cannot be opened (a socket), met after
+        // the entry's first file was copied.
+        let socket = fingerprint.join("b-socket");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let (slot, packages) = (
+            dir.path().join("slot"),
+            BTreeSet::from(["regex".to_owned()]),
+        );
+        let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}"));
+
+        assert!(seed_target(&slot, std::slice::from_ref(&user), &packages, None).is_err());
+        let left: Vec<_> = fs::read_dir(seeded.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "a part of the entry was left: {left:?}");
+
+        drop(listener);
+        fs::remove_file(&socket).unwrap();
+        // An interrupted seeding's staging, as a killed process leaves it.
+        let staging = seeded.with_file_name(format!(".regex-{hash}.trellis-seeding"));
+        fs::create_dir_all(&staging).unwrap();
+        seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
+        assert_eq!(fs::read(seeded.join("a-lib-regex")).unwrap(), b"first");
+        assert!(!staging.exists());
     }
 
     #[test]
