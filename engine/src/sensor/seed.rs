@@ -18,8 +18,9 @@
 //! This module never writes into a source directory, and links a file only
 //! where whoever rebuilds it replaces it instead of writing into it:
 //! `.rlib` and `.rmeta` files, which rustc writes to a temporary file and
-//! renames over the output, and the files of incremental sessions, which
-//! rustc deletes before saving again. Together they are most of the bytes.
+//! renames over the output, and rustc's own files in an incremental
+//! session (its dependency graph and query cache), which rustc deletes
+//! before saving again. Together they are most of the bytes.
 //! Everything else (fingerprints, dep-info, build-script output and
 //! executables, proc-macro libraries written by whatever linker is
 //! configured) is copied, because cargo, build scripts and linkers may
@@ -225,6 +226,8 @@ impl Plan {
         self.push(from, to, link, false)
     }
 
+    /// Plans `from` at `to` as [`Plan::add`] does, linking the files whose
+    /// name `link` accepts.
     fn push(
         &mut self,
         from: PathBuf,
@@ -250,9 +253,9 @@ impl Plan {
         Ok(())
     }
 
-    /// Plans the incremental state of every crate `from` (a target
-    /// directory) has and `to` lacks: each crate's finished sessions,
-    /// never one a running rustc is still writing (`-working`). The files
+    /// Plans the incremental state `from` (a target directory) has and
+    /// `to` lacks: each crate's finished sessions, never one a running
+    /// rustc is still writing (`-working`). The files
     /// only rustc reads ([`rustc_private`]) are linked: rustc starts each
     /// session by linking the previous one's files into a new directory
     /// and deletes one before saving it again, so a link shares the user's
@@ -275,10 +278,10 @@ impl Plan {
             };
             for krate in crates {
                 let krate = krate?;
-                let dest = to.join(krate.file_name());
-                if !krate.file_type()?.is_dir() || fs::symlink_metadata(&dest).is_ok() {
+                if !krate.file_type()?.is_dir() {
                     continue;
                 }
+                let dest = to.join(krate.file_name());
                 fs::create_dir_all(&dest)?;
                 for session in fs::read_dir(krate.path())? {
                     let session = session?;

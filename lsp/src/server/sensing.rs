@@ -5,10 +5,10 @@
 //! delay (a session's first run waits less: nothing is shown yet, and an
 //! editor sends its burst at once); when the timer fires a new run starts
 //! and cancels the one still running, whose cargo process the engine then
-//! kills. Only the newest
-//! generation's results are published: a cancelled run that still manages
-//! to report is ignored. A run publishes twice: what its first stages found
-//! (the build's diagnostics) while the rest still run, then everything.
+//! kills. Only the newest generation's results are published: a cancelled
+//! run that still manages to report is ignored. A run publishes twice: what
+//! its first stages found (the build's diagnostics) while the rest still
+//! run, then everything.
 //!
 //! Pure state over `Instant`s so the rules are tested without sleeping.
 
