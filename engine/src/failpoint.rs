@@ -22,9 +22,10 @@
 //! collection starts); `bundles-attached` (a repair resolved its
 //! prompt-bundle refs and has not yet run); and `view-measure` (a check,
 //! a sensing run or a repair holds the view lock and has copied the view
-//! into its slot; its stages are about to run); and `mirror-enter` (a
+//! into its slot; its stages are about to run); `mirror-enter` (a
 //! slot's cargo is about to enter its mount namespace, asked with
-//! [`fails`]). This
+//! [`fails`]); and `seed-entry` (an entry of a slot's target directory is
+//! staged and about to be renamed into place). This
 //! module must never change behaviour when the variable is unset, and is
 //! never a configuration surface: nothing documents it to users.
 

@@ -6,7 +6,7 @@
 //! outside the workspace resolves to the real directory, read-only; a
 //! configured `RUSTC_WRAPPER` sees every slot compilation; members are
 //! built without debug information, seeded dependencies as the user built
-//! them. Each test drives the shipped binary and real cargo on a crate
+//! them; a seeding killed half-way is finished by the next run. Each test drives the shipped binary and real cargo on a crate
 //! written here.
 
 use std::collections::BTreeMap;
@@ -274,8 +274,15 @@ fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the
         "the slot measured the user's stale build of `value() = 2`:\n{}",
         shown(&again)
     );
-    // And the slot was seeded from the user's tree: its `itoa` library is
-    // the user's own file.
+    // And the slot was seeded from the user's tree.
+    assert!(
+        itoa_seeded_from_user(root, cache),
+        "the slot's itoa was not seeded from the user's target/"
+    );
+}
+
+/// Whether a slot's `itoa` library is the user's own file, seeded by link.
+fn itoa_seeded_from_user(root: &Path, cache: &Path) -> bool {
     let users: Vec<u64> = files(&root.join("target/debug/deps"))
         .iter()
         .filter(|p| {
@@ -286,11 +293,48 @@ fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the
         })
         .map(|p| std::fs::metadata(p).unwrap().ino())
         .collect();
-    let seeded = slot_files(cache, "libitoa-")
+    slot_files(cache, "libitoa-")
         .iter()
-        .any(|p| users.contains(&std::fs::metadata(p).unwrap().ino()));
+        .any(|p| users.contains(&std::fs::metadata(p).unwrap().ino()))
+}
+
+/// The seedings' stagings (`.<name>.trellis-seeding`) below `dir`.
+fn stagings(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.to_string_lossy().ends_with(".trellis-seeding") {
+                out.push(path);
+            } else if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                walk(&path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out
+}
+
+#[test]
+fn a_seeding_killed_half_way_is_finished_by_the_next_run() {
+    let Scratch { root, cache, .. } = &Scratch::new();
+    itoa_crate(root, 1);
+    user_builds_everything(root);
+
+    // The fault: the process dies with its second entry staged, not yet
+    // renamed into place, as an editor closed during the first check.
+    let killed = trellis_command(root, cache, &["check"])
+        .env("TRELLIS_FAILPOINT", "seed-entry:2:abort")
+        .output()
+        .unwrap();
+    assert!(killed.status.code().is_none(), "{}", shown(&killed));
+    assert!(!stagings(cache).is_empty(), "the kill left no staging");
+
+    assert_passed(&trellis(root, cache, &["check"]));
+    assert_eq!(stagings(cache), Vec::<PathBuf>::new(), "a staging was left");
+    // The next run finished the seeding.
     assert!(
-        seeded,
+        itoa_seeded_from_user(root, cache),
         "the slot's itoa was not seeded from the user's target/"
     );
 }

@@ -362,7 +362,10 @@ impl Seeding {
         // names of a build script share one directory).
         self.copies.clear();
         match self.tree(&task.from, &staging, task.link) {
-            Ok(()) => fs::rename(&staging, &task.to),
+            Ok(()) => {
+                crate::failpoint::hit("seed-entry");
+                fs::rename(&staging, &task.to)
+            }
             Err(err) => {
                 let _ = remove(&staging);
                 Err(err)
