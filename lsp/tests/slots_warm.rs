@@ -6,8 +6,8 @@
 //! outside the workspace resolves to the real directory, read-only; a
 //! configured `RUSTC_WRAPPER` sees every slot compilation; members are
 //! built without debug information, seeded dependencies as the user built
-//! them; a seeding killed half-way is finished by the next run. Each test drives the shipped binary and real cargo on a crate
-//! written here.
+//! them; a seeding killed half-way is finished by the next run. Each test
+//! drives the shipped binary and real cargo on a crate written here.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -298,21 +298,19 @@ fn itoa_seeded_from_user(root: &Path, cache: &Path) -> bool {
         .any(|p| users.contains(&std::fs::metadata(p).unwrap().ino()))
 }
 
-/// The seedings' stagings (`.<name>.trellis-seeding`) below `dir`.
+/// The files below `dir` inside a seeding's staging
+/// (`.<name>.trellis-seeding`, a file or a directory).
 fn stagings(dir: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.to_string_lossy().ends_with(".trellis-seeding") {
-                out.push(path);
-            } else if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-                walk(&path, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, &mut out);
-    out
+    files(dir)
+        .into_iter()
+        .filter(|path| {
+            path.components().any(|c| {
+                c.as_os_str()
+                    .to_string_lossy()
+                    .ends_with(".trellis-seeding")
+            })
+        })
+        .collect()
 }
 
 #[test]
