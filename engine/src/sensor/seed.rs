@@ -459,6 +459,14 @@ fn rustc_private(name: &OsStr) -> bool {
 mod tests {
     use super::*;
 
+    fn ino(path: &Path) -> u64 {
+        fs::metadata(path).unwrap().ino()
+    }
+
+    fn seeded(linked: u64, copied: u64) -> SeedReport {
+        SeedReport { linked, copied }
+    }
+
     const LOCK: &str = r#"
 version = 4
 
@@ -543,15 +551,8 @@ version = "0.1.0"
         fs::write(incremental.join("s-abc-def.lock"), b"").unwrap();
 
         let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
-        assert_eq!(
-            report,
-            SeedReport {
-                linked: 1,
-                copied: 2
-            }
-        );
+        assert_eq!(report, seeded(1, 2));
         let crate_dir = slot.join("debug/incremental/app-1x2y");
-        let ino = |p: &Path| fs::metadata(p).unwrap().ino();
         assert_eq!(
             ino(&crate_dir.join("s-abc-def/dep-graph.bin")),
             ino(&done.join("dep-graph.bin")),
@@ -659,15 +660,8 @@ version = "0.1.0"
         let slot = dir.path().join("slot");
 
         let report = seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
-        assert_eq!(
-            report,
-            SeedReport {
-                linked: 1,
-                copied: 1
-            }
-        );
+        assert_eq!(report, seeded(1, 1));
         let copied = slot.join("debug/build/serde-0123456789abcdef");
-        let ino = |p: &Path| fs::metadata(p).unwrap().ino();
         let names = [
             copied.join("build-script-build"),
             copied.join("build_script_build-0123456789abcdef"),
@@ -701,13 +695,7 @@ version = "0.1.0"
         let slot = dir.path().join("slot");
 
         let report = seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
-        assert_eq!(
-            report,
-            SeedReport {
-                linked: 1,
-                copied: 2
-            }
-        );
+        assert_eq!(report, seeded(1, 2));
         let fingerprint = format!("debug/.fingerprint/regex-{hash}/lib-regex");
         assert_eq!(
             fs::metadata(slot.join(&fingerprint))
