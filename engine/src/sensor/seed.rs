@@ -44,6 +44,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::snapshot::fsutil::remove_if_present;
+
 /// Written once a target directory has been seeded, so it is seeded once:
 /// afterwards cargo keeps it current itself.
 const SEEDED: &str = ".trellis-seeded";
@@ -357,7 +359,7 @@ impl Seeding {
         name.push(task.to.file_name().unwrap_or_default());
         name.push(".trellis-seeding");
         let staging = task.to.with_file_name(name);
-        remove(&staging)?;
+        remove_if_present(&staging)?;
         // The links between copies are kept within an entry (cargo's two
         // names of a build script share one directory).
         self.copies.clear();
@@ -367,7 +369,7 @@ impl Seeding {
                 fs::rename(&staging, &task.to)
             }
             Err(err) => {
-                let _ = remove(&staging);
+                let _ = remove_if_present(&staging);
                 Err(err)
             }
         }
@@ -409,19 +411,6 @@ impl Seeding {
             self.copies.insert(inode, to.to_owned());
         }
         Ok(())
-    }
-}
-
-/// Removes a file or a directory tree, if there is one at `path`.
-fn remove(path: &Path) -> io::Result<()> {
-    let removed = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-        Err(err) => Err(err),
-    };
-    match removed {
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-        other => other,
     }
 }
 

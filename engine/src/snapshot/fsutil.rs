@@ -118,6 +118,20 @@ pub(crate) fn write_file_atomic_unconfined(
     Ok(())
 }
 
+/// Removes the file, symlink or directory tree at `path`, if there is one
+/// (a symlink itself, never what it points to).
+pub(crate) fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    let removed = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(err) => Err(err),
+    };
+    match removed {
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

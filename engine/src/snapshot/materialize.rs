@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::fsutil::{check_rel_path, confine};
+use super::fsutil::{check_rel_path, confine, remove_if_present};
 use super::{ContentSource, Entry, Overlay, Snapshot, SnapshotError, Snapshotter};
 use crate::digest::Digest;
 
@@ -258,12 +258,7 @@ fn write_entry(
 
 /// Removes what is at `path`, if anything, so a fresh entry can be created.
 fn clear(path: &PathBuf) -> Result<(), SnapshotError> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path).map_err(SnapshotError::io(path)),
-        Ok(_) => fs::remove_file(path).map_err(SnapshotError::io(path)),
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-        Err(err) => Err(SnapshotError::io(path)(err)),
-    }
+    remove_if_present(path).map_err(SnapshotError::io(path))
 }
 
 #[cfg(test)]
