@@ -171,7 +171,10 @@ pub fn seed_target(
         plan.incremental(user, target)?;
     }
     for source in sources.iter().filter(|source| source.as_path() != target) {
-        plan.add(source.join(RUSTC_INFO), target.join(RUSTC_INFO), Seed::Copy)?;
+        let rustc_info = source.join(RUSTC_INFO);
+        if rustc_info.is_file() {
+            plan.add(rustc_info, target.join(RUSTC_INFO), Seed::Copy);
+        }
         for profile in PROFILES {
             for dir in ["deps", "build", ".fingerprint"] {
                 let from = source.join(profile).join(dir);
@@ -186,7 +189,7 @@ pub fn seed_target(
                     let entry = entry?;
                     let name = entry.file_name();
                     if let Some(how) = name.to_str().and_then(|n| classify(dir, n, packages)) {
-                        plan.add(entry.path(), to.join(&name), how)?;
+                        plan.add(entry.path(), to.join(&name), how);
                     }
                 }
             }
@@ -219,31 +222,20 @@ struct Task {
 }
 
 impl Plan {
-    /// Plans `from` at `to`, unless `to` exists already or `from` does not.
-    fn add(&mut self, from: PathBuf, to: PathBuf, how: Seed) -> io::Result<()> {
+    /// Plans `from` (which exists) at `to`, unless `to` exists already.
+    fn add(&mut self, from: PathBuf, to: PathBuf, how: Seed) {
         let link = match how {
             Seed::Link => |_: &OsStr| true,
             Seed::Copy => |_: &OsStr| false,
         };
-        self.push(from, to, link, false)
+        self.push(from, to, link, false);
     }
 
     /// Plans `from` at `to` as [`Plan::add`] does, linking the files whose
     /// name `link` accepts.
-    fn push(
-        &mut self,
-        from: PathBuf,
-        to: PathBuf,
-        link: fn(&OsStr) -> bool,
-        session: bool,
-    ) -> io::Result<()> {
+    fn push(&mut self, from: PathBuf, to: PathBuf, link: fn(&OsStr) -> bool, session: bool) {
         if self.planned.contains(&to) || fs::symlink_metadata(&to).is_ok() {
-            return Ok(());
-        }
-        match fs::symlink_metadata(&from) {
-            Ok(_) => {}
-            Err(err) if err.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(err) => return Err(err),
+            return;
         }
         self.planned.insert(to.clone());
         self.tasks.push(Task {
@@ -252,7 +244,6 @@ impl Plan {
             link,
             session,
         });
-        Ok(())
     }
 
     /// Plans the incremental state `from` (a target directory) has and
@@ -289,7 +280,7 @@ impl Plan {
                     let session = session?;
                     let name = session.file_name();
                     if !name.to_string_lossy().ends_with("-working") {
-                        self.push(session.path(), dest.join(&name), rustc_private, true)?;
+                        self.push(session.path(), dest.join(&name), rustc_private, true);
                     }
                 }
             }
