@@ -21,17 +21,19 @@
 //! renames over the output, and rustc's own files in an incremental
 //! session (its dependency graph and query cache), which rustc deletes
 //! before saving again. Together they are most of the bytes.
-//! Everything else (fingerprints, dep-info, build-script output and
-//! executables, proc-macro libraries written by whatever linker is
-//! configured) is copied, because cargo, build scripts and linkers may
-//! rewrite those in place; a file the source has under two names (cargo
+//! Everything else (fingerprints and cargo's dep-info in them,
+//! build-script output and executables, proc-macro libraries written by
+//! whatever linker is configured) is copied, because cargo, build scripts
+//! and linkers may rewrite those in place; a file the source has under two names (cargo
 //! links each build script) is copied once and linked under the second. A
 //! file that cannot be linked (another file system) is copied. A copy is
 //! always a new file, never an existing one opened for writing, so a
 //! seeding cannot write through a link either.
 //!
 //! Creating files is most of a seeding's time, and a slot's first build
-//! waits for it: the entries are planned first, then seeded on a few
+//! waits for it, so nothing a build never reads is seeded (the dep-info
+//! rustc writes beside an artifact, a crate's older incremental sessions),
+//! and the entries are planned first, then seeded on a few
 //! threads, each file with one open of its source and one of its copy.
 //! Each entry appears whole or not at all (staged beside it, then renamed),
 //! so a seeding cut short is finished by the next one, never taken for done.
@@ -142,7 +144,9 @@ fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> 
             let known = packages.iter().any(|p| p.replace('-', "_") == crate_name);
             match extension {
                 "rlib" | "rmeta" if known => Some(Seed::Link),
-                "so" | "dylib" | "dll" | "d" if known => Some(Seed::Copy),
+                // Not the dep-info rustc writes beside them (`.d`): cargo
+                // judges freshness by its own copy in the fingerprint.
+                "so" | "dylib" | "dll" if known => Some(Seed::Copy),
                 _ => None,
             }
         }
@@ -247,15 +251,17 @@ impl Plan {
     }
 
     /// Plans the incremental state `from` (a target directory) has and
-    /// `to` lacks: each crate's finished sessions, never one a running
-    /// rustc is still writing (`-working`). The files
-    /// only rustc reads ([`rustc_private`]) are linked: rustc starts each
-    /// session by linking the previous one's files into a new directory
-    /// and deletes one before saving it again, so a link shares the user's
-    /// bytes without ever changing them. The work products (objects, the
-    /// crate's metadata) are copied: rustc links those out as the build's
-    /// outputs, whose times cargo then sets. So are the sessions' lock
-    /// files: a lock held in the slot must not be the user's. Only the
+    /// `to` lacks: each crate's newest finished session, the one rustc
+    /// goes on from ([`newest_session`]), never one a running rustc is
+    /// still writing. The files only rustc reads ([`rustc_private`]) are
+    /// linked: rustc starts each session by linking the previous one's
+    /// files into a new directory and deletes one before saving it again,
+    /// so a link shares the user's bytes without ever changing them. The
+    /// work products (objects, the crate's metadata) are copied: rustc
+    /// links those out as the build's outputs, where cargo sets the
+    /// metadata's times and an interrupted build leaves objects that the
+    /// next build's code generator writes into. So is the session's lock
+    /// file: a lock held in the slot must not be the user's. Only the
     /// workspace's members are built incrementally, and rustc checks each
     /// reused result against the slot's sources itself.
     fn incremental(&mut self, from: &Path, to: &Path) -> io::Result<()> {
@@ -274,15 +280,24 @@ impl Plan {
                 if !krate.file_type()?.is_dir() {
                     continue;
                 }
+                let names: Vec<String> = fs::read_dir(krate.path())?
+                    .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                    .collect();
+                let Some(newest) = newest_session(&names) else {
+                    continue;
+                };
                 let dest = to.join(krate.file_name());
                 fs::create_dir_all(&dest)?;
-                for session in fs::read_dir(krate.path())? {
-                    let session = session?;
-                    let name = session.file_name();
-                    if !name.to_string_lossy().ends_with("-working") {
-                        self.push(session.path(), dest.join(&name), rustc_private, true);
-                    }
+                let lock = session_lock(newest);
+                if names.contains(&lock) {
+                    self.push(krate.path().join(&lock), dest.join(&lock), |_| false, true);
                 }
+                self.push(
+                    krate.path().join(newest),
+                    dest.join(newest),
+                    rustc_private,
+                    true,
+                );
             }
         }
         Ok(())
@@ -426,6 +441,31 @@ fn times(meta: &fs::Metadata) -> io::Result<fs::FileTimes> {
         .set_accessed(meta.accessed()?))
 }
 
+/// The session rustc starts a crate's next one from: of the finished ones
+/// (`s-<timestamp>-<random>-<hash>`; `-working` while rustc writes it), the
+/// one with the latest timestamp (base 36). The older ones are rustc's
+/// garbage, left to be collected.
+fn newest_session(names: &[String]) -> Option<&str> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let mut parts = name.strip_prefix("s-")?.split('-');
+            let timestamp = u128::from_str_radix(parts.next()?, 36).ok()?;
+            let (_random, hash) = (parts.next()?, parts.next()?);
+            (hash != "working" && !hash.contains('.') && parts.next().is_none())
+                .then_some((timestamp, name.as_str()))
+        })
+        .max()
+        .map(|(_, name)| name)
+}
+
+/// The lock file of the session `name` (`s-<timestamp>-<random>.lock`),
+/// without which rustc deletes the session.
+fn session_lock(name: &str) -> String {
+    let unhashed = name.rsplit_once('-').map_or(name, |(unhashed, _)| unhashed);
+    format!("{unhashed}.lock")
+}
+
 /// Whether a file of an incremental session is one only rustc reads: its
 /// dependency graph, query cache and index of work products, never a
 /// build's output.
@@ -494,10 +534,7 @@ version = "0.1.0"
             seed("deps", format!("libproc_macro2-{hash}.rmeta")),
             Some(Seed::Link)
         );
-        assert_eq!(
-            seed("deps", format!("proc_macro2-{hash}.d")),
-            Some(Seed::Copy)
-        );
+        assert_eq!(seed("deps", format!("proc_macro2-{hash}.d")), None);
         assert_eq!(
             seed("deps", format!("libserde_derive-{hash}.so")),
             Some(Seed::Copy)
@@ -518,37 +555,73 @@ version = "0.1.0"
         assert_eq!(seed("incremental", format!("proc_macro2-{hash}")), None);
     }
 
+    /// A finished session of `crate_dir` at `timestamp` (base 36), with its
+    /// lock file and one file of rustc's own and one work product.
+    fn session(crate_dir: &Path, timestamp: &str) -> PathBuf {
+        let session = crate_dir.join(format!("s-{timestamp}-0c853im-6bsk66ekykmel"));
+        fs::create_dir_all(&session).unwrap();
+        fs::write(session.join("dep-graph.bin"), b"graph").unwrap();
+        fs::write(session.join("metadata.rmeta"), b"work product").unwrap();
+        fs::write(crate_dir.join(format!("s-{timestamp}-0c853im.lock")), b"").unwrap();
+        session
+    }
+
     #[test]
     fn incremental_sessions_share_only_rustcs_own_files() {
         let dir = tempfile::tempdir().unwrap();
         let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
         let incremental = user.join("debug/incremental/app-1x2y");
-        let done = incremental.join("s-abc-def");
-        fs::create_dir_all(&done).unwrap();
-        fs::write(done.join("dep-graph.bin"), b"graph").unwrap();
-        fs::write(done.join("metadata.rmeta"), b"work product").unwrap();
-        fs::create_dir_all(incremental.join("s-ghi-jkl-working")).unwrap();
-        fs::write(incremental.join("s-abc-def.lock"), b"").unwrap();
+        let done = session(&incremental, "hooqxktvt0");
+        fs::create_dir_all(incremental.join("s-hooqxzzzzz-1v68f3b-working")).unwrap();
 
         let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
         assert_eq!(report, seeded(1, 2));
         let crate_dir = slot.join("debug/incremental/app-1x2y");
+        let seeded = crate_dir.join(done.file_name().unwrap());
         assert_eq!(
-            ino(&crate_dir.join("s-abc-def/dep-graph.bin")),
+            ino(&seeded.join("dep-graph.bin")),
             ino(&done.join("dep-graph.bin")),
             "rustc's own file is shared"
         );
         assert_ne!(
-            ino(&crate_dir.join("s-abc-def/metadata.rmeta")),
+            ino(&seeded.join("metadata.rmeta")),
             ino(&done.join("metadata.rmeta")),
             "a work product, linked out as a build output, is the slot's own"
         );
+        let lock = "s-hooqxktvt0-0c853im.lock";
         assert_ne!(
-            ino(&crate_dir.join("s-abc-def.lock")),
-            ino(&incremental.join("s-abc-def.lock")),
+            ino(&crate_dir.join(lock)),
+            ino(&incremental.join(lock)),
             "the lock is the slot's own"
         );
-        assert!(!crate_dir.join("s-ghi-jkl-working").exists());
+        assert!(!crate_dir.join("s-hooqxzzzzz-1v68f3b-working").exists());
+    }
+
+    #[test]
+    fn only_the_session_rustc_goes_on_from_is_seeded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
+        let incremental = user.join("debug/incremental/app-1x2y");
+        // Base 36: `hooqxktvt0` is later than `hooqwouz9n`, and than the
+        // shorter `zzzzzzzzz` a lexical comparison would take.
+        let newest = session(&incremental, "hooqxktvt0");
+        for older in ["hooqwouz9n", "zzzzzzzzz"] {
+            session(&incremental, older);
+        }
+
+        seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
+        let mut seeded: Vec<_> = fs::read_dir(slot.join("debug/incremental/app-1x2y"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        seeded.sort();
+        assert_eq!(
+            seeded,
+            [
+                newest.file_name().unwrap().to_owned(),
+                OsString::from("s-hooqxktvt0-0c853im.lock")
+            ]
+        );
     }
 
     #[test]
