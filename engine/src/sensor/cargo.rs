@@ -250,9 +250,17 @@ fn plan_mirror(
 /// user's target directory and the other slots' under `base`, with the
 /// registry dependencies of `lock`, the slot's, and, when the slot builds
 /// at the user's paths (`mirrored`), with a copy of the user's incremental
-/// state. Best effort: a failure only costs the build time it would have
-/// saved.
-fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>, mirrored: bool) {
+/// state, the part of it with generated code only before a build that
+/// `generates_code`. Best effort: a failure only costs the build time it
+/// would have saved.
+fn warm(
+    target: &Path,
+    base: &Path,
+    lock: &str,
+    user: Option<&UserBuild>,
+    mirrored: bool,
+    generates_code: bool,
+) {
     let packages = seed::registry_packages(lock);
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
@@ -270,7 +278,7 @@ fn warm(target: &Path, base: &Path, lock: &str, user: Option<&UserBuild>, mirror
         sources.extend(siblings);
     }
     let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
-    match seed::seed_target(target, &sources, &packages, incremental) {
+    match seed::seed_target(target, &sources, &packages, incremental, generates_code) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
             target = %target.display(),
             linked = report.linked,
@@ -475,13 +483,22 @@ impl CargoStage {
             self.setup.user.clone(),
             self.setup.mirrored,
         );
+        // `cargo test` builds with code generation, `cargo check` without.
+        let generates_code = self.reads_tests;
         let seeding = tokio::task::spawn_blocking({
             let target = target.clone();
             move || {
                 let mirror = plan_mirror(mirrored, user.as_ref(), &dir, &target);
                 // Without one cargo writes it on the first run; the next seeds.
                 let members = slot_lock(&dir, user.as_ref()).map(|lock| {
-                    warm(&target, &base, &lock, user.as_ref(), mirror.is_some());
+                    warm(
+                        &target,
+                        &base,
+                        &lock,
+                        user.as_ref(),
+                        mirror.is_some(),
+                        generates_code,
+                    );
                     seed::path_packages(&lock)
                 });
                 (members, mirror)
@@ -1009,7 +1026,7 @@ mod tests {
         };
         let target = tree_target(&base, &slot);
         let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
-        warm(&target, &base, &lock, Some(&build), false);
+        warm(&target, &base, &lock, Some(&build), false, false);
         assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
     }
 

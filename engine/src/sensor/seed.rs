@@ -33,7 +33,9 @@
 //! Creating files is most of a seeding's time, and a slot's first build
 //! waits for it, so nothing a build never reads is seeded (the dep-info
 //! rustc writes beside an artifact, a crate's older incremental sessions),
-//! and the entries are planned first, then seeded on a few
+//! the sessions holding generated code only before the first build that
+//! generates code (a slot whose check fails never runs one), and the
+//! entries are planned first, then seeded on a few
 //! threads, each file with one open of its source and one of its copy.
 //! Each entry appears whole or not at all (staged beside it, then renamed),
 //! so a seeding cut short is finished by the next one, never taken for done.
@@ -48,9 +50,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::snapshot::fsutil::remove_if_present;
 
-/// Written once a target directory has been seeded, so it is seeded once:
+/// Written once a target directory has been seeded with everything a build
+/// without code generation (`cargo check`) reads, so that is seeded once:
 /// afterwards cargo keeps it current itself.
 const SEEDED: &str = ".trellis-seeded";
+
+/// Written once the incremental sessions that hold generated code (object
+/// files) have been seeded too, before the first build that generates code
+/// (`cargo test`): a `cargo check` never reads them, and a slot whose check
+/// fails never runs one.
+const SEEDED_CODE: &str = ".trellis-seeded-code";
 
 /// Cargo's cache of what rustc said about itself (its version, the
 /// target's configuration), keyed by the rustc asked and the flags: seeded,
@@ -155,26 +164,40 @@ fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> 
 }
 
 /// Seeds `target` (a slot's own target directory) from `sources` (the
-/// user's target directory and other slots'), once: the registry
-/// dependencies of `packages` that a source has and `target` lacks, and
-/// `incremental`'s incremental state (the user's target directory, for a
-/// slot built at the user's paths). A source that does not exist is
-/// skipped. Never writes into a source.
+/// user's target directory and other slots'), once, with what the build
+/// about to run reads: the registry dependencies of `packages` that a
+/// source has and `target` lacks, and `incremental`'s incremental state
+/// (the user's target directory, for a slot built at the user's paths),
+/// only the sessions holding generated code when the build generates code
+/// (`generates_code`). A source that does not exist is skipped. Never
+/// writes into a source.
 pub fn seed_target(
     target: &Path,
     sources: &[PathBuf],
     packages: &BTreeSet<String>,
     incremental: Option<&Path>,
+    generates_code: bool,
 ) -> io::Result<SeedReport> {
-    if target.join(SEEDED).exists() {
+    let checked = target.join(SEEDED).exists();
+    if checked && (!generates_code || target.join(SEEDED_CODE).exists()) {
         return Ok(SeedReport::default());
     }
     fs::create_dir_all(target)?;
     let mut plan = Plan::default();
     if let Some(user) = incremental {
-        plan.incremental(user, target)?;
+        let sessions = match (checked, generates_code) {
+            (false, false) => Sessions::WithoutCode,
+            (false, true) => Sessions::All,
+            // A check's were seeded with the dependencies.
+            (true, _) => Sessions::WithCode,
+        };
+        plan.incremental(user, target, sessions)?;
     }
-    for source in sources.iter().filter(|source| source.as_path() != target) {
+    let dependencies = if checked { &[][..] } else { sources };
+    for source in dependencies
+        .iter()
+        .filter(|source| source.as_path() != target)
+    {
         let rustc_info = source.join(RUSTC_INFO);
         if rustc_info.is_file() {
             plan.add(rustc_info, target.join(RUSTC_INFO), Seed::Copy);
@@ -201,7 +224,32 @@ pub fn seed_target(
     }
     let report = plan.run()?;
     fs::write(target.join(SEEDED), b"")?;
+    if generates_code {
+        fs::write(target.join(SEEDED_CODE), b"")?;
+    }
     Ok(report)
+}
+
+/// Which of a crate's incremental sessions a seeding brings: those of
+/// builds that generate code (object files among their work products), of
+/// those that do not, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sessions {
+    WithoutCode,
+    WithCode,
+    All,
+}
+
+impl Sessions {
+    fn wants(self, session: &Path) -> io::Result<bool> {
+        if self == Sessions::All {
+            return Ok(true);
+        }
+        let has_code = fs::read_dir(session)?
+            .filter_map(Result::ok)
+            .any(|file| file.file_name().as_encoded_bytes().ends_with(b".o"));
+        Ok(has_code == (self == Sessions::WithCode))
+    }
 }
 
 /// What one seeding recreates: each entry a file or a tree, seeded
@@ -253,7 +301,7 @@ impl Plan {
     /// Plans the incremental state `from` (a target directory) has and
     /// `to` lacks: each crate's newest finished session, the one rustc
     /// goes on from ([`newest_session`]), never one a running rustc is
-    /// still writing. The files only rustc reads ([`rustc_private`]) are
+    /// still writing, when it is of the kind `sessions` names. The files only rustc reads ([`rustc_private`]) are
     /// linked: rustc starts each session by linking the previous one's
     /// files into a new directory and deletes one before saving it again,
     /// so a link shares the user's bytes without ever changing them. The
@@ -264,7 +312,7 @@ impl Plan {
     /// file: a lock held in the slot must not be the user's. Only the
     /// workspace's members are built incrementally, and rustc checks each
     /// reused result against the slot's sources itself.
-    fn incremental(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+    fn incremental(&mut self, from: &Path, to: &Path, sessions: Sessions) -> io::Result<()> {
         for profile in PROFILES {
             let (from, to) = (
                 from.join(profile).join("incremental"),
@@ -286,6 +334,10 @@ impl Plan {
                 let Some(newest) = newest_session(&names) else {
                     continue;
                 };
+                // One removed by rustc meanwhile leaves nothing to go on from.
+                if !sessions.wants(&krate.path().join(newest)).unwrap_or(false) {
+                    continue;
+                }
                 let dest = to.join(krate.file_name());
                 fs::create_dir_all(&dest)?;
                 let lock = session_lock(newest);
@@ -574,7 +626,7 @@ version = "0.1.0"
         let done = session(&incremental, "hooqxktvt0");
         fs::create_dir_all(incremental.join("s-hooqxzzzzz-1v68f3b-working")).unwrap();
 
-        let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
+        let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user), true).unwrap();
         assert_eq!(report, seeded(1, 2));
         let crate_dir = slot.join("debug/incremental/app-1x2y");
         let seeded = crate_dir.join(done.file_name().unwrap());
@@ -598,6 +650,61 @@ version = "0.1.0"
     }
 
     #[test]
+    fn sessions_with_generated_code_wait_for_the_first_build_that_generates_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
+        let incremental = user.join("debug/incremental");
+        let checked = session(&incremental.join("app-check"), "hooqxktvt0");
+        let built = session(&incremental.join("app-build"), "hooqxktvt0");
+        fs::write(built.join("4ejx9v.o"), b"object").unwrap();
+        let rlib = "debug/deps/libregex-0123456789abcdef.rlib";
+        fs::create_dir_all(user.join("debug/deps")).unwrap();
+        fs::write(user.join(rlib), b"rlib").unwrap();
+        let packages = BTreeSet::from(["regex".to_owned()]);
+        let sources = std::slice::from_ref(&user);
+        let in_slot = |session: &Path| {
+            let krate = session.parent().unwrap().file_name().unwrap();
+            slot.join("debug/incremental")
+                .join(krate)
+                .join(session.file_name().unwrap())
+        };
+
+        // A check: the dependencies and the session of a check.
+        let check = seed_target(&slot, sources, &packages, Some(&user), false).unwrap();
+        assert_eq!(
+            check,
+            seeded(2, 2),
+            "rlib and graph linked, metadata and lock copied"
+        );
+        assert!(in_slot(&checked).is_dir());
+        assert!(
+            !in_slot(&built).exists(),
+            "code a check never reads was seeded"
+        );
+        assert_eq!(
+            seed_target(&slot, sources, &packages, Some(&user), false).unwrap(),
+            SeedReport::default()
+        );
+
+        // The first build that generates code: only the session with code.
+        let test = seed_target(&slot, sources, &packages, Some(&user), true).unwrap();
+        assert_eq!(
+            test,
+            seeded(1, 3),
+            "graph linked; metadata, object and lock copied"
+        );
+        assert_eq!(
+            fs::read(in_slot(&built).join("4ejx9v.o")).unwrap(),
+            b"object"
+        );
+        assert_eq!(
+            seed_target(&slot, sources, &packages, Some(&user), true).unwrap(),
+            SeedReport::default(),
+            "seeded once"
+        );
+    }
+
+    #[test]
     fn only_the_session_rustc_goes_on_from_is_seeded() {
         let dir = tempfile::tempdir().unwrap();
         let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
@@ -609,7 +716,7 @@ version = "0.1.0"
             session(&incremental, older);
         }
 
-        seed_target(&slot, &[], &BTreeSet::new(), Some(&user)).unwrap();
+        seed_target(&slot, &[], &BTreeSet::new(), Some(&user), true).unwrap();
         let mut seeded: Vec<_> = fs::read_dir(slot.join("debug/incremental/app-1x2y"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -641,7 +748,7 @@ version = "0.1.0"
         let slot = dir.path().join("slot");
         let packages = BTreeSet::from(["regex".to_owned()]);
 
-        let report = seed_target(&slot, &sources, &packages, None).unwrap();
+        let report = seed_target(&slot, &sources, &packages, None, false).unwrap();
         assert_eq!(report.copied, 1);
         let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}/lib-regex"));
         assert_eq!(fs::read(seeded).unwrap(), b"user");
@@ -680,7 +787,7 @@ version = "0.1.0"
         );
         let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}"));
 
-        assert!(seed_target(&slot, std::slice::from_ref(&user), &packages, None).is_err());
+        assert!(seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).is_err());
         let left: Vec<_> = fs::read_dir(seeded.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -692,7 +799,7 @@ version = "0.1.0"
         // An interrupted seeding's staging, as a killed process leaves it.
         let staging = seeded.with_file_name(format!(".regex-{hash}.trellis-seeding"));
         fs::create_dir_all(&staging).unwrap();
-        seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
+        seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(fs::read(seeded.join("a-lib-regex")).unwrap(), b"first");
         assert!(!staging.exists());
     }
@@ -712,7 +819,8 @@ version = "0.1.0"
         let packages = BTreeSet::from(["serde".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report = seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
+        let report =
+            seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(report, seeded(1, 1));
         let copied = slot.join("debug/build/serde-0123456789abcdef");
         let names = [
@@ -747,7 +855,8 @@ version = "0.1.0"
         let packages = BTreeSet::from(["regex".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report = seed_target(&slot, std::slice::from_ref(&user), &packages, None).unwrap();
+        let report =
+            seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(report, seeded(1, 2));
         let fingerprint = format!("debug/.fingerprint/regex-{hash}/lib-regex");
         assert_eq!(
@@ -768,7 +877,7 @@ version = "0.1.0"
         );
 
         write(&format!("deps/libregex-{hash}.rmeta"));
-        let again = seed_target(&slot, &[user], &packages, None).unwrap();
+        let again = seed_target(&slot, &[user], &packages, None, false).unwrap();
         assert_eq!(again, SeedReport::default(), "seeded once");
     }
 }
