@@ -278,11 +278,14 @@ fn warm(
         sources.extend(siblings);
     }
     let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
+    let started = Instant::now();
     match seed::seed_target(target, &sources, &packages, incremental, generates_code) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
             target = %target.display(),
             linked = report.linked,
             copied = report.copied,
+            generates_code,
+            ms = started.elapsed().as_millis(),
             "seeded the slot's target directory"
         ),
         Ok(_) => {}
