@@ -24,19 +24,19 @@
 //! Everything else (fingerprints and cargo's dep-info in them,
 //! build-script output and executables, proc-macro libraries written by
 //! whatever linker is configured) is copied, because cargo, build scripts
-//! and linkers may rewrite those in place; a file the source has under two names (cargo
-//! links each build script) is copied once and linked under the second. A
-//! file that cannot be linked (another file system) is copied. A copy is
-//! always a new file, never an existing one opened for writing, so a
-//! seeding cannot write through a link either.
+//! and linkers may rewrite those in place; a file the source has under two
+//! names (cargo links each build script) is copied once and linked under
+//! the second. A file that cannot be linked (another file system) is
+//! copied. A copy is always a new file, never an existing one opened for
+//! writing, so a seeding cannot write through a link either.
 //!
 //! Creating files is most of a seeding's time, and a slot's first build
-//! waits for it, so nothing a build never reads is seeded (the dep-info
-//! rustc writes beside an artifact, a crate's older incremental sessions),
-//! the sessions holding generated code only before the first build that
-//! generates code (a slot whose check fails never runs one), and the
-//! entries are planned first, then seeded on a few
-//! threads, each file with one open of its source and one of its copy.
+//! waits for it. So nothing a build never reads is seeded (the dep-info
+//! rustc writes beside an artifact, a crate's older incremental sessions);
+//! the sessions holding generated code wait for the first build that
+//! generates code (a slot whose check fails never runs one); and the
+//! entries are planned first, then seeded on a few threads, each file with
+//! one open of its source and one of its copy.
 //! Each entry appears whole or not at all (staged beside it, then renamed),
 //! so a seeding cut short is finished by the next one, never taken for done.
 
@@ -301,10 +301,11 @@ impl Plan {
     /// Plans the incremental state `from` (a target directory) has and
     /// `to` lacks: each crate's newest finished session, the one rustc
     /// goes on from ([`newest_session`]), never one a running rustc is
-    /// still writing, when it is of the kind `sessions` names. The files only rustc reads ([`rustc_private`]) are
-    /// linked: rustc starts each session by linking the previous one's
-    /// files into a new directory and deletes one before saving it again,
-    /// so a link shares the user's bytes without ever changing them. The
+    /// still writing, when it is of the kind `sessions` names. The files
+    /// only rustc reads ([`rustc_private`]) are linked: rustc starts each
+    /// session by linking the previous one's files into a new directory
+    /// and deletes one before saving it again, so a link shares the user's
+    /// bytes without ever changing them. The
     /// work products (objects, the crate's metadata) are copied: rustc
     /// links those out as the build's outputs, where cargo sets the
     /// metadata's times and an interrupted build leaves objects that the
