@@ -12,7 +12,7 @@ use similar::TextDiff;
 use trellis_engine::bundles::{BundleRef, Draft, WriteOptions};
 use trellis_engine::{Engine, PromptPolicy};
 
-use super::{EXIT_OK, fail, open, print_json, workspace};
+use super::{EXIT_OK, fail, open, print_json};
 use crate::Format;
 
 /// What the subcommands share: the workspace and the output format.
@@ -134,11 +134,7 @@ impl BundlesCommand {
 pub fn run(command: BundlesCommand, prompts: PromptPolicy) -> u8 {
     let common = command.common();
     let format = common.format;
-    let root = match workspace(common.workspace.clone()) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let engine = match open(&root, prompts) {
+    let engine = match open(common.workspace.clone(), prompts) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

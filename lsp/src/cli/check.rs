@@ -6,9 +6,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, View};
 
 use super::render::Detail;
-use super::{
-    Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code, workspace,
-};
+use super::{Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code};
 use crate::Format;
 
 pub async fn run(
@@ -17,11 +15,7 @@ pub async fn run(
     detail: Detail,
     prompts: PromptPolicy,
 ) -> u8 {
-    let root = match workspace(path) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let engine = match open(&root, prompts) {
+    let engine = match open(path, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

@@ -6,15 +6,11 @@ use std::path::PathBuf;
 use trellis_engine::gc::{GcReport, RemoveReason};
 use trellis_engine::{Engine, PromptPolicy};
 
-use super::{EXIT_OK, fail, open, workspace};
+use super::{EXIT_OK, fail, open};
 use crate::Format;
 
 pub fn run(path: Option<PathBuf>, dry_run: bool, format: Format, prompts: PromptPolicy) -> u8 {
-    let root = match workspace(path) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let engine = match open(&root, prompts) {
+    let engine = match open(path, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

@@ -13,7 +13,7 @@ pub mod status;
 pub mod why;
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -101,10 +101,11 @@ pub fn workspace(path: Option<PathBuf>) -> Result<PathBuf, u8> {
     trellis_engine::workspace::discover(&start).map_err(fail)
 }
 
-/// Opens the engine; a promotion a crash interrupted, which opening
-/// finished or undid, is reported on stderr (it is also ledgered).
-pub fn open(path: &Path, prompts: PromptPolicy) -> Result<Engine, u8> {
-    let engine = Engine::open_with(path, None, prompts).map_err(fail)?;
+/// Opens the engine of the workspace [`workspace`] finds from `path`; a
+/// promotion a crash interrupted, which opening finished or undid, is
+/// reported on stderr (it is also ledgered).
+pub fn open(path: Option<PathBuf>, prompts: PromptPolicy) -> Result<Engine, u8> {
+    let engine = Engine::open_with(&workspace(path)?, None, prompts).map_err(fail)?;
     if let Some(recovered) = engine.recovered() {
         eprintln!(
             "warning: {}",

@@ -7,8 +7,7 @@ use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
 
 use super::render::{Detail, Then};
 use super::{
-    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, print_json, render,
-    verdict_code, workspace,
+    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code,
 };
 use crate::Format;
 
@@ -20,11 +19,7 @@ pub async fn run(
     detail: Detail,
     prompts: PromptPolicy,
 ) -> u8 {
-    let root = match workspace(path) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let engine = match open(&root, prompts) {
+    let engine = match open(path, prompts) {
         Ok(engine) => engine,
         Err(code) => return code,
     };
