@@ -250,7 +250,7 @@ fn plan_mirror(
 /// user's target directory and the other slots' under `base`, with the
 /// registry dependencies of `lock`, the slot's, and, when the slot builds
 /// at the user's paths (`mirrored`), with a copy of the user's incremental
-/// state, the part of it with generated code only before a build that
+/// state, the part of it a check never reads only before a build that
 /// `generates_code`. Best effort: a failure only costs the build time it
 /// would have saved.
 fn warm(

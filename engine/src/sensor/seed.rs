@@ -33,7 +33,8 @@
 //! Creating files is most of a seeding's time, and a slot's first build
 //! waits for it. So nothing a build never reads is seeded (the dep-info
 //! rustc writes beside an artifact, a crate's older incremental sessions);
-//! the sessions holding generated code wait for the first build that
+//! the sessions holding generated code a check does not run (all but
+//! build scripts' and proc macros') wait for the first build that
 //! generates code (a slot whose check fails never runs one); and the
 //! entries are planned first, then seeded on a few threads, each file with
 //! one open of its source and one of its copy.
@@ -55,10 +56,11 @@ use crate::snapshot::fsutil::remove_if_present;
 /// afterwards cargo keeps it current itself.
 const SEEDED: &str = ".trellis-seeded";
 
-/// Written once the incremental sessions that hold generated code (object
-/// files) have been seeded too, before the first build that generates code
-/// (`cargo test`): a `cargo check` never reads them, and a slot whose check
-/// fails never runs one.
+/// Written once the rest of the incremental state has been seeded too,
+/// before the first build that generates code (`cargo test`): the sessions
+/// holding generated code (object files) of the crates a `cargo check`
+/// only checks. A check never reads those, and a slot whose check fails
+/// never runs a test.
 const SEEDED_CODE: &str = ".trellis-seeded-code";
 
 /// Cargo's cache of what rustc said about itself (its version, the
@@ -186,10 +188,10 @@ pub fn seed_target(
     let mut plan = Plan::default();
     if let Some(user) = incremental {
         let sessions = match (checked, generates_code) {
-            (false, false) => Sessions::WithoutCode,
+            (false, false) => Sessions::ForCheck,
             (false, true) => Sessions::All,
             // A check's were seeded with the dependencies.
-            (true, _) => Sessions::WithCode,
+            (true, _) => Sessions::Rest,
         };
         plan.incremental(user, target, sessions)?;
     }
@@ -230,26 +232,47 @@ pub fn seed_target(
     Ok(report)
 }
 
-/// Which of a crate's incremental sessions a seeding brings: those of
-/// builds that generate code (object files among their work products), of
-/// those that do not, or both.
+/// Which incremental sessions a seeding brings: those a `cargo check`
+/// reads, the rest, or both. A check reads every session without
+/// generated code (object files among its work products) and those of the
+/// crates whose code it runs: build scripts and proc macros, which cargo
+/// compiles with code generation even to check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sessions {
-    WithoutCode,
-    WithCode,
+    ForCheck,
+    Rest,
     All,
 }
 
 impl Sessions {
-    fn wants(self, session: &Path) -> io::Result<bool> {
+    fn wants(self, session: &Path, check_runs_its_code: bool) -> io::Result<bool> {
         if self == Sessions::All {
             return Ok(true);
         }
-        let has_code = fs::read_dir(session)?
-            .filter_map(Result::ok)
-            .any(|file| file.file_name().as_encoded_bytes().ends_with(b".o"));
-        Ok(has_code == (self == Sessions::WithCode))
+        let read_by_check = check_runs_its_code
+            || !fs::read_dir(session)?
+                .filter_map(Result::ok)
+                .any(|file| file.file_name().as_encoded_bytes().ends_with(b".o"));
+        Ok(read_by_check == (self == Sessions::ForCheck))
     }
+}
+
+/// The crates whose code a `cargo check` runs, by crate name: the proc
+/// macros among the artifacts of `deps` (a profile's `deps` directory:
+/// `lib<name>-<hash>.so`) and, by their name, build scripts.
+fn check_runs_code_of(deps: &Path) -> impl Fn(&str) -> bool + use<> {
+    let proc_macros: HashSet<String> = fs::read_dir(deps)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let (stem, extension) = name.rsplit_once('.')?;
+            matches!(extension, "so" | "dylib" | "dll")
+                .then(|| strip_hash(stem.strip_prefix("lib").unwrap_or(stem)).map(str::to_owned))
+                .flatten()
+        })
+        .collect();
+    move |krate| krate.starts_with("build_script_") || proc_macros.contains(krate)
 }
 
 /// What one seeding recreates: each entry a file or a tree, seeded
@@ -324,6 +347,7 @@ impl Plan {
                 Err(err) if err.kind() == ErrorKind::NotFound => continue,
                 Err(err) => return Err(err),
             };
+            let check_runs_code = check_runs_code_of(&from.with_file_name("deps"));
             for krate in crates {
                 let krate = krate?;
                 if !krate.file_type()?.is_dir() {
@@ -335,8 +359,17 @@ impl Plan {
                 let Some(newest) = newest_session(&names) else {
                     continue;
                 };
+                // `<crate name>-<id>`, the id rustc's.
+                let crate_name = krate
+                    .file_name()
+                    .to_string_lossy()
+                    .rsplit_once('-')
+                    .map(|(name, _)| name.to_owned())
+                    .unwrap_or_default();
+                let wanted =
+                    sessions.wants(&krate.path().join(newest), check_runs_code(&crate_name));
                 // One removed by rustc meanwhile leaves nothing to go on from.
-                if !sessions.wants(&krate.path().join(newest)).unwrap_or(false) {
+                if !wanted.unwrap_or(false) {
                     continue;
                 }
                 let dest = to.join(krate.file_name());
@@ -505,7 +538,7 @@ fn newest_session(names: &[String]) -> Option<&str> {
             let mut parts = name.strip_prefix("s-")?.split('-');
             let timestamp = u128::from_str_radix(parts.next()?, 36).ok()?;
             let (_random, hash) = (parts.next()?, parts.next()?);
-            (hash != "working" && !hash.contains('.') && parts.next().is_none())
+            (hash != "working" && parts.next().is_none())
                 .then_some((timestamp, name.as_str()))
         })
         .max()
@@ -655,12 +688,25 @@ version = "0.1.0"
         let dir = tempfile::tempdir().unwrap();
         let (user, slot) = (dir.path().join("user"), dir.path().join("slot"));
         let incremental = user.join("debug/incremental");
+        let with_code = |krate: &str| {
+            let session = session(&incremental.join(krate), "hooqxktvt0");
+            fs::write(session.join("4ejx9v.o"), b"object").unwrap();
+            session
+        };
         let checked = session(&incremental.join("app-check"), "hooqxktvt0");
-        let built = session(&incremental.join("app-build"), "hooqxktvt0");
-        fs::write(built.join("4ejx9v.o"), b"object").unwrap();
+        let built = with_code("app-build");
+        // Code a check runs: a build script's and a proc macro's (a member,
+        // known by its library in `deps`).
+        let build_script = with_code("build_script_build-2xk3q");
+        let proc_macro = with_code("app_derive-1hyiz6");
         let rlib = "debug/deps/libregex-0123456789abcdef.rlib";
         fs::create_dir_all(user.join("debug/deps")).unwrap();
         fs::write(user.join(rlib), b"rlib").unwrap();
+        fs::write(
+            user.join("debug/deps/libapp_derive-0123456789abcdef.so"),
+            b"",
+        )
+        .unwrap();
         let packages = BTreeSet::from(["regex".to_owned()]);
         let sources = std::slice::from_ref(&user);
         let in_slot = |session: &Path| {
@@ -674,10 +720,12 @@ version = "0.1.0"
         let check = seed_target(&slot, sources, &packages, Some(&user), false).unwrap();
         assert_eq!(
             check,
-            seeded(2, 2),
-            "rlib and graph linked, metadata and lock copied"
+            seeded(4, 8),
+            "rlib and three graphs linked; three sessions' metadata and locks, two objects copied"
         );
         assert!(in_slot(&checked).is_dir());
+        assert!(in_slot(&build_script).join("4ejx9v.o").is_file());
+        assert!(in_slot(&proc_macro).join("4ejx9v.o").is_file());
         assert!(
             !in_slot(&built).exists(),
             "code a check never reads was seeded"
