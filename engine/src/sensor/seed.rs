@@ -538,8 +538,7 @@ fn newest_session(names: &[String]) -> Option<&str> {
             let mut parts = name.strip_prefix("s-")?.split('-');
             let timestamp = u128::from_str_radix(parts.next()?, 36).ok()?;
             let (_random, hash) = (parts.next()?, parts.next()?);
-            (hash != "working" && parts.next().is_none())
-                .then_some((timestamp, name.as_str()))
+            (hash != "working" && parts.next().is_none()).then_some((timestamp, name.as_str()))
         })
         .max()
         .map(|(_, name)| name)
