@@ -7,14 +7,14 @@
 //! caused it. Lines that are not cargo JSON are skipped; lines that look like
 //! JSON but do not parse are counted, never fatal.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use cargo_metadata::CompilerMessage;
 use cargo_metadata::diagnostic::{
     Applicability as RustcApplicability, Diagnostic as RustcDiagnostic, DiagnosticLevel,
     DiagnosticSpan,
 };
+use cargo_metadata::{Artifact, BuildFinished, CompilerMessage};
 use serde::Deserialize;
 
 use crate::diagnostic::{
@@ -172,6 +172,19 @@ pub struct CompilerMessages {
     /// Which target every test build of the workspace compiles does not
     /// build (see [`TestBuildBlocker`]), when one does not.
     pub blocks_tests: Option<String>,
+    /// The workspace's own compilations the run finished or found fresh.
+    pub compiled: BTreeSet<Compilation>,
+    /// Whether the build succeeded, when cargo said (`build-finished`).
+    pub build_succeeded: Option<bool>,
+}
+
+/// One compilation of a workspace target: its source file, its name, and
+/// whether it was compiled as a test (`cfg(test)`, the test harness).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Compilation {
+    pub source: WorkspacePath,
+    pub target: String,
+    pub test: bool,
 }
 
 /// [`Diagnostic::site_key`], owned.
@@ -239,8 +252,9 @@ struct Envelope {
 /// Read the compiler messages among `lines`, converting them for `stage`.
 ///
 /// Lines that do not start with `{` are the tool's prose and are skipped.
-/// Messages other than `compiler-message` (artifacts, build scripts) carry
-/// no evidence and are skipped too.
+/// Artifacts say which of the workspace's targets were compiled and
+/// `build-finished` whether the build succeeded; other messages (build
+/// scripts' output) carry no evidence and are skipped too.
 pub fn parse_compiler_messages<'a>(
     lines: impl IntoIterator<Item = &'a str>,
     stage: &str,
@@ -257,17 +271,36 @@ pub fn parse_compiler_messages<'a>(
             found.malformed_lines += 1;
             continue;
         };
-        if envelope.reason != "compiler-message" {
-            continue;
-        }
-        match serde_json::from_str::<CompilerMessage>(line) {
-            Ok(message) => {
-                if let Some(diagnostic) = convert(&message.message, stage, paths) {
-                    blocker.record(&message, &diagnostic);
-                    found.diagnostics.push(diagnostic);
+        match envelope.reason.as_str() {
+            "compiler-message" => match serde_json::from_str::<CompilerMessage>(line) {
+                Ok(message) => {
+                    if let Some(diagnostic) = convert(&message.message, stage, paths) {
+                        blocker.record(&message, &diagnostic);
+                        found.diagnostics.push(diagnostic);
+                    }
+                }
+                Err(_) => found.malformed_lines += 1,
+            },
+            "compiler-artifact" => {
+                match serde_json::from_str::<Artifact>(line) {
+                    // A dependency's source is outside the workspace.
+                    Ok(artifact) => found.compiled.extend(
+                        paths
+                            .relative(artifact.target.src_path.as_str())
+                            .map(|source| Compilation {
+                                source,
+                                target: artifact.target.name,
+                                test: artifact.profile.test,
+                            }),
+                    ),
+                    Err(_) => found.malformed_lines += 1,
                 }
             }
-            Err(_) => found.malformed_lines += 1,
+            "build-finished" => match serde_json::from_str::<BuildFinished>(line) {
+                Ok(finished) => found.build_succeeded = Some(finished.success),
+                Err(_) => found.malformed_lines += 1,
+            },
+            _ => {}
         }
     }
     // The lib and test builds of a crate report the same error twice.
