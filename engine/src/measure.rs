@@ -120,7 +120,10 @@ pub fn profile(sensors: &[Box<dyn Sensor>], config: &Config, model: &EnergyModel
 /// one failed (S_req counts it as run), unless the earlier reports already
 /// decide it ([`Sensor::implied`]: `cargo test` on code `cargo check` found
 /// an error in that every test build compiles), when it is reported as
-/// failed without running.
+/// failed without running. Nothing is shown before the end, so a stage the
+/// next one [may decide](Sensor::may_decide) goes after it and runs only
+/// when that run did not decide it: a branch whose `cargo test` build
+/// succeeded is measured by one cargo run, not two.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
     root: Digest,
@@ -140,7 +143,7 @@ pub async fn measure(
         progress,
         cancel,
     };
-    measure_staged(root, sensors, run, &|_| {}).await
+    run_stages(root, sensors, run, None).await
 }
 
 /// Where and how [`measure_staged`] runs its sensors.
@@ -156,78 +159,148 @@ pub struct Run<'a> {
 /// [`measure`], showing `staged` the measurement of the stages run so far
 /// after every stage but the last (whose measurement is the result), so a
 /// caller can show the build's diagnostics while the tests still run. Not
-/// called once `cancel` fired: a cancelled run has nothing to show.
+/// called once `cancel` fired: a cancelled run has nothing to show. Every
+/// stage runs in order, each by its own run.
 pub async fn measure_staged(
     root: Digest,
     sensors: &[Box<dyn Sensor>],
     run: Run<'_>,
     staged: &(dyn Fn(&Measurement) + Sync),
 ) -> Measurement {
+    run_stages(root, sensors, run, Some(staged)).await
+}
+
+/// [`measure_staged`] with `staged`; without, [`measure`].
+async fn run_stages(
+    root: Digest,
+    sensors: &[Box<dyn Sensor>],
+    run: Run<'_>,
+    staged: Option<&(dyn Fn(&Measurement) + Sync)>,
+) -> Measurement {
     let mut reports = Vec::with_capacity(sensors.len());
-    for (index, sensor) in sensors.iter().enumerate() {
-        if index > 0 && !run.cancel.is_cancelled() {
+    let mut index = 0;
+    while let Some(sensor) = sensors.get(index) {
+        index += 1;
+        if let Some(staged) = staged
+            && index > 1
+            && !run.cancel.is_cancelled()
+        {
             staged(&measured(root, reports.clone(), sensors, run.config));
         }
-        if let Some(report) = sensor.implied(&reports) {
-            // The earlier stages decide it: running it would repeat them.
-            run.progress.report(
-                &format!(
-                    "{}: {}: not run (the build fails)",
-                    run.label,
-                    sensor.stage()
-                ),
-                None,
-            );
+        if let Some(report) = implied(sensor.as_ref(), &reports, &run) {
             reports.push(report);
             continue;
         }
-        run.progress
-            .report(&format!("{}: {}", run.label, sensor.stage()), None);
-        let deadline = run.config.stages.timeout_secs(sensor.stage());
-        let sensor_run = || SensorRun {
-            dir: run.dir,
-            target_dir: run.target_dir,
-            deadline: Duration::from_secs(deadline),
-            cancel: run.cancel.clone(),
+        let decider = sensors
+            .get(index)
+            .filter(|next| staged.is_none() && next.may_decide(sensor.as_ref()));
+        let Some(decider) = decider else {
+            reports.push(run_stage(sensor.as_ref(), &run).await);
+            continue;
         };
-        let mut report = sensor.run(sensor_run()).await;
-        if run
-            .config
-            .stages
-            .nondeterministic
-            .iter()
-            .any(|s| s == sensor.stage())
-            && !report.failures.is_empty()
-            && !run.cancel.is_cancelled()
-        {
-            // Declared nondeterministic (PSP-10 Assumption 2): each failing
-            // test once more, so only a reproduced failure is evidence.
-            run.progress.report(
-                &format!(
-                    "{}: {}: re-running {} failing test(s)",
-                    run.label,
-                    sensor.stage(),
-                    report.failures.len()
-                ),
-                None,
-            );
-            report.failures = sensor.rerun(sensor_run(), &report.failures).await;
-            let flaky: Vec<String> = report
-                .failures
-                .iter()
-                .filter(|f| f.is_flaky())
-                .map(|f| f.name.clone())
-                .collect();
-            if !flaky.is_empty() {
-                report.notes.push(format!(
-                    "flaky: {} failed, then passed when re-run",
-                    flaky.join(", ")
-                ));
-            }
+        index += 1;
+        run.progress.report(
+            &format!(
+                "{}: {} (its build also decides {})",
+                run.label,
+                decider.stage(),
+                sensor.stage()
+            ),
+            None,
+        );
+        let (report, decided) = decider
+            .run_deciding(stage_run(decider.as_ref(), &run))
+            .await;
+        match decided {
+            Some(decided) => reports.push(decided),
+            None => reports.push(run_stage(sensor.as_ref(), &run).await),
         }
-        reports.push(report);
+        // What the stages before it say first, as in the order they are
+        // configured; its own run only counts where they do not decide it.
+        if let Some(implied) = implied(decider.as_ref(), &reports, &run) {
+            reports.push(implied);
+        } else {
+            reports.push(rerun_failures(decider.as_ref(), report, &run).await);
+        }
     }
     measured(root, reports, sensors, run.config)
+}
+
+/// `sensor`'s report when the `earlier` reports decide it, said so.
+fn implied(sensor: &dyn Sensor, earlier: &[StageReport], run: &Run<'_>) -> Option<StageReport> {
+    let report = sensor.implied(earlier)?;
+    // The earlier stages decide it: running it would repeat them.
+    run.progress.report(
+        &format!(
+            "{}: {}: not run (the build fails)",
+            run.label,
+            sensor.stage()
+        ),
+        None,
+    );
+    Some(report)
+}
+
+/// Runs `sensor` on its own, its failures re-run when it is declared
+/// nondeterministic.
+async fn run_stage(sensor: &dyn Sensor, run: &Run<'_>) -> StageReport {
+    run.progress
+        .report(&format!("{}: {}", run.label, sensor.stage()), None);
+    let report = sensor.run(stage_run(sensor, run)).await;
+    rerun_failures(sensor, report, run).await
+}
+
+/// Where `sensor` runs, with its stage's deadline.
+fn stage_run<'a>(sensor: &dyn Sensor, run: &Run<'a>) -> SensorRun<'a> {
+    let deadline = run.config.stages.timeout_secs(sensor.stage());
+    SensorRun {
+        dir: run.dir,
+        target_dir: run.target_dir,
+        deadline: Duration::from_secs(deadline),
+        cancel: run.cancel.clone(),
+    }
+}
+
+/// `report` (of `sensor`), with each failing test re-run once when the
+/// stage is declared nondeterministic (PSP-10 Assumption 2), so only a
+/// reproduced failure is evidence.
+async fn rerun_failures(
+    sensor: &dyn Sensor,
+    mut report: StageReport,
+    run: &Run<'_>,
+) -> StageReport {
+    let nondeterministic = run
+        .config
+        .stages
+        .nondeterministic
+        .iter()
+        .any(|s| s == sensor.stage());
+    if !nondeterministic || report.failures.is_empty() || run.cancel.is_cancelled() {
+        return report;
+    }
+    run.progress.report(
+        &format!(
+            "{}: {}: re-running {} failing test(s)",
+            run.label,
+            sensor.stage(),
+            report.failures.len()
+        ),
+        None,
+    );
+    report.failures = sensor.rerun(stage_run(sensor, run), &report.failures).await;
+    let flaky: Vec<String> = report
+        .failures
+        .iter()
+        .filter(|f| f.is_flaky())
+        .map(|f| f.name.clone())
+        .collect();
+    if !flaky.is_empty() {
+        report.notes.push(format!(
+            "flaky: {} failed, then passed when re-run",
+            flaky.join(", ")
+        ));
+    }
+    report
 }
 
 /// The measurement of `root` by `reports` (of `sensors`, or of the first of
@@ -321,5 +394,179 @@ mod cache_tests {
         cache.insert(blob_digest(b"new"), measured(blob_digest(b"new")));
         assert!(cache.get(&roots[1]).is_none(), "still the oldest");
         assert_eq!(cache.by_root.len(), 3);
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::digest::blob_digest;
+    use crate::runtime::NoProgress;
+    use crate::sensor::{BoxFuture, SensorFingerprint, test_report};
+
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// A stage that records each run in `log` and reports `status`. With
+    /// `decides`, a test stage: it may decide the build stage (and does
+    /// when `decides` is `Some(true)`), and a failed build implies it.
+    struct Scripted {
+        stage: &'static str,
+        status: StageStatus,
+        decides: Option<bool>,
+        fingerprint: SensorFingerprint,
+        log: Log,
+    }
+
+    impl Scripted {
+        fn new(stage: &'static str, status: StageStatus, decides: Option<bool>, log: &Log) -> Self {
+            let fingerprint = test_report(stage, StageStatus::Passed, vec![], vec![]).fingerprint;
+            Scripted {
+                stage,
+                status,
+                decides,
+                fingerprint,
+                log: Arc::clone(log),
+            }
+        }
+
+        fn report(&self, how: &str) -> StageReport {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("{} {how}", self.stage));
+            test_report(self.stage, self.status.clone(), vec![], vec![])
+        }
+    }
+
+    impl Sensor for Scripted {
+        fn stage(&self) -> &str {
+            self.stage
+        }
+
+        fn fingerprint(&self) -> &SensorFingerprint {
+            &self.fingerprint
+        }
+
+        fn run<'a>(&'a self, _run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+            Box::pin(async move { self.report("ran") })
+        }
+
+        fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
+            let failed = earlier.iter().any(|r| r.status == StageStatus::Failed);
+            (self.decides.is_some() && failed).then(|| {
+                let mut report = test_report(self.stage, StageStatus::Failed, vec![], vec![]);
+                report.not_run = Some("the build fails".into());
+                report
+            })
+        }
+
+        fn may_decide(&self, earlier: &dyn Sensor) -> bool {
+            self.decides.is_some() && earlier.stage() == "build"
+        }
+
+        fn run_deciding<'a>(
+            &'a self,
+            _run: SensorRun<'a>,
+        ) -> BoxFuture<'a, (StageReport, Option<StageReport>)> {
+            Box::pin(async move {
+                let own = self.report("ran, deciding build");
+                let decided = (self.decides == Some(true)).then(|| {
+                    let mut build = test_report("build", StageStatus::Passed, vec![], vec![]);
+                    build.not_run = Some("decided".into());
+                    build
+                });
+                (own, decided)
+            })
+        }
+    }
+
+    /// The reports (stage, status, why not run) of a build stage reporting
+    /// `build` and a test stage that decides it when `decides`, measured by
+    /// [`measure`] (by [`measure_staged`] when `staged`), and the runs.
+    fn measured_with(
+        build: StageStatus,
+        decides: bool,
+        staged: bool,
+    ) -> (Vec<String>, Vec<String>) {
+        let log = Log::default();
+        let sensors: Vec<Box<dyn Sensor>> = vec![
+            Box::new(Scripted::new("build", build, None, &log)),
+            Box::new(Scripted::new(
+                "test",
+                StageStatus::Passed,
+                Some(decides),
+                &log,
+            )),
+        ];
+        let config = Config::default();
+        let cancel = CancellationToken::new();
+        let dir = Path::new("/nonexistent");
+        let root = blob_digest(b"tree");
+        let m = tokio::runtime::Runtime::new().unwrap().block_on(async {
+            if staged {
+                let run = Run {
+                    dir,
+                    target_dir: dir,
+                    config: &config,
+                    label: "b1",
+                    progress: &NoProgress,
+                    cancel: &cancel,
+                };
+                measure_staged(root, &sensors, run, &|_| {}).await
+            } else {
+                measure(
+                    root,
+                    dir,
+                    dir,
+                    &sensors,
+                    &config,
+                    "b1",
+                    &NoProgress,
+                    &cancel,
+                )
+                .await
+            }
+        });
+        let reports = m
+            .reports
+            .iter()
+            .map(|r| format!("{} {:?} {:?}", r.stage, r.status, r.not_run))
+            .collect();
+        let runs = log.lock().unwrap().clone();
+        (reports, runs)
+    }
+
+    #[test]
+    fn a_test_run_that_decides_the_build_is_the_only_run() {
+        let (reports, runs) = measured_with(StageStatus::Passed, true, false);
+        assert_eq!(runs, ["test ran, deciding build"]);
+        assert_eq!(
+            reports,
+            ["build Passed Some(\"decided\")", "test Passed None"],
+            "in the configured order"
+        );
+    }
+
+    #[test]
+    fn a_build_the_test_run_did_not_decide_runs_after_it_and_may_still_imply_it() {
+        let (reports, runs) = measured_with(StageStatus::Passed, false, false);
+        assert_eq!(runs, ["test ran, deciding build", "build ran"]);
+        assert_eq!(reports, ["build Passed None", "test Passed None"]);
+
+        // A failed build says what the test stage is, as when it ran first.
+        let (reports, _) = measured_with(StageStatus::Failed, false, false);
+        assert_eq!(
+            reports,
+            ["build Failed None", "test Failed Some(\"the build fails\")"]
+        );
+    }
+
+    #[test]
+    fn a_staged_measurement_runs_every_stage_in_order() {
+        let (reports, runs) = measured_with(StageStatus::Passed, true, true);
+        assert_eq!(runs, ["build ran", "test ran"]);
+        assert_eq!(reports, ["build Passed None", "test Passed None"]);
     }
 }

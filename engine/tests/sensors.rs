@@ -642,3 +642,93 @@ async fn runner_reports_a_program_that_cannot_start() {
     assert_eq!(program, "/nonexistent/trellis-tool");
     assert!(error.to_string().contains("/nonexistent/trellis-tool"));
 }
+
+// ---------------------------------------------------------------------------
+// A test run that decides the build stage.
+
+/// A crate with a warning in each target a check compiles: the library
+/// (and its unit tests), a binary, an integration test and an example.
+const WARNING_IN_EVERY_TARGET: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        "fn lib_unused() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() { let test_only = 1; }\n}\n",
+    ),
+    ("src/main.rs", "fn main() { let bin_unused = 1; }\n"),
+    ("tests/it.rs", "#[test]\nfn it() { let it_unused = 1; }\n"),
+    ("examples/ex.rs", "fn main() { let example_unused = 1; }\n"),
+];
+
+/// Each diagnostic as JSON, sorted: the same set in any order.
+fn as_set(report: &StageReport) -> Vec<String> {
+    let mut shown: Vec<String> = report
+        .diagnostics
+        .iter()
+        .map(|d| serde_json::to_string(d).unwrap())
+        .collect();
+    shown.sort();
+    shown
+}
+
+/// `cargo test` (deciding the build stage) and `cargo check` on one crate
+/// of `files`, each in a target directory of its own.
+async fn decided_and_checked(
+    files: &[(&str, &str)],
+) -> (StageReport, Option<StageReport>, StageReport) {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(dir.path(), files);
+    let toolchain = toolchain(dir.path()).await;
+    let (check, test) = (CargoCheck::new(&toolchain), CargoTest::new(&toolchain));
+    assert!(test.may_decide(&check));
+    let targets = tempfile::tempdir().unwrap();
+    let run = |target_dir| SensorRun {
+        dir: dir.path(),
+        target_dir,
+        deadline: GENEROUS,
+        cancel: CancellationToken::new(),
+    };
+    let (a, b) = (targets.path().join("a"), targets.path().join("b"));
+    let (tested, decided) = test.run_deciding(run(&a)).await;
+    let checked = check.run(run(&b)).await;
+    (tested, decided, checked)
+}
+
+#[tokio::test]
+async fn a_test_run_that_compiled_every_checked_target_decides_the_build_as_the_check_would() {
+    let manifest = manifest("decided");
+    let mut files = vec![("Cargo.toml", manifest.as_str())];
+    files.extend_from_slice(WARNING_IN_EVERY_TARGET);
+    let (tested, decided, checked) = decided_and_checked(&files).await;
+    assert_eq!(tested.status, StageStatus::Passed, "{tested:#?}");
+    let decided = decided.expect("the test build compiled every target the check does");
+    assert_eq!(checked.status, StageStatus::Passed, "{checked:#?}");
+    assert_eq!(decided.status, checked.status);
+    assert_eq!(decided.stage, "build");
+    assert_eq!(decided.fingerprint, checked.fingerprint);
+    assert!(decided.not_run.is_some());
+    // Five warnings, one per compilation: each target's and the unit test's.
+    assert_eq!(checked.diagnostics.len(), 5, "{checked:#?}");
+    assert_eq!(as_set(&decided), as_set(&checked));
+}
+
+#[tokio::test]
+async fn a_test_run_decides_no_build_it_did_not_cover() {
+    let bench = manifest("undecided") + "\n[[bench]]\nname = \"speed\"\nharness = false\n";
+    let with_bench = [
+        ("Cargo.toml", bench.as_str()),
+        ("src/lib.rs", "pub fn one() -> u32 { 1 }\n"),
+        ("benches/speed.rs", "fn main() {}\n"),
+    ];
+    let (tested, decided, _) = decided_and_checked(&with_bench).await;
+    assert_eq!(tested.status, StageStatus::Passed, "{tested:#?}");
+    assert!(decided.is_none(), "cargo test never compiled the bench");
+
+    let manifest = manifest("broken");
+    let broken = [
+        ("Cargo.toml", manifest.as_str()),
+        ("src/lib.rs", "pub fn one() -> u32 { missing }\n"),
+    ];
+    let (tested, decided, checked) = decided_and_checked(&broken).await;
+    assert_eq!(tested.status, StageStatus::Failed, "{tested:#?}");
+    assert_eq!(checked.status, StageStatus::Failed, "{checked:#?}");
+    assert!(decided.is_none(), "a failed build decides nothing");
+}

@@ -19,9 +19,10 @@ pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
 use super::mirror::{self, Mirror};
 use super::process::{self, ProcessLimits, ProcessOutput, run_bounded};
-use super::rustc_json::{self, WorkspacePaths};
+use super::rustc_json::{self, Compilation, WorkspacePaths};
 use super::{
-    BoxFuture, Observation, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus, seed,
+    BoxFuture, Observation, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus,
+    check_units, seed,
 };
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::digest::CanonicalHasher;
@@ -50,6 +51,14 @@ const TEST_ARGS: &[&str] = &[
     "--color",
     "never",
 ];
+
+/// The workspace's own packages and targets, for [`check_units`]: read
+/// from the manifests, without resolving dependencies or writing a lock.
+const METADATA_ARGS: &[&str] = &["metadata", "--no-deps", "--format-version", "1"];
+
+/// Why a build stage has no run of its own: a test run decided it.
+const DECIDED_BY_THE_TEST_BUILD: &str =
+    "decided by the test stage's build, which compiled every target `cargo check` does";
 
 /// `cargo test` re-running one binary's failing tests: [`TEST_ARGS`] with
 /// the binary's own selector in place of `--workspace`.
@@ -334,6 +343,9 @@ struct CargoStage {
     setup: StageSetup,
     fingerprint: SensorFingerprint,
     unavailable: Option<String>,
+    /// The fingerprint of the build stage (`cargo check`, the same setup)
+    /// one run of this stage can decide: the test stage's.
+    decides: Option<SensorFingerprint>,
 }
 
 impl CargoStage {
@@ -379,6 +391,7 @@ impl CargoStage {
             setup,
             fingerprint,
             unavailable: toolchain.version().err().map(str::to_owned),
+            decides: None,
         }
     }
 
@@ -392,7 +405,35 @@ impl CargoStage {
     }
 
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
-        self.observe_with(run, self.args.iter().copied()).await
+        self.observe_with(run, self.args.iter().copied(), false)
+            .await
+            .0
+    }
+
+    fn may_decide(&self, earlier: &dyn Sensor) -> bool {
+        self.decides.as_ref() == Some(earlier.fingerprint())
+    }
+
+    /// [`Self::measure`], and the build stage's report when this run's
+    /// build proves it ([`check_units`]).
+    async fn measure_deciding(&self, run: SensorRun<'_>) -> (StageReport, Option<StageReport>) {
+        let (Some(build), None) = (&self.decides, &self.unavailable) else {
+            return (self.measure(run).await, None);
+        };
+        let started = Instant::now();
+        let (observation, decided) = self
+            .observe_with(&run, self.args.iter().copied(), true)
+            .await;
+        let decided = decided.map(|decided| {
+            let mut report = decided.into_report(BUILD_STAGE, build, started);
+            report.duration_ms = 0;
+            report.not_run = Some(DECIDED_BY_THE_TEST_BUILD.to_owned());
+            report
+        });
+        (
+            observation.into_report(self.stage, &self.fingerprint, started),
+            decided,
+        )
     }
 
     /// The test stage on a tree whose `cargo check` (stage `build`, in
@@ -446,7 +487,7 @@ impl CargoStage {
                 .chain(binary.split_whitespace())
                 .chain(["--", "--exact"])
                 .chain(names.iter().copied());
-            let again = self.observe_with(&run, args).await;
+            let (again, _) = self.observe_with(&run, args, false).await;
             let failed_again = names
                 .iter()
                 .filter(|name| again.failures.iter().any(|f| f.name == **name))
@@ -474,11 +515,15 @@ impl CargoStage {
         })
     }
 
+    /// One cargo run with `args` in the slot, seeded first; with what it
+    /// observed, the build stage's observation when `decide_build` and the
+    /// run's build proves it ([`check_units`]).
     async fn observe_with<'x>(
         &self,
         run: &SensorRun<'_>,
         args: impl IntoIterator<Item = &'x str>,
-    ) -> Observation {
+        decide_build: bool,
+    ) -> (Observation, Option<Observation>) {
         let target = tree_target(run.target_dir, run.dir);
         let (base, dir, user, mirrored) = (
             run.target_dir.to_path_buf(),
@@ -507,7 +552,26 @@ impl CargoStage {
                 (members, mirror)
             }
         });
-        let (members, mut mirror) = match seeding.await {
+        let metadata = async {
+            if !decide_build {
+                return None;
+            }
+            let mut cmd = Command::new(&self.program);
+            cmd.args(METADATA_ARGS)
+                .current_dir(run.dir)
+                .envs(ENVIRONMENT.iter().copied());
+            let limits = ProcessLimits {
+                deadline: run.deadline.min(probe_limits().deadline),
+                stdout_cap: 32 * 1024 * 1024,
+                stderr_cap: 64 * 1024,
+            };
+            match run_bounded(cmd, &limits, &run.cancel).await {
+                Ok(output) if output.status.success() && !output.truncated() => Some(output.stdout),
+                _ => None,
+            }
+        };
+        let (seeded, metadata) = tokio::join!(seeding, metadata);
+        let (members, mut mirror) = match seeded {
             Ok((members, mirror)) => (members.unwrap_or_default(), mirror),
             Err(error) => {
                 tracing::warn!(%error, "seeding the slot's target directory failed");
@@ -529,27 +593,34 @@ impl CargoStage {
             output = run_bounded(command(None), &limits, &run.cancel).await;
         }
         if let Err(error) = lockfile.put_away() {
-            return Observation::unavailable(error);
+            return (Observation::unavailable(error), None);
         }
         let output = match output {
             Ok(output) => output,
-            Err(error) => return Observation::unavailable(error.to_string()),
+            Err(error) => return (Observation::unavailable(error.to_string()), None),
         };
         // Resolved after the run: cargo may just have created the target
         // directory, which must exist to be excluded from the workspace.
-        match WorkspacePaths::new(run.dir, &target) {
-            Ok(mut paths) => {
-                if let Some(mirror) = &mirror {
-                    // What cargo printed names the slot by the user's paths.
-                    paths = paths.seen_at(&mirror.root);
-                }
-                interpret(self.stage, self.reads_tests, &output, &mut paths)
+        let paths = match WorkspacePaths::new(run.dir, &target) {
+            Ok(paths) => paths,
+            Err(error) => {
+                let reason = format!("workspace {} cannot be read: {error}", run.dir.display());
+                return (Observation::unavailable(reason), None);
             }
-            Err(error) => Observation::unavailable(format!(
-                "workspace {} cannot be read: {error}",
-                run.dir.display()
-            )),
-        }
+        };
+        // The metadata names the slot by its own paths.
+        let expected = metadata.and_then(|metadata| {
+            let mut paths = WorkspacePaths::new(run.dir, &target).ok()?;
+            check_units::check_compilations(&String::from_utf8_lossy(&metadata), &mut paths)
+        });
+        let mut paths = match &mirror {
+            // What cargo printed names the slot by the user's paths.
+            Some(mirror) => paths.seen_at(&mirror.root),
+            None => paths,
+        };
+        let interpreted = interpret(self.stage, self.reads_tests, &output, &mut paths);
+        let build = expected.and_then(|expected| interpreted.deciding_build(&expected));
+        (interpreted.observation, build)
     }
 
     /// The cargo command of one run in the slot `dir`: `args` with the
@@ -639,13 +710,51 @@ impl GeneratedLockfile {
     }
 }
 
+/// What one cargo run observed, and what its build compiled.
+struct Interpreted {
+    observation: Observation,
+    /// The workspace's compilations the build made or found fresh.
+    compiled: BTreeSet<Compilation>,
+    build_succeeded: Option<bool>,
+}
+
+impl Interpreted {
+    /// The build stage's observation, decided by this run: when its build
+    /// succeeded having compiled every compilation in `expected` (what
+    /// `cargo check` would), rustc printed every diagnostic the check
+    /// would, with the same `cfg`. `None` when it did not, or its output
+    /// was cut.
+    fn deciding_build(&self, expected: &BTreeSet<Compilation>) -> Option<Observation> {
+        let observation = &self.observation;
+        let clean = self.build_succeeded == Some(true)
+            && !observation.truncated
+            && !observation
+                .diagnostics
+                .iter()
+                .any(|d| d.level == Level::Error);
+        (clean && expected.is_subset(&self.compiled)).then(|| Observation {
+            status: StageStatus::Passed,
+            diagnostics: observation
+                .diagnostics
+                .iter()
+                .map(|diagnostic| Diagnostic {
+                    stage: BUILD_STAGE.to_owned(),
+                    ..diagnostic.clone()
+                })
+                .collect(),
+            notes: observation.notes.clone(),
+            ..Observation::of_status(StageStatus::Passed)
+        })
+    }
+}
+
 /// Turn cargo's output into a stage observation.
 fn interpret(
     stage: &str,
     reads_tests: bool,
     output: &ProcessOutput,
     paths: &mut WorkspacePaths,
-) -> Observation {
+) -> Interpreted {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let mut lines: Vec<&str> = stdout.lines().collect();
@@ -717,14 +826,18 @@ fn interpret(
             ),
         }
     };
-    Observation {
-        status,
-        diagnostics,
-        failures,
-        tests_passed: tests.passed,
-        truncated: output.truncated(),
-        notes,
-        blocks_tests: messages.blocks_tests,
+    Interpreted {
+        observation: Observation {
+            status,
+            diagnostics,
+            failures,
+            tests_passed: tests.passed,
+            truncated: output.truncated(),
+            notes,
+            blocks_tests: messages.blocks_tests,
+        },
+        compiled: messages.compiled,
+        build_succeeded: messages.build_succeeded,
     }
 }
 
@@ -856,14 +969,11 @@ impl CargoTest {
     }
 
     fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
-        Self(CargoStage::new(
-            toolchain,
-            "test",
-            "cargo-test",
-            TEST_ARGS,
-            true,
-            setup,
-        ))
+        let build = CargoCheck::with(toolchain, setup.clone()).0.fingerprint;
+        Self(CargoStage {
+            decides: Some(build),
+            ..CargoStage::new(toolchain, "test", "cargo-test", TEST_ARGS, true, setup)
+        })
     }
 }
 
@@ -885,6 +995,17 @@ macro_rules! cargo_sensor {
 
             fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
                 self.0.implied(earlier)
+            }
+
+            fn may_decide(&self, earlier: &dyn Sensor) -> bool {
+                self.0.may_decide(earlier)
+            }
+
+            fn run_deciding<'a>(
+                &'a self,
+                run: SensorRun<'a>,
+            ) -> BoxFuture<'a, (StageReport, Option<StageReport>)> {
+                Box::pin(self.0.measure_deciding(run))
             }
 
             fn rerun<'a>(
@@ -937,7 +1058,7 @@ mod tests {
             "",
             true,
         );
-        let observation = interpret("build", false, &cut, &mut paths);
+        let observation = interpret("build", false, &cut, &mut paths).observation;
         assert_eq!(observation.status, StageStatus::Passed);
         assert!(observation.truncated);
         assert_eq!(observation.notes.len(), 1, "{:?}", observation.notes);
@@ -953,7 +1074,7 @@ mod tests {
             "    Updating crates.io index\nerror: no matching package named `nope` found\n",
             false,
         );
-        let observation = interpret("build", false, &failed, &mut paths);
+        let observation = interpret("build", false, &failed, &mut paths).observation;
         let StageStatus::Unavailable { reason } = observation.status else {
             panic!("unavailable expected");
         };

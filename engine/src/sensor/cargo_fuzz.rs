@@ -100,7 +100,7 @@ fn interpret_bounded(recording: &Recording, output: &ProcessOutput) -> Observati
     let mut paths = WorkspacePaths::new(&recording.root, &recording.root.join("target")).unwrap();
     let input = output.stdout.len() + output.stderr.len();
     fuzz::bounded("interpret", fuzz::budget(input), || {
-        interpret("test", recording.reads_tests, output, &mut paths)
+        interpret("test", recording.reads_tests, output, &mut paths).observation
     })
 }
 

@@ -6,6 +6,7 @@
 //! the stage policy, not by the sensor.
 
 pub mod cargo;
+mod check_units;
 mod libtest;
 mod mirror;
 pub mod process;
@@ -84,8 +85,9 @@ pub struct StageReport {
     /// at the same errors (see [`Sensor::implied`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks_tests: Option<String>,
-    /// Why this stage's report was decided by the stages before it instead
-    /// of by running it ([`Sensor::implied`]); `None` for a stage that ran.
+    /// Why this stage's report was decided without a run of its own: by
+    /// the stages before it ([`Sensor::implied`]) or by the run of the one
+    /// after it ([`Sensor::run_deciding`]); `None` for a stage that ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_run: Option<String>,
 }
@@ -115,6 +117,24 @@ pub trait Sensor: Send + Sync {
     /// build compiles. `None` (the default): the stage must run.
     fn implied(&self, _earlier: &[StageReport]) -> Option<StageReport> {
         None
+    }
+
+    /// Whether one run of this stage may also decide `earlier`, the stage
+    /// before it: `cargo test`, whose build compiles what `cargo check`
+    /// does. Only then is [`Sensor::run_deciding`] called.
+    fn may_decide(&self, _earlier: &dyn Sensor) -> bool {
+        false
+    }
+
+    /// Runs this stage; with its report, the report of the stage it
+    /// [`may_decide`](Sensor::may_decide) when this run proves what that
+    /// stage would report (see [`check_units`]), or `None` when that stage
+    /// must still run.
+    fn run_deciding<'a>(
+        &'a self,
+        run: SensorRun<'a>,
+    ) -> BoxFuture<'a, (StageReport, Option<StageReport>)> {
+        Box::pin(async move { (self.run(run).await, None) })
     }
 
     /// Re-runs `failures` (this stage's, from a run in `run.dir`) once, in
