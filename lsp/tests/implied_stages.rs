@@ -99,7 +99,7 @@ mod tests {
 ";
 
 #[test]
-fn a_branchs_build_stage_is_decided_by_its_test_build_and_says_what_the_check_says() {
+fn a_branchs_build_stage_is_decided_by_its_test_build_and_the_written_repair_checks_as_measured() {
     let ws = crate_of(&[
         ("Cargo.toml", CARGO_TOML),
         ("src/lib.rs", MISSING_MUT_AND_DEAD_CODE),

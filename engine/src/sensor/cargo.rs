@@ -552,6 +552,7 @@ impl CargoStage {
                 (members, mirror)
             }
         });
+        // Read while cargo runs: only the run's interpretation needs it.
         let metadata = async {
             if !decide_build {
                 return None;
@@ -570,8 +571,7 @@ impl CargoStage {
                 _ => None,
             }
         };
-        let (seeded, metadata) = tokio::join!(seeding, metadata);
-        let (members, mut mirror) = match seeded {
+        let (members, mut mirror) = match seeding.await {
             Ok((members, mirror)) => (members.unwrap_or_default(), mirror),
             Err(error) => {
                 tracing::warn!(%error, "seeding the slot's target directory failed");
@@ -583,7 +583,10 @@ impl CargoStage {
         let lockfile = GeneratedLockfile::before(run.dir, &target);
         let command =
             |mirror: Option<&Mirror>| self.command(run.dir, &args, &members, &target, mirror);
-        let mut output = run_bounded(command(mirror.as_ref()), &limits, &run.cancel).await;
+        let (mut output, metadata) = tokio::join!(
+            run_bounded(command(mirror.as_ref()), &limits, &run.cancel),
+            metadata
+        );
         if let Some(plan) = &mirror {
             plan.tidy();
         }
@@ -601,7 +604,7 @@ impl CargoStage {
         };
         // Resolved after the run: cargo may just have created the target
         // directory, which must exist to be excluded from the workspace.
-        let paths = match WorkspacePaths::new(run.dir, &target) {
+        let mut paths = match WorkspacePaths::new(run.dir, &target) {
             Ok(paths) => paths,
             Err(error) => {
                 let reason = format!("workspace {} cannot be read: {error}", run.dir.display());
@@ -610,7 +613,6 @@ impl CargoStage {
         };
         // The metadata names the slot by its own paths.
         let expected = metadata.and_then(|metadata| {
-            let mut paths = WorkspacePaths::new(run.dir, &target).ok()?;
             check_units::check_compilations(&String::from_utf8_lossy(&metadata), &mut paths)
         });
         let mut paths = match &mirror {
