@@ -245,6 +245,13 @@ fn parse_head(text: &str) -> Result<trellis_engine::ledger::Head, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let given = cli.prompts;
+    // Logs go to stderr only: in `trellis lsp` stdout carries the protocol,
+    // elsewhere it carries the report. `RUST_LOG` chooses what is logged
+    // (errors alone without it).
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -295,20 +302,13 @@ fn main() -> ExitCode {
                 prompts,
             } => cli::gc::run(path, dry_run, format, given.policy(prompts)),
             Command::Ledger { command } => cli::ledger::run(command),
-            Command::Lsp { prompts } => {
-                // stdout carries the protocol: logs go to stderr only.
-                tracing_subscriber::fmt()
-                    .with_writer(std::io::stderr)
-                    .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-                    .init();
-                match server::serve_stdio(given.policy(prompts)).await {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        eprintln!("error: {e:#}");
-                        2
-                    }
+            Command::Lsp { prompts } => match server::serve_stdio(given.policy(prompts)).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    2
                 }
-            }
+            },
             Command::Prompts { command } => cli::prompts::run(command),
             Command::Context { command } => cli::context::run(command),
             Command::Bundles { command } => {

@@ -158,6 +158,7 @@ async fn run_bounded_reading(
     cancel: &CancellationToken,
 ) -> Result<ProcessOutput, ProcessError> {
     let program = program_name(&cmd);
+    let first_argument = cmd.as_std().get_args().next().map(OsString::from);
     cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -196,6 +197,13 @@ async fn run_bounded_reading(
                 program: program.clone(),
                 source,
             })?;
+            tracing::debug!(
+                %program,
+                first_argument = ?first_argument,
+                ?status,
+                ms = started.elapsed().as_millis(),
+                "tool ran"
+            );
             return Ok(ProcessOutput {
                 status,
                 stdout: stdout.retained,
