@@ -503,3 +503,85 @@ fn members_build_without_debuginfo_while_the_seeded_dependencies_are_reused_as_b
         "the seeded dependency was compiled again: {logged}"
     );
 }
+
+/// `anyhow` (which has a build script that asks to be rerun when a file or
+/// a variable changes) and `itoa`, as pinned by Trellis's own lock file.
+const BUILD_SCRIPT_LOCK: &str = r#"version = 4
+
+[[package]]
+name = "anyhow"
+version = "1.0.105"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+checksum = "2cb931c189b85683d69a5cfad41d4d418671e1ac413dd209f3f2fc31e3cfd902"
+
+[[package]]
+name = "app"
+version = "0.1.0"
+dependencies = ["anyhow", "itoa"]
+
+[[package]]
+name = "itoa"
+version = "1.0.19"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+checksum = "3bd1574e617a9a6c1f8f8181bd7e841e1f20e4277607ef28945765188d6284d4"
+"#;
+
+#[test]
+fn a_seeded_slot_checks_and_tests_without_rebuilding_any_registry_dependency() {
+    let Scratch { root, cache, .. } = &Scratch::new();
+    itoa_crate(root, 1);
+    write(
+        &root.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nanyhow = \"1\"\nitoa = \"1\"\n",
+    );
+    write(&root.join("Cargo.lock"), BUILD_SCRIPT_LOCK);
+    user_builds_everything(root);
+
+    // `trellis check` runs the view's `cargo check` and `cargo test`.
+    assert_passed(&trellis(root, cache, &["check"]));
+
+    // A slot's registry fingerprints are seeded without their JSON and
+    // `invoked.timestamp`, which cargo writes whenever it builds a unit:
+    // their absence says cargo found every seeded unit fresh (the
+    // libraries, anyhow's build script and its run) and rebuilt none.
+    let fingerprints: Vec<PathBuf> = files(cache)
+        .into_iter()
+        .filter(|path| path.components().any(|c| c.as_os_str() == ".fingerprint"))
+        .filter(|path| {
+            path.parent()
+                .and_then(Path::file_name)
+                .is_some_and(|unit| !unit.to_string_lossy().starts_with("app-"))
+        })
+        .collect();
+    let units = |name: &str| {
+        fingerprints
+            .iter()
+            .filter(|path| {
+                let unit = path
+                    .parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy();
+                unit.starts_with(&format!("{name}-"))
+            })
+            .count()
+    };
+    assert!(
+        units("itoa") > 0 && units("anyhow") > 0,
+        "{fingerprints:#?}"
+    );
+    let rebuilt: Vec<&PathBuf> = fingerprints
+        .iter()
+        .filter(|path| {
+            let name = path.file_name().unwrap().to_string_lossy();
+            name.ends_with(".json") || name == "invoked.timestamp"
+        })
+        .collect();
+    assert_eq!(
+        rebuilt,
+        Vec::<&PathBuf>::new(),
+        "cargo rebuilt a seeded unit"
+    );
+}

@@ -32,7 +32,8 @@
 //!
 //! Creating files is most of a seeding's time, and a slot's first build
 //! waits for it. So nothing a build never reads is seeded (the dep-info
-//! rustc writes beside an artifact, a crate's older incremental sessions);
+//! rustc writes beside an artifact, a crate's older incremental sessions,
+//! the parts of a fingerprint cargo reads only once the unit is dirty);
 //! the sessions holding generated code a check does not run (all but
 //! build scripts' and proc macros') wait for the first build that
 //! generates code (a slot whose check fails never runs one); and the
@@ -134,6 +135,23 @@ enum Seed {
     Link,
     /// Copied (recursively for directories), with its mtimes.
     Copy,
+    /// A unit's fingerprint directory, copied without the files cargo
+    /// reads only once the unit is dirty ([`fingerprint_file`]).
+    Fingerprint,
+}
+
+/// How a file of a registry unit's fingerprint directory is seeded: the
+/// hash cargo compares and the dep-info whose sources it checks are
+/// copied; the fingerprint's JSON, which cargo reads only to say why a
+/// unit whose hash differs is dirty, and `invoked.timestamp`, whose mtime
+/// cargo gives the dep-info after a build, are left out. A unit that turns
+/// out dirty is rebuilt all the same (without the JSON, cargo reports a
+/// fingerprint error and rebuilds), and writes both anew. About half of a
+/// fingerprint's files, on every seeding: creating files is most of its
+/// time.
+fn fingerprint_file(name: &OsStr) -> Option<Seed> {
+    let name = name.as_encoded_bytes();
+    (!name.ends_with(b".json") && name != b"invoked.timestamp").then_some(Seed::Copy)
 }
 
 /// `name-0123456789abcdef` → `name`, for cargo's hashed names.
@@ -147,7 +165,10 @@ fn strip_hash(stem: &str) -> Option<&str> {
 fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> {
     match dir {
         // Directories named by package name: `serde_json-<hash>`.
-        ".fingerprint" | "build" => packages.contains(strip_hash(file)?).then_some(Seed::Copy),
+        ".fingerprint" => packages
+            .contains(strip_hash(file)?)
+            .then_some(Seed::Fingerprint),
+        "build" => packages.contains(strip_hash(file)?).then_some(Seed::Copy),
         // Files named by crate name (`-` becomes `_`): `libserde_json-<hash>.rlib`.
         "deps" => {
             let (stem, extension) = file.rsplit_once('.')?;
@@ -290,7 +311,9 @@ struct Plan {
 struct Task {
     from: PathBuf,
     to: PathBuf,
-    link: fn(&OsStr) -> bool,
+    /// How each file of the entry is seeded, by its name; `None` leaves
+    /// it out.
+    files: fn(&OsStr) -> Option<Seed>,
     /// An incremental session, which rustc may remove while it is seeded:
     /// then it is left out whole.
     session: bool,
@@ -299,16 +322,23 @@ struct Task {
 impl Plan {
     /// Plans `from` (which exists) at `to`, unless `to` exists already.
     fn add(&mut self, from: PathBuf, to: PathBuf, how: Seed) {
-        let link = match how {
-            Seed::Link => |_: &OsStr| true,
-            Seed::Copy => |_: &OsStr| false,
+        let files = match how {
+            Seed::Link => |_: &OsStr| Some(Seed::Link),
+            Seed::Copy => |_: &OsStr| Some(Seed::Copy),
+            Seed::Fingerprint => fingerprint_file,
         };
-        self.push(from, to, link, false);
+        self.push(from, to, files, false);
     }
 
-    /// Plans `from` at `to` as [`Plan::add`] does, linking the files whose
-    /// name `link` accepts.
-    fn push(&mut self, from: PathBuf, to: PathBuf, link: fn(&OsStr) -> bool, session: bool) {
+    /// Plans `from` at `to` as [`Plan::add`] does, each file seeded as
+    /// `files` says.
+    fn push(
+        &mut self,
+        from: PathBuf,
+        to: PathBuf,
+        files: fn(&OsStr) -> Option<Seed>,
+        session: bool,
+    ) {
         if self.planned.contains(&to) || fs::symlink_metadata(&to).is_ok() {
             return;
         }
@@ -316,7 +346,7 @@ impl Plan {
         self.tasks.push(Task {
             from,
             to,
-            link,
+            files,
             session,
         });
     }
@@ -325,7 +355,7 @@ impl Plan {
     /// `to` lacks: each crate's newest finished session, the one rustc
     /// goes on from ([`newest_session`]), never one a running rustc is
     /// still writing, when it is of the kind `sessions` names. The files
-    /// only rustc reads ([`rustc_private`]) are linked: rustc starts each
+    /// only rustc reads ([`session_file`]) are linked: rustc starts each
     /// session by linking the previous one's files into a new directory
     /// and deletes one before saving it again, so a link shares the user's
     /// bytes without ever changing them. The
@@ -376,12 +406,17 @@ impl Plan {
                 fs::create_dir_all(&dest)?;
                 let lock = session_lock(newest);
                 if names.contains(&lock) {
-                    self.push(krate.path().join(&lock), dest.join(&lock), |_| false, true);
+                    self.push(
+                        krate.path().join(&lock),
+                        dest.join(&lock),
+                        |_| Some(Seed::Copy),
+                        true,
+                    );
                 }
                 self.push(
                     krate.path().join(newest),
                     dest.join(newest),
-                    rustc_private,
+                    session_file,
                     true,
                 );
             }
@@ -455,7 +490,7 @@ impl Seeding {
         // The links between copies are kept within an entry (cargo's two
         // names of a build script share one directory).
         self.copies.clear();
-        match self.tree(&task.from, &staging, task.link) {
+        match self.tree(&task.from, &staging, task.files) {
             Ok(()) => {
                 crate::failpoint::hit("seed-entry");
                 fs::rename(&staging, &task.to)
@@ -467,13 +502,23 @@ impl Seeding {
         }
     }
 
-    /// Recreates `from` (a file or a directory tree) at `to`, linking the
-    /// files whose name `link` accepts (copied where they cannot be:
-    /// another file system) and copying the others, keeping the links
+    /// Recreates `from` (a file or a directory tree) at `to`, each file as
+    /// `files` says by its name: linked (copied where it cannot be:
+    /// another file system), copied, or left out. It keeps the links
     /// between the files it copies and every file's and directory's mtime
-    /// (cargo compares them), never following a symlink and never opening
-    /// an existing file for writing.
-    fn tree(&mut self, from: &Path, to: &Path, link: fn(&OsStr) -> bool) -> io::Result<()> {
+    /// (cargo compares them), never follows a symlink and never opens an
+    /// existing file for writing.
+    fn tree(
+        &mut self,
+        from: &Path,
+        to: &Path,
+        files: fn(&OsStr) -> Option<Seed>,
+    ) -> io::Result<()> {
+        let how = match from.file_name().map(files) {
+            Some(None) => return Ok(()),
+            Some(Some(how)) => how,
+            None => Seed::Copy,
+        };
         let meta = fs::symlink_metadata(from)?;
         if meta.is_symlink() {
             return std::os::unix::fs::symlink(fs::read_link(from)?, to);
@@ -482,11 +527,11 @@ impl Seeding {
             fs::create_dir(to)?;
             for entry in fs::read_dir(from)? {
                 let entry = entry?;
-                self.tree(&entry.path(), &to.join(entry.file_name()), link)?;
+                self.tree(&entry.path(), &to.join(entry.file_name()), files)?;
             }
             return fs::File::open(to)?.set_times(times(&meta)?);
         }
-        if from.file_name().is_some_and(link) && fs::hard_link(from, to).is_ok() {
+        if how == Seed::Link && fs::hard_link(from, to).is_ok() {
             self.report.linked += 1;
             return Ok(()); // one inode: its times are the source's
         }
@@ -551,13 +596,14 @@ fn session_lock(name: &str) -> String {
     format!("{unhashed}.lock")
 }
 
-/// Whether a file of an incremental session is one only rustc reads: its
-/// dependency graph, query cache and index of work products, never a
-/// build's output.
-fn rustc_private(name: &OsStr) -> bool {
-    ["dep-graph.bin", "query-cache.bin", "work-products.bin"]
+/// How a file of an incremental session is seeded: linked when only rustc
+/// reads it (its dependency graph, query cache and index of work
+/// products, never a build's output), copied otherwise.
+fn session_file(name: &OsStr) -> Option<Seed> {
+    let private = ["dep-graph.bin", "query-cache.bin", "work-products.bin"]
         .iter()
-        .any(|private| name == *private)
+        .any(|private| name == *private);
+    Some(if private { Seed::Link } else { Seed::Copy })
 }
 
 #[cfg(test)]
@@ -626,7 +672,7 @@ version = "0.1.0"
         );
         assert_eq!(
             seed(".fingerprint", format!("proc-macro2-{hash}")),
-            Some(Seed::Copy)
+            Some(Seed::Fingerprint)
         );
         assert_eq!(
             seed("build", format!("proc-macro2-{hash}")),
@@ -898,6 +944,9 @@ version = "0.1.0"
         };
         write(&format!("deps/libregex-{hash}.rlib"));
         write(&format!(".fingerprint/regex-{hash}/lib-regex"));
+        write(&format!(".fingerprint/regex-{hash}/dep-lib-regex"));
+        write(&format!(".fingerprint/regex-{hash}/lib-regex.json"));
+        write(&format!(".fingerprint/regex-{hash}/invoked.timestamp"));
         write(&format!("deps/libapp-{hash}.rlib"));
         fs::write(user.join(RUSTC_INFO), b"{}").unwrap();
         let packages = BTreeSet::from(["regex".to_owned()]);
@@ -905,7 +954,18 @@ version = "0.1.0"
 
         let report =
             seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
-        assert_eq!(report, seeded(1, 2));
+        assert_eq!(report, seeded(1, 3));
+        let mut fingerprints: Vec<_> =
+            fs::read_dir(slot.join(format!("debug/.fingerprint/regex-{hash}")))
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name())
+                .collect();
+        fingerprints.sort();
+        assert_eq!(
+            fingerprints,
+            ["dep-lib-regex", "lib-regex"],
+            "the hash and the dep-info, not what cargo reads once the unit is dirty"
+        );
         let fingerprint = format!("debug/.fingerprint/regex-{hash}/lib-regex");
         assert_eq!(
             fs::metadata(slot.join(&fingerprint))
