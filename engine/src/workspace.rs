@@ -12,7 +12,10 @@
 //! `exclude` and `package.workspace` follow cargo's rules rather than a copy
 //! of them; when cargo cannot say (not installed, a manifest it cannot
 //! parse), the nearest manifest's directory is the root, and sensing will
-//! report the manifest's error there.
+//! report the manifest's error there. Only where no rule is left to apply
+//! does discovery answer without cargo, sparing a start of cargo on every
+//! command ([`own_root`]): the manifest declares `[workspace]` itself, or
+//! names no workspace and no directory above it holds a `Cargo.toml`.
 //!
 //! A root holding the markers of several languages (a Rust crate with a
 //! `pyproject.toml` beside it) is a mixed workspace: [`languages`] names
@@ -71,7 +74,15 @@ pub fn discover(start: &Path) -> Result<PathBuf, DiscoverError> {
     let package = nearest_project_dir(&start).ok_or(DiscoverError::NoProject {
         start: start.clone(),
     })?;
-    if !package.join(CARGO_MANIFEST).is_file() {
+    let manifest = package.join(CARGO_MANIFEST);
+    if !manifest.is_file() {
+        return Ok(package);
+    }
+    let above = package
+        .ancestors()
+        .skip(1)
+        .any(|dir| dir.join(CARGO_MANIFEST).exists());
+    if std::fs::read_to_string(&manifest).is_ok_and(|text| own_root(&text, above)) {
         return Ok(package);
     }
     Ok(cargo_workspace_root(&package)
@@ -94,6 +105,22 @@ fn nearest_project_dir(start: &Path) -> Option<PathBuf> {
         .ancestors()
         .find(|dir| !languages(dir).is_empty())
         .map(Path::to_path_buf)
+}
+
+/// Whether the manifest `text` is certainly its own workspace's root, by
+/// cargo's rules, without asking cargo: it declares `[workspace]` (and
+/// names no other root), or it names no workspace and no directory above
+/// it holds a manifest (`above`) that could claim it. Otherwise, and for
+/// text that is no TOML, cargo decides.
+fn own_root(text: &str, above: bool) -> bool {
+    let Ok(manifest) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    let names_a_root = manifest
+        .get("package")
+        .and_then(|package| package.get("workspace"))
+        .is_some();
+    !names_a_root && (manifest.contains_key("workspace") || !above)
 }
 
 /// The directory of the workspace manifest cargo resolves for the package
@@ -126,6 +153,46 @@ mod tests {
 
     fn package(name: &str) -> String {
         format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+    }
+
+    #[test]
+    fn only_a_manifest_no_rule_can_place_elsewhere_is_its_own_root_without_cargo() {
+        let package = "[package]\nname = \"p\"\n";
+        assert!(own_root(package, false), "nothing above can claim it");
+        assert!(!own_root(package, true), "a manifest above may list it");
+        let root = format!("{package}\n[workspace]\nmembers = [\"a\"]\n");
+        assert!(own_root(&root, true), "it declares its workspace");
+        assert!(
+            own_root("[workspace]\nmembers = [\"a\"]\n", true),
+            "virtual"
+        );
+        let pointed = "[package]\nname = \"p\"\nworkspace = \"../w\"\n";
+        assert!(
+            !own_root(pointed, false),
+            "package.workspace names the root"
+        );
+        assert!(
+            !own_root("[package", false),
+            "cargo reports what it cannot read"
+        );
+    }
+
+    #[test]
+    fn a_standalone_package_is_its_own_root_as_cargo_says() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "Cargo.toml", &package("p"));
+        write(dir.path(), "src/lib.rs", "");
+        let root = dir.path().canonicalize().unwrap();
+        let above = root
+            .ancestors()
+            .skip(1)
+            .any(|d| d.join(CARGO_MANIFEST).exists());
+        assert!(
+            !above,
+            "the test needs a temporary directory with no manifest above"
+        );
+        assert_eq!(discover(&root.join("src")).unwrap(), root);
+        assert_eq!(cargo_workspace_root(&root), Some(root));
     }
 
     #[test]
