@@ -283,40 +283,53 @@ impl Engine {
         if let Some(m) = cached(&snapshot.root) {
             return Ok((snapshot, overlay, m));
         }
-        let sensors = self.sensors().await?;
-        let _view = self.view_lock.lock().await;
-        // Rooted again under the lock: a file that changed since the first
-        // snapshot (while this run waited for another) is measured as it is
-        // now, never served the old root's measurement nor copied under
-        // it. A re-root costs little next to the stages it precedes.
-        let now = self.snapshot(&overlay)?;
-        if now.root != snapshot.root {
-            self.ledger
-                .append(&records::snapshot_taken(&now, &overlay))?;
-        }
-        let snapshot = now;
-        // The run this one waited for may have measured the same root: a
-        // repair asked for once the build's diagnostics were shown, while
-        // their run still tests.
-        if let Some(m) = cached(&snapshot.root) {
-            return Ok((snapshot, overlay, m));
-        }
-        let _view_slot = slot_lock(&self.slots, "view").await?;
-        let source = DirSource::new(self.root.clone(), overlay.clone());
-        let limits = CopyLimits {
-            max_files: self.config.exploration.workspace_files,
-            max_bytes: self.config.exploration.workspace_bytes,
-        };
-        progress.report("copying the workspace", None);
-        blocking(|| self.slots.link_outside_paths(&snapshot, &source)).map_err(|source| {
-            EngineError::SlotSetup {
-                path: self.slots.dir().to_path_buf(),
-                source,
-            }
-        })?;
-        blocking(|| materialize(&snapshot, &source, &self.slots.view(), limits))?;
-        blocking(|| failpoint::hit("view-measure"));
         let (dir, target_dir) = (self.slots.view(), self.slots.view_target());
+        let copied = async {
+            let view = self.view_lock.lock().await;
+            // Rooted again under the lock: a file that changed since the
+            // first snapshot (while this run waited for another) is measured
+            // as it is now, never served the old root's measurement nor
+            // copied under it. A re-root costs little next to the stages it
+            // precedes.
+            let now = self.snapshot(&overlay)?;
+            if now.root != snapshot.root {
+                self.ledger
+                    .append(&records::snapshot_taken(&now, &overlay))?;
+            }
+            // The run this one waited for may have measured the same root:
+            // a repair asked for once the build's diagnostics were shown,
+            // while their run still tests.
+            if let Some(m) = cached(&now.root) {
+                return Ok(Err((now, m)));
+            }
+            let view_slot = slot_lock(&self.slots, "view").await?;
+            let source = DirSource::new(self.root.clone(), overlay.clone());
+            let limits = CopyLimits {
+                max_files: self.config.exploration.workspace_files,
+                max_bytes: self.config.exploration.workspace_bytes,
+            };
+            progress.report("copying the workspace", None);
+            blocking(|| self.slots.link_outside_paths(&now, &source)).map_err(|source| {
+                EngineError::SlotSetup {
+                    path: self.slots.dir().to_path_buf(),
+                    source,
+                }
+            })?;
+            blocking(|| materialize(&now, &source, &dir, limits))?;
+            blocking(|| failpoint::hit("view-measure"));
+            blocking(|| stage_set::prepare_slot(&self.root, &self.config, &target_dir, &dir));
+            Ok::<_, EngineError>(Ok((now, view, view_slot)))
+        };
+        // Polled first, the sensors start identifying the toolchain (the
+        // first time: a few process starts) before the view is copied and
+        // its slot prepared, so a first measurement waits for the slower of
+        // the two instead of both.
+        let (sensors, copied) = tokio::join!(biased; self.sensors(), copied);
+        let (snapshot, _view, _view_slot) = match copied? {
+            Ok(copied) => copied,
+            Err((snapshot, m)) => return Ok((snapshot, overlay, m)),
+        };
+        let sensors = sensors?;
         let run = measure::Run {
             dir: &dir,
             target_dir: &target_dir,

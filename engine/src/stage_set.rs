@@ -4,13 +4,15 @@
 //!
 //! Each language's sensors are built by its own module under `sensor/`;
 //! this module only selects and concatenates them. It never runs one.
+//! [`prepare_slot`] readies a slot for the first stages before the sensors
+//! exist, while they are still being built.
 
 use std::path::Path;
 
 use crate::config::Config;
 use crate::language::Language;
 use crate::sensor::Sensor;
-use crate::sensor::cargo::rust_sensors;
+use crate::sensor::cargo::{self, rust_sensors};
 use crate::sensor::python::{PythonSetup, python_sensors};
 use crate::sensor::typescript::typescript_sensors;
 
@@ -23,6 +25,23 @@ pub async fn sensors(root: &Path, config: &Config) -> Vec<Box<dyn Sensor>> {
         sensors.extend(language_sensors(*language, root, config).await);
     }
     sensors
+}
+
+/// Readies the slot `dir` (whose stages keep their build output under
+/// `base`) for the first stage of each detected language that needs it,
+/// as that stage's run would, so the caller can do it while [`sensors`]
+/// identifies the tools: Rust's target directory is seeded for `cargo
+/// check`. Blocks.
+pub fn prepare_slot(root: &Path, config: &Config, base: &Path, dir: &Path) {
+    if config.languages.contains(&Language::Rust) {
+        cargo::prepare_slot(
+            root,
+            config.build.rustc_wrapper.as_deref(),
+            config.build.at_workspace_path,
+            base,
+            dir,
+        );
+    }
 }
 
 async fn language_sensors(

@@ -153,17 +153,8 @@ pub async fn rust_sensors(
     rustc_wrapper: Option<&str>,
     at_workspace_path: bool,
 ) -> Vec<Box<dyn Sensor>> {
-    let mut setup = StageSetup {
-        user: Some(UserBuild {
-            root: workspace.to_path_buf(),
-            lock: workspace.join("Cargo.lock"),
-            target: user_target(workspace),
-        }),
-        rustc_wrapper: rustc_wrapper.map(str::to_owned),
-        mirrored: false,
-    };
-    // A caching wrapper gets no incremental builds: nothing to reuse.
-    let mirrorable = at_workspace_path && !setup.wraps_rustc();
+    let mut setup = StageSetup::for_workspace(workspace, rustc_wrapper);
+    let mirrorable = setup.mirrorable(at_workspace_path);
     let (toolchain, mirrored) = tokio::join!(CargoToolchain::detect("cargo", workspace), async {
         mirrorable && mirror_available().await
     });
@@ -172,6 +163,26 @@ pub async fn rust_sensors(
         Box::new(CargoCheck::with(&toolchain, setup.clone())),
         Box::new(CargoTest::with(&toolchain, setup)),
     ]
+}
+
+/// Seeds the target directory of the slot `dir` (one of `base`) for its
+/// first `cargo check`, as that run would seed it itself, but before the
+/// stages exist: the engine calls it while the toolchain's versions are
+/// still being asked for, so a first measurement waits for the slower of
+/// the two instead of both. The arguments are [`rust_sensors`]'s. Blocks
+/// (it probes whether a mirror is allowed, once per process).
+pub fn prepare_slot(
+    workspace: &Path,
+    rustc_wrapper: Option<&str>,
+    at_workspace_path: bool,
+    base: &Path,
+    dir: &Path,
+) {
+    let mut setup = StageSetup::for_workspace(workspace, rustc_wrapper);
+    setup.mirrored = setup.mirrorable(at_workspace_path) && mirror::available();
+    if let Some(mirror) = setup.prepare(base, dir, false).mirror {
+        mirror.tidy();
+    }
 }
 
 /// Whether slots can be built at the workspace's paths here (probed once,
@@ -317,7 +328,52 @@ struct StageSetup {
     mirrored: bool,
 }
 
+/// A slot made ready for one cargo run ([`StageSetup::prepare`]).
+struct PreparedSlot {
+    /// The path packages of the slot's lock, built without debug
+    /// information outside a mirror; `None` before cargo wrote a lock.
+    members: Option<BTreeSet<String>>,
+    /// The mounts that build the slot at the user's paths, when planned.
+    mirror: Option<Mirror>,
+}
+
 impl StageSetup {
+    /// The stages' setup for the workspace at `workspace`, built at the
+    /// slots' own paths until [`StageSetup::mirrored`] is set.
+    fn for_workspace(workspace: &Path, rustc_wrapper: Option<&str>) -> Self {
+        StageSetup {
+            user: Some(UserBuild {
+                root: workspace.to_path_buf(),
+                lock: workspace.join("Cargo.lock"),
+                target: user_target(workspace),
+            }),
+            rustc_wrapper: rustc_wrapper.map(str::to_owned),
+            mirrored: false,
+        }
+    }
+
+    /// Whether slots may be built at the workspace's paths, when the system
+    /// allows it: `at_workspace_path` (`[build]`) and no caching wrapper,
+    /// which gets no incremental builds, so nothing would be reused.
+    fn mirrorable(&self, at_workspace_path: bool) -> bool {
+        at_workspace_path && !self.wraps_rustc()
+    }
+
+    /// Plans the mirror of the slot `dir` (one of `base`) and seeds its
+    /// target directory for a run that `generates_code` or not
+    /// ([`warm`]). Blocks.
+    fn prepare(&self, base: &Path, dir: &Path, generates_code: bool) -> PreparedSlot {
+        let target = tree_target(base, dir);
+        let user = self.user.as_ref();
+        let mirror = plan_mirror(self.mirrored, user, dir, &target);
+        // Without one cargo writes it on the first run; the next seeds.
+        let members = slot_lock(dir, user).map(|lock| {
+            warm(&target, base, &lock, user, mirror.is_some(), generates_code);
+            seed::path_packages(&lock)
+        });
+        PreparedSlot { members, mirror }
+    }
+
     /// Whether rustc runs under a wrapper: `[build] rustc_wrapper`, or a
     /// non-empty `RUSTC_WRAPPER` the slot's cargo inherits.
     fn wraps_rustc(&self) -> bool {
@@ -525,33 +581,15 @@ impl CargoStage {
         decide_build: bool,
     ) -> (Observation, Option<Observation>) {
         let target = tree_target(run.target_dir, run.dir);
-        let (base, dir, user, mirrored) = (
+        let (setup, base, dir) = (
+            self.setup.clone(),
             run.target_dir.to_path_buf(),
             run.dir.to_path_buf(),
-            self.setup.user.clone(),
-            self.setup.mirrored,
         );
         // `cargo test` builds with code generation, `cargo check` without.
         let generates_code = self.reads_tests;
-        let seeding = tokio::task::spawn_blocking({
-            let target = target.clone();
-            move || {
-                let mirror = plan_mirror(mirrored, user.as_ref(), &dir, &target);
-                // Without one cargo writes it on the first run; the next seeds.
-                let members = slot_lock(&dir, user.as_ref()).map(|lock| {
-                    warm(
-                        &target,
-                        &base,
-                        &lock,
-                        user.as_ref(),
-                        mirror.is_some(),
-                        generates_code,
-                    );
-                    seed::path_packages(&lock)
-                });
-                (members, mirror)
-            }
-        });
+        let seeding =
+            tokio::task::spawn_blocking(move || setup.prepare(&base, &dir, generates_code));
         // Read while cargo runs: only the run's interpretation needs it.
         let metadata = async {
             if !decide_build {
@@ -572,7 +610,7 @@ impl CargoStage {
             }
         };
         let (members, mut mirror) = match seeding.await {
-            Ok((members, mirror)) => (members.unwrap_or_default(), mirror),
+            Ok(PreparedSlot { members, mirror }) => (members.unwrap_or_default(), mirror),
             Err(error) => {
                 tracing::warn!(%error, "seeding the slot's target directory failed");
                 (BTreeSet::new(), None)
@@ -1154,6 +1192,33 @@ mod tests {
         let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
         warm(&target, &base, &lock, Some(&build), false, false);
         assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
+    }
+
+    #[test]
+    fn a_slot_prepared_before_the_stages_exist_is_seeded_where_its_first_check_reads() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (slot, base, user) = (
+            dir.path().join("slot"),
+            dir.path().join("targets"),
+            dir.path().join("user"),
+        );
+        std::fs::create_dir_all(&slot).unwrap();
+        let rlib = "debug/deps/libitoa-0123456789abcdef.rlib";
+        std::fs::create_dir_all(user.join("target/debug/deps")).unwrap();
+        std::fs::write(user.join("target").join(rlib), b"rlib").unwrap();
+        std::fs::write(
+            slot.join("Cargo.lock"),
+            "[[package]]\nname = \"itoa\"\nversion = \"1.0.0\"\n\
+             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n",
+        )
+        .unwrap();
+
+        prepare_slot(&user, None, false, &base, &slot);
+
+        let ino = |path: &Path| std::fs::metadata(path).unwrap().ino();
+        let seeded = tree_target(&base, &slot).join(rlib);
+        assert_eq!(ino(&seeded), ino(&user.join("target").join(rlib)));
     }
 
     #[test]
