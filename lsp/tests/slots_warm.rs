@@ -504,26 +504,15 @@ fn members_build_without_debuginfo_while_the_seeded_dependencies_are_reused_as_b
     );
 }
 
-/// `anyhow` (which has a build script that asks to be rerun when a file or
-/// a variable changes) and `itoa`, as pinned by Trellis's own lock file.
-const BUILD_SCRIPT_LOCK: &str = r#"version = 4
-
+/// `anyhow`, which has a build script that asks to be rerun when a file
+/// or a variable changes, as pinned by Trellis's own lock file; with
+/// `itoa`'s entry from [`ITOA_LOCK`], the lock of `app` depending on both.
+const ANYHOW_PACKAGE: &str = r#"
 [[package]]
 name = "anyhow"
 version = "1.0.105"
 source = "registry+https://github.com/rust-lang/crates.io-index"
 checksum = "2cb931c189b85683d69a5cfad41d4d418671e1ac413dd209f3f2fc31e3cfd902"
-
-[[package]]
-name = "app"
-version = "0.1.0"
-dependencies = ["anyhow", "itoa"]
-
-[[package]]
-name = "itoa"
-version = "1.0.19"
-source = "registry+https://github.com/rust-lang/crates.io-index"
-checksum = "3bd1574e617a9a6c1f8f8181bd7e841e1f20e4277607ef28945765188d6284d4"
 "#;
 
 #[test]
@@ -535,7 +524,11 @@ fn a_seeded_slot_checks_and_tests_without_rebuilding_any_registry_dependency() {
         "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
          [dependencies]\nanyhow = \"1\"\nitoa = \"1\"\n",
     );
-    write(&root.join("Cargo.lock"), BUILD_SCRIPT_LOCK);
+    let lock = ITOA_LOCK.replace(
+        "dependencies = [\"itoa\"]",
+        "dependencies = [\"anyhow\", \"itoa\"]",
+    );
+    write(&root.join("Cargo.lock"), &format!("{lock}{ANYHOW_PACKAGE}"));
     user_builds_everything(root);
 
     // `trellis check` runs the view's `cargo check` and `cargo test`.

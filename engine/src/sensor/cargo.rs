@@ -1165,60 +1165,62 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_slot_without_a_lock_file_is_seeded_by_the_users_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let (slot, base, user) = (
-            dir.path().join("slot"),
-            dir.path().join("targets"),
-            dir.path().join("user"),
-        );
+    /// A user's workspace `user` whose target directory holds `itoa`'s
+    /// library (at the returned path below it), a slot directory and the
+    /// base of the slots' target directories, all in `dir`.
+    struct ItoaUser {
+        slot: PathBuf,
+        base: PathBuf,
+        user: PathBuf,
+        rlib: &'static str,
+    }
+
+    /// A `Cargo.lock` naming `itoa` from the registry.
+    const ITOA_LOCK: &str = "[[package]]\nname = \"itoa\"\nversion = \"1.0.0\"\n\
+                             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n";
+
+    fn itoa_user(dir: &Path) -> ItoaUser {
+        let (slot, base, user) = (dir.join("slot"), dir.join("targets"), dir.join("user"));
         std::fs::create_dir_all(&slot).unwrap();
         let rlib = "debug/deps/libitoa-0123456789abcdef.rlib";
         std::fs::create_dir_all(user.join("target/debug/deps")).unwrap();
         std::fs::write(user.join("target").join(rlib), b"rlib").unwrap();
-        std::fs::write(
-            user.join("Cargo.lock"),
-            "[[package]]\nname = \"itoa\"\nversion = \"1.0.0\"\n\
-             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n",
-        )
-        .unwrap();
+        ItoaUser {
+            slot,
+            base,
+            user,
+            rlib,
+        }
+    }
+
+    #[test]
+    fn a_slot_without_a_lock_file_is_seeded_by_the_users_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = itoa_user(dir.path());
+        std::fs::write(at.user.join("Cargo.lock"), ITOA_LOCK).unwrap();
         let build = UserBuild {
-            root: user.clone(),
-            lock: user.join("Cargo.lock"),
-            target: user.join("target"),
+            root: at.user.clone(),
+            lock: at.user.join("Cargo.lock"),
+            target: at.user.join("target"),
         };
-        let target = tree_target(&base, &slot);
-        let lock = slot_lock(&slot, Some(&build)).expect("the user's lock");
-        warm(&target, &base, &lock, Some(&build), false, false);
-        assert_eq!(std::fs::read(target.join(rlib)).unwrap(), b"rlib");
+        let target = tree_target(&at.base, &at.slot);
+        let lock = slot_lock(&at.slot, Some(&build)).expect("the user's lock");
+        warm(&target, &at.base, &lock, Some(&build), false, false);
+        assert_eq!(std::fs::read(target.join(at.rlib)).unwrap(), b"rlib");
     }
 
     #[test]
     fn a_slot_prepared_before_the_stages_exist_is_seeded_where_its_first_check_reads() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        let (slot, base, user) = (
-            dir.path().join("slot"),
-            dir.path().join("targets"),
-            dir.path().join("user"),
-        );
-        std::fs::create_dir_all(&slot).unwrap();
-        let rlib = "debug/deps/libitoa-0123456789abcdef.rlib";
-        std::fs::create_dir_all(user.join("target/debug/deps")).unwrap();
-        std::fs::write(user.join("target").join(rlib), b"rlib").unwrap();
-        std::fs::write(
-            slot.join("Cargo.lock"),
-            "[[package]]\nname = \"itoa\"\nversion = \"1.0.0\"\n\
-             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n",
-        )
-        .unwrap();
+        let at = itoa_user(dir.path());
+        std::fs::write(at.slot.join("Cargo.lock"), ITOA_LOCK).unwrap();
 
-        prepare_slot(&user, None, false, &base, &slot);
+        prepare_slot(&at.user, None, false, &at.base, &at.slot);
 
         let ino = |path: &Path| std::fs::metadata(path).unwrap().ino();
-        let seeded = tree_target(&base, &slot).join(rlib);
-        assert_eq!(ino(&seeded), ino(&user.join("target").join(rlib)));
+        let seeded = tree_target(&at.base, &at.slot).join(at.rlib);
+        assert_eq!(ino(&seeded), ino(&at.user.join("target").join(at.rlib)));
     }
 
     #[test]
