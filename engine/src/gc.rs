@@ -101,6 +101,8 @@ pub struct SlotSet {
     pub busy: bool,
     /// How long since it was last used.
     pub idle: Duration,
+    /// Its size, measured only when the size rule could remove a set
+    /// ([`sizes_matter`]); 0 otherwise.
     pub bytes: u64,
 }
 
@@ -122,17 +124,7 @@ pub enum RemoveReason {
 /// bytes, the least recently used idle sets of other workspaces. Busy sets
 /// and the current workspace's are never chosen.
 pub fn plan_slot_sets(sets: &[SlotSet], limit: u64) -> Vec<(usize, RemoveReason)> {
-    let removable = |set: &SlotSet| !set.busy && !set.current;
-    let mut plan: Vec<(usize, RemoveReason)> = sets
-        .iter()
-        .enumerate()
-        .filter(|(_, set)| removable(set))
-        .filter_map(|(index, set)| match &set.owner {
-            Some(_) if !set.owner_exists => Some((index, RemoveReason::WorkspaceGone)),
-            None if set.idle >= UNOWNED_GRACE => Some((index, RemoveReason::NoOwner)),
-            _ => None,
-        })
-        .collect();
+    let mut plan = unused_sets(sets);
     let chosen: BTreeSet<usize> = plan.iter().map(|(index, _)| *index).collect();
     let mut remaining: u64 = sets
         .iter()
@@ -140,19 +132,7 @@ pub fn plan_slot_sets(sets: &[SlotSet], limit: u64) -> Vec<(usize, RemoveReason)
         .filter(|(index, _)| !chosen.contains(index))
         .map(|(_, set)| set.bytes)
         .sum();
-    let mut idle: Vec<usize> = (0..sets.len())
-        .filter(|index| !chosen.contains(index))
-        .filter(|&index| removable(&sets[index]) && sets[index].idle >= LIVE_GRACE)
-        .collect();
-    // Longest idle first; the path settles ties, so the plan is a function
-    // of the listing.
-    idle.sort_by(|&a, &b| {
-        sets[b]
-            .idle
-            .cmp(&sets[a].idle)
-            .then(sets[a].dir.cmp(&sets[b].dir))
-    });
-    for index in idle {
+    for index in size_candidates(sets, &chosen) {
         if remaining <= limit {
             break;
         }
@@ -160,6 +140,55 @@ pub fn plan_slot_sets(sets: &[SlotSet], limit: u64) -> Vec<(usize, RemoveReason)
         plan.push((index, RemoveReason::OverLimit));
     }
     plan
+}
+
+/// Whether the size rule of [`plan_slot_sets`] could remove any of `sets`:
+/// only then are their sizes needed, and measuring one costs a walk of
+/// all its files (tens of thousands in a real project's target directory),
+/// after every repair.
+pub fn sizes_matter(sets: &[SlotSet]) -> bool {
+    let chosen = unused_sets(sets)
+        .into_iter()
+        .map(|(index, _)| index)
+        .collect();
+    !size_candidates(sets, &chosen).is_empty()
+}
+
+/// Whether a set may be removed at all: no other process holds it, and it
+/// is not the current workspace's.
+fn removable(set: &SlotSet) -> bool {
+    !set.busy && !set.current
+}
+
+/// The sets removed whatever their size: their workspace is gone, or they
+/// name none and were idle past [`UNOWNED_GRACE`].
+fn unused_sets(sets: &[SlotSet]) -> Vec<(usize, RemoveReason)> {
+    sets.iter()
+        .enumerate()
+        .filter(|(_, set)| removable(set))
+        .filter_map(|(index, set)| match &set.owner {
+            Some(_) if !set.owner_exists => Some((index, RemoveReason::WorkspaceGone)),
+            None if set.idle >= UNOWNED_GRACE => Some((index, RemoveReason::NoOwner)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The sets the size rule may remove, besides those `chosen` already:
+/// idle past [`LIVE_GRACE`], longest idle first (the path settles ties, so
+/// the plan is a function of the listing).
+fn size_candidates(sets: &[SlotSet], chosen: &BTreeSet<usize>) -> Vec<usize> {
+    let mut idle: Vec<usize> = (0..sets.len())
+        .filter(|index| !chosen.contains(index))
+        .filter(|&index| removable(&sets[index]) && sets[index].idle >= LIVE_GRACE)
+        .collect();
+    idle.sort_by(|&a, &b| {
+        sets[b]
+            .idle
+            .cmp(&sets[a].idle)
+            .then(sets[a].dir.cmp(&sets[b].dir))
+    });
+    idle
 }
 
 /// What a collection removed (or, in a dry run, would remove).
@@ -345,15 +374,27 @@ fn collect_slot_sets(
             idle: SystemTime::now()
                 .duration_since(last_used)
                 .unwrap_or_default(),
-            bytes: tree_bytes(&dir),
+            bytes: 0,
             dir,
         });
         locks.push(held);
+    }
+    let measured = sizes_matter(&sets);
+    if measured {
+        for set in &mut sets {
+            set.bytes = tree_bytes(&set.dir);
+        }
     }
     let plan = plan_slot_sets(&sets, CACHE_LIMIT_BYTES);
     let mut removed = Vec::new();
     for (index, reason) in plan {
         let set = &sets[index];
+        // Measured before it goes, for the report, when it was not already.
+        let bytes = if measured {
+            set.bytes
+        } else {
+            tree_bytes(&set.dir)
+        };
         if !dry_run {
             // Out of the way first (one rename), so nothing ever sees half a set.
             let trash = cache.join(format!(".gc-{}", crate::statedir::unique_stamp()));
@@ -363,7 +404,7 @@ fn collect_slot_sets(
         removed.push(SlotSetRemoval {
             path: set.dir.clone(),
             workspace: set.owner.clone(),
-            bytes: set.bytes,
+            bytes,
             reason,
         });
     }
@@ -444,6 +485,29 @@ mod tests {
             [(2, RemoveReason::OverLimit), (1, RemoveReason::OverLimit)]
         );
         assert_eq!(plan_slot_sets(&sets, 400), []);
+    }
+
+    #[test]
+    fn sizes_are_measured_only_when_the_size_rule_could_remove_a_set() {
+        let mut current = set("current", Some(true), 500, 0);
+        current.current = true;
+        let mut held = set("held", Some(true), 500, 0);
+        held.busy = true;
+        // Recently used, held, current, gone, unowned: none is the size
+        // rule's to remove, so no set's files are walked.
+        let quiet = [
+            set("recent", Some(true), 1, 0),
+            set("gone", Some(false), 500, 0),
+            set("unowned-old", None, 500, 0),
+            held,
+            current,
+        ];
+        assert!(!sizes_matter(&quiet));
+        // Another workspace's set idle past a day: the size rule may
+        // remove it, and needs every set's size to decide.
+        let mut idle = quiet.to_vec();
+        idle.push(set("idle", Some(true), 48, 0));
+        assert!(sizes_matter(&idle));
     }
 
     #[test]
