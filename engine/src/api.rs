@@ -317,7 +317,11 @@ impl Engine {
             })?;
             blocking(|| materialize(&now, &source, &dir, limits))?;
             blocking(|| failpoint::hit("view-measure"));
-            blocking(|| stage_set::prepare_slot(&self.root, &self.config, &target_dir, &dir));
+            // Only while the sensors are still being built: afterwards the
+            // first stage's own run prepares the slot, with nothing to hide.
+            if self.sensors.get().is_none() {
+                blocking(|| stage_set::prepare_slot(&self.root, &self.config, &target_dir, &dir));
+            }
             Ok::<_, EngineError>(Ok((now, view, view_slot)))
         };
         // Polled first, the sensors start identifying the toolchain (the

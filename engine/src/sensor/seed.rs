@@ -514,11 +514,6 @@ impl Seeding {
         to: &Path,
         files: fn(&OsStr) -> Option<Seed>,
     ) -> io::Result<()> {
-        let how = match from.file_name().map(files) {
-            Some(None) => return Ok(()),
-            Some(Some(how)) => how,
-            None => Seed::Copy,
-        };
         let meta = fs::symlink_metadata(from)?;
         if meta.is_symlink() {
             return std::os::unix::fs::symlink(fs::read_link(from)?, to);
@@ -531,6 +526,10 @@ impl Seeding {
             }
             return fs::File::open(to)?.set_times(times(&meta)?);
         }
+        // The policy is the file's: a directory is always recreated.
+        let Some(how) = from.file_name().map_or(Some(Seed::Copy), files) else {
+            return Ok(());
+        };
         if how == Seed::Link && fs::hard_link(from, to).is_ok() {
             self.report.linked += 1;
             return Ok(()); // one inode: its times are the source's
