@@ -24,7 +24,7 @@ use crate::prompt_policy::{PromptPolicy, SessionPrompts, pin_prompt_bundles};
 use crate::records;
 use crate::repair::{Accepted, Ctx, Session, search};
 use crate::report::{CheckReport, Promotion, RepairOptions, RepairOutcome, RepairStatus};
-use crate::runtime::{Progress, blocking};
+use crate::runtime::{Progress, blocking, in_idle_time};
 use crate::sensor::Sensor;
 use crate::slots::Slots;
 use crate::snapshot::{
@@ -249,25 +249,19 @@ impl Engine {
     }
 
     /// Snapshots and measures the view (or reuses the measurement of an
-    /// identical root).
-    async fn measure_view(
-        &self,
-        view: &View,
-        progress: &dyn Progress,
-        cancel: &CancellationToken,
-    ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
-        self.measure_view_staged(view, progress, cancel, &|_| {})
-            .await
-    }
-
-    /// [`Engine::measure_view`], showing `staged` the measurement of every
-    /// stage prefix before the last stage runs (none for a cached root).
+    /// identical root), showing `staged` the measurement of every stage
+    /// prefix before the last stage runs (none for a cached root).
+    /// A repair names the slot of its first branch (`first_branch`): that
+    /// slot's build output is prepared while the view's stages run, which
+    /// leave a core idle much of the time (cargo's start, the slower of two
+    /// compilations), instead of after them, when the branch waits for it.
     async fn measure_view_staged(
         &self,
         view: &View,
         progress: &dyn Progress,
         cancel: &CancellationToken,
         staged: &(dyn Fn(&Measurement) + Sync),
+        first_branch: Option<PathBuf>,
     ) -> Result<(Snapshot, Overlay, Measurement), EngineError> {
         let overlay = Overlay::from(view);
         let snapshot = self.snapshot(&overlay)?;
@@ -320,7 +314,9 @@ impl Engine {
             // Only while the sensors are still being built: afterwards the
             // first stage's own run prepares the slot, with nothing to hide.
             if self.sensors.get().is_none() {
-                blocking(|| stage_set::prepare_slot(&self.root, &self.config, &target_dir, &dir));
+                blocking(|| {
+                    stage_set::prepare_slot(&self.root, &self.config, &target_dir, &dir, false)
+                });
             }
             Ok::<_, EngineError>(Ok((now, view, view_slot)))
         };
@@ -342,7 +338,16 @@ impl Engine {
             progress,
             cancel,
         };
-        let m = measure::measure_staged(snapshot.root, sensors, run, staged).await;
+        let ahead = first_branch.map(|branch| {
+            let (root, config, base) = (self.root.clone(), self.config.clone(), target_dir.clone());
+            in_idle_time(move || stage_set::prepare_slot(&root, &config, &base, &branch, true))
+        });
+        let measured = measure::measure_staged(snapshot.root, sensors, run, staged);
+        let (m, _) = tokio::join!(measured, async {
+            if let Some(ahead) = ahead {
+                ahead.await;
+            }
+        });
         if !cancel.is_cancelled() && m.unavailable().is_empty() {
             self.measurements
                 .lock()
@@ -379,7 +384,7 @@ impl Engine {
     ) -> Result<CheckReport, EngineError> {
         let partial = |m: &Measurement| staged(self.check_report(m));
         let (_, _, m) = self
-            .measure_view_staged(view, progress, &cancel, &partial)
+            .measure_view_staged(view, progress, &cancel, &partial, None)
             .await?;
         Ok(self.check_report(&m))
     }
@@ -402,7 +407,9 @@ impl Engine {
             (self.prompts.policy, &crate::actor::tools::TOOL_NAMES),
         )?;
         failpoint::hit("bundles-attached");
-        let (snapshot, overlay, m0) = self.measure_view(view, progress, &cancel).await?;
+        let (snapshot, overlay, m0) = self
+            .measure_view_staged(view, progress, &cancel, &|_| {}, Some(self.slots.branch(0)))
+            .await?;
         let repair_id = records::repair_id(&snapshot.root);
         if cancel.is_cancelled() {
             // Cancelled while the view was measured (or waited for the

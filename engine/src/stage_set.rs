@@ -4,8 +4,8 @@
 //!
 //! Each language's sensors are built by its own module under `sensor/`;
 //! this module only selects and concatenates them. It never runs one.
-//! [`prepare_slot`] readies a slot for the first stages before the sensors
-//! exist, while they are still being built.
+//! [`prepare_slot`] readies a slot for its first stages ahead of them, while
+//! something else is waited for.
 
 use std::path::Path;
 
@@ -28,11 +28,11 @@ pub async fn sensors(root: &Path, config: &Config) -> Vec<Box<dyn Sensor>> {
 }
 
 /// Readies the slot `dir` (whose stages keep their build output under
-/// `base`) for the first stage of each detected language that needs it,
-/// as that stage's run would, so the caller can do it while [`sensors`]
-/// identifies the tools: Rust's target directory is seeded for `cargo
-/// check`. Blocks.
-pub fn prepare_slot(root: &Path, config: &Config, base: &Path, dir: &Path) {
+/// `base`) for its first run of each detected language's stages that
+/// needs it, as that run would, so the caller can do it while it waits for
+/// something else: Rust's target directory is seeded for `cargo check`, or
+/// for `cargo test` too when `with_tests`. Blocks.
+pub fn prepare_slot(root: &Path, config: &Config, base: &Path, dir: &Path, with_tests: bool) {
     if config.languages.contains(&Language::Rust) {
         cargo::prepare_slot(
             root,
@@ -40,6 +40,7 @@ pub fn prepare_slot(root: &Path, config: &Config, base: &Path, dir: &Path) {
             config.build.at_workspace_path,
             base,
             dir,
+            with_tests,
         );
     }
 }

@@ -6,7 +6,8 @@
 //! outside the workspace resolves to the real directory, read-only; a
 //! configured `RUSTC_WRAPPER` sees every slot compilation; members are
 //! built without debug information, seeded dependencies as the user built
-//! them; a seeding killed half-way is finished by the next run. Each test
+//! them; a seeding killed half-way is finished by the next run; a repair
+//! seeds its first branch's slot while the view is measured. Each test
 //! drives the shipped binary and real cargo on a crate written here.
 
 use std::collections::BTreeMap;
@@ -334,6 +335,73 @@ fn a_seeding_killed_half_way_is_finished_by_the_next_run() {
     assert!(
         itoa_seeded_from_user(root, cache),
         "the slot's itoa was not seeded from the user's target/"
+    );
+}
+
+#[test]
+fn a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured() {
+    let Scratch { root, cache, .. } = &Scratch::new();
+    itoa_crate(root, 1);
+    user_builds_everything(root);
+
+    // Nothing to repair: no branch is ever made, so whatever the first
+    // branch's slot holds was seeded while the view was measured.
+    let out = trellis(root, cache, &["repair"]);
+    assert_passed(&out);
+    assert!(shown(&out).contains("nothing to repair"), "{}", shown(&out));
+    let workspace = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.join("targets").is_dir())
+        .expect("a slot set with target directories");
+    assert!(
+        !workspace.join("slots/branch-1").exists(),
+        "a branch slot was made for a clean view"
+    );
+
+    let targets: Vec<PathBuf> = std::fs::read_dir(workspace.join("targets"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(
+        targets.len(),
+        2,
+        "the view's and the first branch's: {targets:?}"
+    );
+    let user_rlibs: Vec<u64> = files(&root.join("target/debug/deps"))
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rlib"))
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    // The view's target holds the member it built; the branch's nothing
+    // but what was seeded.
+    let built_app = |target: &Path| {
+        files(&target.join("debug/deps"))
+            .iter()
+            .any(|p| p.file_name().unwrap().to_string_lossy().contains("app-"))
+    };
+    let branch = targets
+        .iter()
+        .find(|target| !built_app(target))
+        .expect("a target directory nothing was built in");
+    let seeded_itoa = files(&branch.join("debug/deps"))
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rlib"))
+        .any(|p| user_rlibs.contains(&std::fs::metadata(p).unwrap().ino()));
+    assert!(seeded_itoa, "the branch's slot holds no seeded itoa");
+    // Seeded for its test, a build that generates code, not only a check,
+    // with the user's incremental state wherever the view's slot got it
+    // (slots built at the workspace's paths): though the branch's slot did
+    // not exist yet, a later run finding it seeded adds nothing.
+    assert!(
+        branch.join(".trellis-seeded-code").exists(),
+        "the branch's slot was seeded for a check only"
+    );
+    let view = targets.iter().find(|target| *target != branch).unwrap();
+    assert_eq!(
+        branch.join("debug/incremental").is_dir(),
+        view.join("debug/incremental").is_dir(),
+        "the branch's slot and the view's differ in incremental state"
     );
 }
 

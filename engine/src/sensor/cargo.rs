@@ -166,23 +166,26 @@ pub async fn rust_sensors(
 }
 
 /// Seeds the target directory of the slot `dir` (one of `base`) for its
-/// first `cargo check`, as that run would seed it itself, but before the
-/// stages exist: the engine calls it while the toolchain's versions are
-/// still being asked for, so a first measurement waits for the slower of
-/// the two instead of both. The arguments are [`rust_sensors`]'s. Blocks
-/// (it probes whether a mirror is allowed, once per process).
+/// first run, as that run would seed it itself (`generates_code`: for a
+/// `cargo test`), but ahead of it, so the caller can do it while it waits
+/// for something else: the view's slot while the toolchain's versions are
+/// still being asked for, the first branch's slot while the view is
+/// measured. The arguments are [`rust_sensors`]'s. The slot need not exist
+/// yet: its lock is then the user's, and its incremental state is seeded
+/// whenever slots may be built at the user's paths, since the run's own
+/// seeding, finding this one done, adds nothing. Blocks (it probes whether
+/// a mirror is allowed, once per process).
 pub fn prepare_slot(
     workspace: &Path,
     rustc_wrapper: Option<&str>,
     at_workspace_path: bool,
     base: &Path,
     dir: &Path,
+    generates_code: bool,
 ) {
     let mut setup = StageSetup::for_workspace(workspace, rustc_wrapper);
     setup.mirrored = setup.mirrorable(at_workspace_path) && mirror::available();
-    if let Some(mirror) = setup.prepare(base, dir, false).mirror {
-        mirror.tidy();
-    }
+    setup.seed(base, dir, setup.mirrored, generates_code);
 }
 
 /// Whether slots can be built at the workspace's paths here (probed once,
@@ -363,15 +366,34 @@ impl StageSetup {
     /// target directory for a run that `generates_code` or not
     /// ([`warm`]). Blocks.
     fn prepare(&self, base: &Path, dir: &Path, generates_code: bool) -> PreparedSlot {
-        let target = tree_target(base, dir);
-        let user = self.user.as_ref();
-        let mirror = plan_mirror(self.mirrored, user, dir, &target);
-        // Without one cargo writes it on the first run; the next seeds.
-        let members = slot_lock(dir, user).map(|lock| {
-            warm(&target, base, &lock, user, mirror.is_some(), generates_code);
-            seed::path_packages(&lock)
-        });
+        let mirror = plan_mirror(
+            self.mirrored,
+            self.user.as_ref(),
+            dir,
+            &tree_target(base, dir),
+        );
+        let members = self.seed(base, dir, mirror.is_some(), generates_code);
         PreparedSlot { members, mirror }
+    }
+
+    /// Seeds the target directory of the slot `dir` (one of `base`) for a
+    /// run that `generates_code` or not, with the user's incremental state
+    /// when the run sees the user's paths (`at_users_paths`) ([`warm`]), and
+    /// says the path packages of the slot's lock: `None` before cargo wrote
+    /// one (the first run writes it; the next seeds). Blocks.
+    fn seed(
+        &self,
+        base: &Path,
+        dir: &Path,
+        at_users_paths: bool,
+        generates_code: bool,
+    ) -> Option<BTreeSet<String>> {
+        let user = self.user.as_ref();
+        let target = tree_target(base, dir);
+        slot_lock(dir, user).map(|lock| {
+            warm(&target, base, &lock, user, at_users_paths, generates_code);
+            seed::path_packages(&lock)
+        })
     }
 
     /// Whether rustc runs under a wrapper: `[build] rustc_wrapper`, or a
@@ -1216,7 +1238,7 @@ mod tests {
         let at = itoa_user(dir.path());
         std::fs::write(at.slot.join("Cargo.lock"), ITOA_LOCK).unwrap();
 
-        prepare_slot(&at.user, None, false, &at.base, &at.slot);
+        prepare_slot(&at.user, None, false, &at.base, &at.slot, false);
 
         let ino = |path: &Path| std::fs::metadata(path).unwrap().ino();
         let seeded = tree_target(&at.base, &at.slot).join(at.rlib);
