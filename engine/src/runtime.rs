@@ -41,7 +41,9 @@ pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
 /// inherit it): work done ahead, such as seeding a slot a later step will
 /// build in, takes the time the measurement running meanwhile leaves idle
 /// (cargo's start, the slower of two compilations) instead of slowing it.
-/// Resolves once `work` has returned (or panicked).
+/// Resolves once `work` has returned (or panicked), or at once without
+/// running it when no thread can be started: whatever it would have
+/// prepared, the later step then does itself.
 pub(crate) async fn in_idle_time(work: impl FnOnce() + Send + 'static) {
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
     let spawned = std::thread::Builder::new()
