@@ -338,16 +338,16 @@ impl Engine {
             progress,
             cancel,
         };
-        let ahead = first_branch.map(|branch| {
-            let (root, config, base) = (self.root.clone(), self.config.clone(), target_dir.clone());
-            in_idle_time(move || stage_set::prepare_slot(&root, &config, &base, &branch, true))
-        });
-        let measured = measure::measure_staged(snapshot.root, sensors, run, staged);
-        let (m, _) = tokio::join!(measured, async {
-            if let Some(ahead) = ahead {
-                ahead.await;
+        let first_branch_seeded = async {
+            if let Some(branch) = first_branch {
+                let (root, config, base) =
+                    (self.root.clone(), self.config.clone(), target_dir.clone());
+                in_idle_time(move || stage_set::prepare_slot(&root, &config, &base, &branch, true))
+                    .await;
             }
-        });
+        };
+        let measured = measure::measure_staged(snapshot.root, sensors, run, staged);
+        let (m, ()) = tokio::join!(measured, first_branch_seeded);
         if !cancel.is_cancelled() && m.unavailable().is_empty() {
             self.measurements
                 .lock()

@@ -282,8 +282,9 @@ fn a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the
     );
 }
 
-/// Whether a slot's `itoa` library is the user's own file, seeded by link.
-fn itoa_seeded_from_user(root: &Path, cache: &Path) -> bool {
+/// Whether a slot's `itoa` library below `slots` (the cache, or one slot's
+/// target directory) is the user's own file, seeded by link.
+fn itoa_seeded_from_user(root: &Path, slots: &Path) -> bool {
     let users: Vec<u64> = files(&root.join("target/debug/deps"))
         .iter()
         .filter(|p| {
@@ -294,7 +295,7 @@ fn itoa_seeded_from_user(root: &Path, cache: &Path) -> bool {
         })
         .map(|p| std::fs::metadata(p).unwrap().ino())
         .collect();
-    slot_files(cache, "libitoa-")
+    slot_files(slots, "libitoa-")
         .iter()
         .any(|p| users.contains(&std::fs::metadata(p).unwrap().ino()))
 }
@@ -368,11 +369,6 @@ fn a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured() {
         2,
         "the view's and the first branch's: {targets:?}"
     );
-    let user_rlibs: Vec<u64> = files(&root.join("target/debug/deps"))
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "rlib"))
-        .map(|p| std::fs::metadata(p).unwrap().ino())
-        .collect();
     // The view's target holds the member it built; the branch's nothing
     // but what was seeded.
     let built_app = |target: &Path| {
@@ -384,11 +380,10 @@ fn a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured() {
         .iter()
         .find(|target| !built_app(target))
         .expect("a target directory nothing was built in");
-    let seeded_itoa = files(&branch.join("debug/deps"))
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "rlib"))
-        .any(|p| user_rlibs.contains(&std::fs::metadata(p).unwrap().ino()));
-    assert!(seeded_itoa, "the branch's slot holds no seeded itoa");
+    assert!(
+        itoa_seeded_from_user(root, branch),
+        "the branch's slot holds no seeded itoa"
+    );
     // Seeded for its test, a build that generates code, not only a check,
     // with the user's incremental state wherever the view's slot got it
     // (slots built at the workspace's paths): though the branch's slot did

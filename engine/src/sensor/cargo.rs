@@ -271,7 +271,7 @@ fn plan_mirror(
 
 /// Seeds the slot's target directory `target` (below `base`) once, from the
 /// user's target directory and the other slots' under `base`, with the
-/// registry dependencies of `lock`, the slot's, and, when the slot builds
+/// registry dependencies `packages` (of the slot's lock), and, when the slot builds
 /// at the user's paths (`mirrored`), with a copy of the user's incremental
 /// state, the part of it a check never reads only before a build that
 /// `generates_code`. Best effort: a failure only costs the build time it
@@ -279,12 +279,11 @@ fn plan_mirror(
 fn warm(
     target: &Path,
     base: &Path,
-    lock: &str,
+    packages: &BTreeSet<String>,
     user: Option<&UserBuild>,
     mirrored: bool,
     generates_code: bool,
 ) {
-    let packages = seed::registry_packages(lock);
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
         let mut siblings: Vec<PathBuf> = entries
@@ -302,7 +301,7 @@ fn warm(
     }
     let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
     let started = Instant::now();
-    match seed::seed_target(target, &sources, &packages, incremental, generates_code) {
+    match seed::seed_target(target, &sources, packages, incremental, generates_code) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
             target = %target.display(),
             linked = report.linked,
@@ -391,8 +390,17 @@ impl StageSetup {
         let user = self.user.as_ref();
         let target = tree_target(base, dir);
         slot_lock(dir, user).map(|lock| {
-            warm(&target, base, &lock, user, at_users_paths, generates_code);
-            seed::path_packages(&lock)
+            let packages = seed::lock_packages(&lock);
+            let registry = &packages.registry;
+            warm(
+                &target,
+                base,
+                registry,
+                user,
+                at_users_paths,
+                generates_code,
+            );
+            packages.path
         })
     }
 
@@ -1227,7 +1235,8 @@ mod tests {
         };
         let target = tree_target(&at.base, &at.slot);
         let lock = slot_lock(&at.slot, Some(&build)).expect("the user's lock");
-        warm(&target, &at.base, &lock, Some(&build), false, false);
+        let packages = seed::lock_packages(&lock).registry;
+        warm(&target, &at.base, &packages, Some(&build), false, false);
         assert_eq!(std::fs::read(target.join(at.rlib)).unwrap(), b"rlib");
     }
 

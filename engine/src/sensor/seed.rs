@@ -81,23 +81,30 @@ pub struct SeedReport {
     pub copied: u64,
 }
 
-/// The registry and git packages of a `Cargo.lock`: those with a `source`.
-/// A name that is also a path package (no `source`) is left out, so a
-/// member never shares a seeded artifact's name. Unreadable text yields
-/// nothing (nothing is seeded; cargo builds as before).
-pub fn registry_packages(lock: &str) -> BTreeSet<String> {
-    let (registry, local) = lock_packages(lock);
-    &registry - &local
+/// The packages of a `Cargo.lock` a slot's seeding and build tell apart.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LockPackages {
+    /// The registry and git packages: those with a `source`. A name that
+    /// is also a path package is left out, so a member never shares a
+    /// seeded artifact's name.
+    pub registry: BTreeSet<String>,
+    /// The path packages (no `source`): the workspace's members and the
+    /// path dependencies, always built in the slot.
+    pub path: BTreeSet<String>,
 }
 
-/// The path packages of a `Cargo.lock` (those without a `source`): the
-/// workspace's members and the path dependencies, always built in the slot.
-pub fn path_packages(lock: &str) -> BTreeSet<String> {
-    lock_packages(lock).1
+/// The [`LockPackages`] of `lock`, read once. Unreadable text yields none
+/// (nothing is seeded; cargo builds as before).
+pub fn lock_packages(lock: &str) -> LockPackages {
+    let (registry, path) = package_names(lock);
+    LockPackages {
+        registry: &registry - &path,
+        path,
+    }
 }
 
 /// The registry (or git) and the path package names of a `Cargo.lock`.
-fn lock_packages(lock: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+fn package_names(lock: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let Ok(value) = lock.parse::<toml::Table>() else {
         return (BTreeSet::new(), BTreeSet::new());
     };
@@ -642,13 +649,16 @@ version = "0.1.0"
 
     #[test]
     fn only_registry_packages_that_no_path_package_shadows_are_seeded() {
-        let packages = registry_packages(LOCK);
-        assert_eq!(packages, BTreeSet::from(["proc-macro2".to_owned()]));
-        assert!(registry_packages("not = [toml").is_empty());
+        let packages = lock_packages(LOCK);
         assert_eq!(
-            path_packages(LOCK),
+            packages.registry,
+            BTreeSet::from(["proc-macro2".to_owned()])
+        );
+        assert_eq!(
+            packages.path,
             BTreeSet::from(["app".to_owned(), "regex".to_owned()])
         );
+        assert_eq!(lock_packages("not = [toml"), LockPackages::default());
     }
 
     #[test]
