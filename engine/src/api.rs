@@ -315,7 +315,14 @@ impl Engine {
             // first stage's own run prepares the slot, with nothing to hide.
             if self.sensors.get().is_none() {
                 blocking(|| {
-                    stage_set::prepare_slot(&self.root, &self.config, &target_dir, &dir, false)
+                    stage_set::prepare_slot(
+                        &self.root,
+                        &self.config,
+                        &target_dir,
+                        &dir,
+                        false,
+                        cancel,
+                    )
                 });
             }
             Ok::<_, EngineError>(Ok((now, view, view_slot)))
@@ -338,12 +345,20 @@ impl Engine {
             progress,
             cancel,
         };
+        // Stopped with the repair: a cancelled repair waits for no more
+        // than the entry being seeded.
         let first_branch_seeded = async {
             if let Some(branch) = first_branch {
-                let (root, config, base) =
-                    (self.root.clone(), self.config.clone(), target_dir.clone());
-                in_idle_time(move || stage_set::prepare_slot(&root, &config, &base, &branch, true))
-                    .await;
+                let (root, config, base, stop) = (
+                    self.root.clone(),
+                    self.config.clone(),
+                    target_dir.clone(),
+                    cancel.clone(),
+                );
+                in_idle_time(move || {
+                    stage_set::prepare_slot(&root, &config, &base, &branch, true, &stop)
+                })
+                .await;
             }
         };
         let measured = measure::measure_staged(snapshot.root, sensors, run, staged);

@@ -9,6 +9,8 @@
 
 use std::path::Path;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::config::Config;
 use crate::language::Language;
 use crate::sensor::Sensor;
@@ -31,8 +33,16 @@ pub async fn sensors(root: &Path, config: &Config) -> Vec<Box<dyn Sensor>> {
 /// `base`) for its first run of each detected language's stages that
 /// needs it, as that run would, so the caller can do it while it waits for
 /// something else: Rust's target directory is seeded for `cargo check`, or
-/// for `cargo test` too when `with_tests`. Blocks.
-pub fn prepare_slot(root: &Path, config: &Config, base: &Path, dir: &Path, with_tests: bool) {
+/// for `cargo test` too when `with_tests`. Blocks; stops early, leaving
+/// the rest to the run, once `stop` is cancelled.
+pub fn prepare_slot(
+    root: &Path,
+    config: &Config,
+    base: &Path,
+    dir: &Path,
+    with_tests: bool,
+    stop: &CancellationToken,
+) {
     if config.languages.contains(&Language::Rust) {
         cargo::prepare_slot(
             root,
@@ -41,6 +51,7 @@ pub fn prepare_slot(root: &Path, config: &Config, base: &Path, dir: &Path, with_
             base,
             dir,
             with_tests,
+            stop,
         );
     }
 }

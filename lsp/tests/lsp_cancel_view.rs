@@ -5,7 +5,8 @@
 //! ends cancelled with nothing recorded, written or left running; a repair
 //! that waited there for a sensing run of its own view is served that
 //! run's measurement; and one that waited while a file changed on disk
-//! measures the changed view, never the old one.
+//! measures the changed view, never the old one. A cancelled repair also
+//! stops seeding its first branch's slot.
 
 mod support;
 
@@ -134,11 +135,30 @@ fn processes_under(dir: &Path) -> Vec<String> {
     found
 }
 
+/// The slot target directories under `cache` seeded for a build that
+/// generates code (a `cargo test`): marked `.trellis-seeded-code`.
+fn seeded_for_tests(cache: &Path) -> Vec<PathBuf> {
+    let mut seeded = Vec::new();
+    for workspace in std::fs::read_dir(cache).unwrap().flatten() {
+        let Ok(targets) = std::fs::read_dir(workspace.path().join("targets")) else {
+            continue;
+        };
+        seeded.extend(
+            targets
+                .flatten()
+                .map(|target| target.path())
+                .filter(|target| target.join(".trellis-seeded-code").exists()),
+        );
+    }
+    seeded
+}
+
 /// A repair whose view the sensing run never measured (an unsaved edit)
 /// measures it itself; the failpoint holds it there, and the user cancels
 /// it. Released, the repair ends `cancelled` without searching from the
 /// incomplete measurement: no forest is opened (so none is left open), no
-/// file of the user's changes, and no process runs in its slots; nor is
+/// file of the user's changes, no process runs in its slots and its first
+/// branch's slot is not seeded on; nor is
 /// the incomplete measurement kept, so the next repair of the same view
 /// measures it and verifies.
 #[test]
@@ -184,6 +204,15 @@ fn a_repair_cancelled_while_its_view_is_measured_ends_cancelled_and_leaves_nothi
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(processes_under(ws.cache()), Vec::<String>::new());
+    // The first branch's slot, seeded ahead while the view is measured,
+    // is seeded no further once the repair is cancelled: the sensing run
+    // seeded the view's slot for its check, and nothing was seeded for a
+    // build that generates code.
+    assert_eq!(
+        seeded_for_tests(ws.cache()),
+        Vec::<PathBuf>::new(),
+        "a slot was seeded for a cancelled repair's branch"
+    );
     let events = ws.search_events();
     assert!(
         !events

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
 
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
@@ -174,7 +175,8 @@ pub async fn rust_sensors(
 /// yet: its lock is then the user's, and its incremental state is seeded
 /// whenever slots may be built at the user's paths, since the run's own
 /// seeding, finding this one done, adds nothing. Blocks (it probes whether
-/// a mirror is allowed, once per process).
+/// a mirror is allowed, once per process); stops early, leaving the rest
+/// to the run, once `stop` is cancelled.
 pub fn prepare_slot(
     workspace: &Path,
     rustc_wrapper: Option<&str>,
@@ -182,10 +184,11 @@ pub fn prepare_slot(
     base: &Path,
     dir: &Path,
     generates_code: bool,
+    stop: &CancellationToken,
 ) {
     let mut setup = StageSetup::for_workspace(workspace, rustc_wrapper);
     setup.mirrored = setup.mirrorable(at_workspace_path) && mirror::available();
-    setup.seed(base, dir, setup.mirrored, generates_code);
+    setup.seed(base, dir, setup.mirrored, generates_code, stop);
 }
 
 /// Whether slots can be built at the workspace's paths here (probed once,
@@ -275,7 +278,7 @@ fn plan_mirror(
 /// at the user's paths (`mirrored`), with a copy of the user's incremental
 /// state, the part of it a check never reads only before a build that
 /// `generates_code`. Best effort: a failure only costs the build time it
-/// would have saved.
+/// would have saved. Stops early once `stop` is cancelled.
 fn warm(
     target: &Path,
     base: &Path,
@@ -283,6 +286,7 @@ fn warm(
     user: Option<&UserBuild>,
     mirrored: bool,
     generates_code: bool,
+    stop: &CancellationToken,
 ) {
     let mut sources: Vec<PathBuf> = user.map(|user| user.target.clone()).into_iter().collect();
     if let Ok(entries) = std::fs::read_dir(base) {
@@ -301,7 +305,14 @@ fn warm(
     }
     let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
     let started = Instant::now();
-    match seed::seed_target(target, &sources, packages, incremental, generates_code) {
+    match seed::seed_target(
+        target,
+        &sources,
+        packages,
+        incremental,
+        generates_code,
+        stop,
+    ) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
             target = %target.display(),
             linked = report.linked,
@@ -311,6 +322,9 @@ fn warm(
             "seeded the slot's target directory"
         ),
         Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {
+            tracing::debug!(target = %target.display(), "seeding stopped: the run was cancelled");
+        }
         Err(error) => tracing::warn!(
             target = %target.display(),
             %error,
@@ -363,15 +377,21 @@ impl StageSetup {
 
     /// Plans the mirror of the slot `dir` (one of `base`) and seeds its
     /// target directory for a run that `generates_code` or not
-    /// ([`warm`]). Blocks.
-    fn prepare(&self, base: &Path, dir: &Path, generates_code: bool) -> PreparedSlot {
+    /// ([`warm`]), until `stop` is cancelled. Blocks.
+    fn prepare(
+        &self,
+        base: &Path,
+        dir: &Path,
+        generates_code: bool,
+        stop: &CancellationToken,
+    ) -> PreparedSlot {
         let mirror = plan_mirror(
             self.mirrored,
             self.user.as_ref(),
             dir,
             &tree_target(base, dir),
         );
-        let members = self.seed(base, dir, mirror.is_some(), generates_code);
+        let members = self.seed(base, dir, mirror.is_some(), generates_code, stop);
         PreparedSlot { members, mirror }
     }
 
@@ -379,13 +399,15 @@ impl StageSetup {
     /// run that `generates_code` or not, with the user's incremental state
     /// when the run sees the user's paths (`at_users_paths`) ([`warm`]), and
     /// says the path packages of the slot's lock: `None` before cargo wrote
-    /// one (the first run writes it; the next seeds). Blocks.
+    /// one (the first run writes it; the next seeds). Stops early once
+    /// `stop` is cancelled. Blocks.
     fn seed(
         &self,
         base: &Path,
         dir: &Path,
         at_users_paths: bool,
         generates_code: bool,
+        stop: &CancellationToken,
     ) -> Option<BTreeSet<String>> {
         let user = self.user.as_ref();
         let target = tree_target(base, dir);
@@ -399,6 +421,7 @@ impl StageSetup {
                 user,
                 at_users_paths,
                 generates_code,
+                stop,
             );
             packages.path
         })
@@ -611,15 +634,16 @@ impl CargoStage {
         decide_build: bool,
     ) -> (Observation, Option<Observation>) {
         let target = tree_target(run.target_dir, run.dir);
-        let (setup, base, dir) = (
+        let (setup, base, dir, stop) = (
             self.setup.clone(),
             run.target_dir.to_path_buf(),
             run.dir.to_path_buf(),
+            run.cancel.clone(),
         );
         // `cargo test` builds with code generation, `cargo check` without.
         let generates_code = self.reads_tests;
         let seeding =
-            tokio::task::spawn_blocking(move || setup.prepare(&base, &dir, generates_code));
+            tokio::task::spawn_blocking(move || setup.prepare(&base, &dir, generates_code, &stop));
         // Read while cargo runs: only the run's interpretation needs it.
         let metadata = async {
             if !decide_build {
@@ -1236,7 +1260,15 @@ mod tests {
         let target = tree_target(&at.base, &at.slot);
         let lock = slot_lock(&at.slot, Some(&build)).expect("the user's lock");
         let packages = seed::lock_packages(&lock).registry;
-        warm(&target, &at.base, &packages, Some(&build), false, false);
+        warm(
+            &target,
+            &at.base,
+            &packages,
+            Some(&build),
+            false,
+            false,
+            &CancellationToken::new(),
+        );
         assert_eq!(std::fs::read(target.join(at.rlib)).unwrap(), b"rlib");
     }
 
@@ -1247,7 +1279,15 @@ mod tests {
         let at = itoa_user(dir.path());
         std::fs::write(at.slot.join("Cargo.lock"), ITOA_LOCK).unwrap();
 
-        prepare_slot(&at.user, None, false, &at.base, &at.slot, false);
+        prepare_slot(
+            &at.user,
+            None,
+            false,
+            &at.base,
+            &at.slot,
+            false,
+            &CancellationToken::new(),
+        );
 
         let ino = |path: &Path| std::fs::metadata(path).unwrap().ino();
         let seeded = tree_target(&at.base, &at.slot).join(at.rlib);

@@ -40,7 +40,9 @@
 //! entries are planned first, then seeded on a few threads, each file with
 //! one open of its source and one of its copy.
 //! Each entry appears whole or not at all (staged beside it, then renamed),
-//! so a seeding cut short is finished by the next one, never taken for done.
+//! so a seeding cut short (by an error, a kill, or the cancelled run it
+//! prepares, which stops it before its next entry) is finished by the next
+//! one, never taken for done.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -49,6 +51,8 @@ use std::io::{self, ErrorKind};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::snapshot::fsutil::remove_if_present;
 
@@ -200,13 +204,15 @@ fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> 
 /// (the user's target directory, for a slot built at the user's paths),
 /// only the sessions holding generated code when the build generates code
 /// (`generates_code`). A source that does not exist is skipped. Never
-/// writes into a source.
+/// writes into a source. Stops early, as interrupted and unfinished, once
+/// `stop` is cancelled (the build it prepares will not run).
 pub fn seed_target(
     target: &Path,
     sources: &[PathBuf],
     packages: &BTreeSet<String>,
     incremental: Option<&Path>,
     generates_code: bool,
+    stop: &CancellationToken,
 ) -> io::Result<SeedReport> {
     let checked = target.join(SEEDED).exists();
     if checked && (!generates_code || target.join(SEEDED_CODE).exists()) {
@@ -252,7 +258,7 @@ pub fn seed_target(
             }
         }
     }
-    let report = plan.run()?;
+    let report = plan.run(stop)?;
     fs::write(target.join(SEEDED), b"")?;
     if generates_code {
         fs::write(target.join(SEEDED_CODE), b"")?;
@@ -431,8 +437,15 @@ impl Plan {
         Ok(())
     }
 
-    /// Seeds every planned entry, on up to [`SEEDING_THREADS`] threads.
-    fn run(self) -> io::Result<SeedReport> {
+    /// Seeds every planned entry, on up to [`SEEDING_THREADS`] threads,
+    /// until `stop` is cancelled: then each thread ends its entry and the
+    /// seeding fails as interrupted, the entries not begun left to the
+    /// next seeding.
+    fn run(self, stop: &CancellationToken) -> io::Result<SeedReport> {
+        let interrupted = || io::Error::new(ErrorKind::Interrupted, "the seeding was cancelled");
+        if stop.is_cancelled() {
+            return Err(interrupted());
+        }
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, SEEDING_THREADS);
@@ -440,6 +453,9 @@ impl Plan {
         let worker = || -> io::Result<SeedReport> {
             let mut seeding = Seeding::default();
             while let Some(task) = self.tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                if stop.is_cancelled() {
+                    return Err(interrupted());
+                }
                 match seeding.entry(task) {
                     Ok(()) => {}
                     // A session rustc removed meanwhile is left out whole.
@@ -714,7 +730,15 @@ version = "0.1.0"
         let done = session(&incremental, "hooqxktvt0");
         fs::create_dir_all(incremental.join("s-hooqxzzzzz-1v68f3b-working")).unwrap();
 
-        let report = seed_target(&slot, &[], &BTreeSet::new(), Some(&user), true).unwrap();
+        let report = seed_target(
+            &slot,
+            &[],
+            &BTreeSet::new(),
+            Some(&user),
+            true,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(report, seeded(1, 2));
         let crate_dir = slot.join("debug/incremental/app-1x2y");
         let seeded = crate_dir.join(done.file_name().unwrap());
@@ -771,7 +795,15 @@ version = "0.1.0"
         };
 
         // A check: the dependencies and the session of a check.
-        let check = seed_target(&slot, sources, &packages, Some(&user), false).unwrap();
+        let check = seed_target(
+            &slot,
+            sources,
+            &packages,
+            Some(&user),
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(
             check,
             seeded(4, 8),
@@ -785,12 +817,28 @@ version = "0.1.0"
             "code a check never reads was seeded"
         );
         assert_eq!(
-            seed_target(&slot, sources, &packages, Some(&user), false).unwrap(),
+            seed_target(
+                &slot,
+                sources,
+                &packages,
+                Some(&user),
+                false,
+                &CancellationToken::new()
+            )
+            .unwrap(),
             SeedReport::default()
         );
 
         // The first build that generates code: only the session with code.
-        let test = seed_target(&slot, sources, &packages, Some(&user), true).unwrap();
+        let test = seed_target(
+            &slot,
+            sources,
+            &packages,
+            Some(&user),
+            true,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(
             test,
             seeded(1, 3),
@@ -801,7 +849,15 @@ version = "0.1.0"
             b"object"
         );
         assert_eq!(
-            seed_target(&slot, sources, &packages, Some(&user), true).unwrap(),
+            seed_target(
+                &slot,
+                sources,
+                &packages,
+                Some(&user),
+                true,
+                &CancellationToken::new()
+            )
+            .unwrap(),
             SeedReport::default(),
             "seeded once"
         );
@@ -819,7 +875,15 @@ version = "0.1.0"
             session(&incremental, older);
         }
 
-        seed_target(&slot, &[], &BTreeSet::new(), Some(&user), true).unwrap();
+        seed_target(
+            &slot,
+            &[],
+            &BTreeSet::new(),
+            Some(&user),
+            true,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         let mut seeded: Vec<_> = fs::read_dir(slot.join("debug/incremental/app-1x2y"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -851,7 +915,15 @@ version = "0.1.0"
         let slot = dir.path().join("slot");
         let packages = BTreeSet::from(["regex".to_owned()]);
 
-        let report = seed_target(&slot, &sources, &packages, None, false).unwrap();
+        let report = seed_target(
+            &slot,
+            &sources,
+            &packages,
+            None,
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(report.copied, 1);
         let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}/lib-regex"));
         assert_eq!(fs::read(seeded).unwrap(), b"user");
@@ -890,7 +962,17 @@ version = "0.1.0"
         );
         let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}"));
 
-        assert!(seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).is_err());
+        assert!(
+            seed_target(
+                &slot,
+                std::slice::from_ref(&user),
+                &packages,
+                None,
+                false,
+                &CancellationToken::new()
+            )
+            .is_err()
+        );
         let left: Vec<_> = fs::read_dir(seeded.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -902,9 +984,76 @@ version = "0.1.0"
         // An interrupted seeding's staging, as a killed process leaves it.
         let staging = seeded.with_file_name(format!(".regex-{hash}.trellis-seeding"));
         fs::create_dir_all(&staging).unwrap();
-        seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
+        seed_target(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            None,
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(fs::read(seeded.join("a-lib-regex")).unwrap(), b"first");
         assert!(!staging.exists());
+    }
+
+    #[test]
+    fn a_stopped_seeding_begins_no_entry_and_the_next_one_seeds_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user");
+        let hash = "0123456789abcdef";
+        fs::create_dir_all(user.join("debug/deps")).unwrap();
+        fs::write(
+            user.join(format!("debug/deps/libregex-{hash}.rlib")),
+            b"rlib",
+        )
+        .unwrap();
+        let fingerprint = user.join(format!("debug/.fingerprint/regex-{hash}"));
+        fs::create_dir_all(&fingerprint).unwrap();
+        fs::write(fingerprint.join("lib-regex"), b"hash").unwrap();
+        let (slot, packages) = (
+            dir.path().join("slot"),
+            BTreeSet::from(["regex".to_owned()]),
+        );
+        let stop = CancellationToken::new();
+        stop.cancel();
+
+        let err = seed_target(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            None,
+            false,
+            &stop,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Interrupted);
+        assert!(
+            !slot.join(SEEDED).exists(),
+            "an unfinished seeding is not done"
+        );
+        assert!(
+            !slot
+                .join(format!("debug/deps/libregex-{hash}.rlib"))
+                .exists()
+        );
+        assert!(
+            !slot
+                .join(format!("debug/.fingerprint/regex-{hash}"))
+                .exists()
+        );
+
+        let report = seed_target(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            None,
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
+        assert_eq!(report, seeded(1, 1));
+        assert!(slot.join(SEEDED).exists());
     }
 
     #[test]
@@ -922,8 +1071,15 @@ version = "0.1.0"
         let packages = BTreeSet::from(["serde".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report =
-            seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
+        let report = seed_target(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            None,
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(report, seeded(1, 1));
         let copied = slot.join("debug/build/serde-0123456789abcdef");
         let names = [
@@ -961,8 +1117,15 @@ version = "0.1.0"
         let packages = BTreeSet::from(["regex".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report =
-            seed_target(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
+        let report = seed_target(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            None,
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(report, seeded(1, 3));
         let mut fingerprints: Vec<_> =
             fs::read_dir(slot.join(format!("debug/.fingerprint/regex-{hash}")))
@@ -994,7 +1157,15 @@ version = "0.1.0"
         );
 
         write(&format!("deps/libregex-{hash}.rmeta"));
-        let again = seed_target(&slot, &[user], &packages, None, false).unwrap();
+        let again = seed_target(
+            &slot,
+            &[user],
+            &packages,
+            None,
+            false,
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(again, SeedReport::default(), "seeded once");
     }
 }
