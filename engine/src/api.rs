@@ -345,8 +345,8 @@ impl Engine {
             progress,
             cancel,
         };
-        // Stopped with the repair: a cancelled repair waits for no more
-        // than the entry being seeded.
+        // Stopped with the repair: a cancelled repair waits only for the
+        // entries already begun.
         let first_branch_seeded = async {
             if let Some(branch) = first_branch {
                 let (root, config, base, stop) = (

@@ -34,7 +34,7 @@ pub async fn sensors(root: &Path, config: &Config) -> Vec<Box<dyn Sensor>> {
 /// needs it, as that run would, so the caller can do it while it waits for
 /// something else: Rust's target directory is seeded for `cargo check`, or
 /// for `cargo test` too when `with_tests`. Blocks; stops early, leaving
-/// the rest to the run, once `stop` is cancelled.
+/// the rest to a later run, once `stop` is cancelled.
 pub fn prepare_slot(
     root: &Path,
     config: &Config,

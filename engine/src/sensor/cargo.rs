@@ -176,7 +176,7 @@ pub async fn rust_sensors(
 /// whenever slots may be built at the user's paths, since the run's own
 /// seeding, finding this one done, adds nothing. Blocks (it probes whether
 /// a mirror is allowed, once per process); stops early, leaving the rest
-/// to the run, once `stop` is cancelled.
+/// to a later run, once `stop` is cancelled.
 pub fn prepare_slot(
     workspace: &Path,
     rustc_wrapper: Option<&str>,

@@ -205,7 +205,7 @@ fn classify(dir: &str, file: &str, packages: &BTreeSet<String>) -> Option<Seed> 
 /// only the sessions holding generated code when the build generates code
 /// (`generates_code`). A source that does not exist is skipped. Never
 /// writes into a source. Stops early, as interrupted and unfinished, once
-/// `stop` is cancelled (the build it prepares will not run).
+/// `stop` is cancelled (the run it prepares was).
 pub fn seed_target(
     target: &Path,
     sources: &[PathBuf],
@@ -471,15 +471,28 @@ impl Plan {
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads).map(|_| scope.spawn(worker)).collect();
             let mut report = SeedReport::default();
+            let mut failed: Option<io::Error> = None;
             for done in workers
                 .into_iter()
                 .map(|w| w.join().expect("a seeding thread"))
             {
-                let done = done?;
-                report.linked += done.linked;
-                report.copied += done.copied;
+                match done {
+                    Ok(done) => {
+                        report.linked += done.linked;
+                        report.copied += done.copied;
+                    }
+                    // A real failure is reported over an interruption.
+                    Err(err)
+                        if failed
+                            .as_ref()
+                            .is_none_or(|f| f.kind() == ErrorKind::Interrupted) =>
+                    {
+                        failed = Some(err);
+                    }
+                    Err(_) => {}
+                }
             }
-            Ok(report)
+            failed.map_or(Ok(report), Err)
         })
     }
 }
