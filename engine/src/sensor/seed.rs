@@ -645,6 +645,24 @@ fn session_file(name: &OsStr) -> Option<Seed> {
 mod tests {
     use super::*;
 
+    /// [`seed_target`] with a stop that is never cancelled.
+    fn seed(
+        target: &Path,
+        sources: &[PathBuf],
+        packages: &BTreeSet<String>,
+        incremental: Option<&Path>,
+        generates_code: bool,
+    ) -> io::Result<SeedReport> {
+        seed_target(
+            target,
+            sources,
+            packages,
+            incremental,
+            generates_code,
+            &CancellationToken::new(),
+        )
+    }
+
     fn ino(path: &Path) -> u64 {
         fs::metadata(path).unwrap().ino()
     }
@@ -743,15 +761,7 @@ version = "0.1.0"
         let done = session(&incremental, "hooqxktvt0");
         fs::create_dir_all(incremental.join("s-hooqxzzzzz-1v68f3b-working")).unwrap();
 
-        let report = seed_target(
-            &slot,
-            &[],
-            &BTreeSet::new(),
-            Some(&user),
-            true,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let report = seed(&slot, &[], &BTreeSet::new(), Some(&user), true).unwrap();
         assert_eq!(report, seeded(1, 2));
         let crate_dir = slot.join("debug/incremental/app-1x2y");
         let seeded = crate_dir.join(done.file_name().unwrap());
@@ -808,15 +818,7 @@ version = "0.1.0"
         };
 
         // A check: the dependencies and the session of a check.
-        let check = seed_target(
-            &slot,
-            sources,
-            &packages,
-            Some(&user),
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let check = seed(&slot, sources, &packages, Some(&user), false).unwrap();
         assert_eq!(
             check,
             seeded(4, 8),
@@ -830,28 +832,12 @@ version = "0.1.0"
             "code a check never reads was seeded"
         );
         assert_eq!(
-            seed_target(
-                &slot,
-                sources,
-                &packages,
-                Some(&user),
-                false,
-                &CancellationToken::new()
-            )
-            .unwrap(),
+            seed(&slot, sources, &packages, Some(&user), false).unwrap(),
             SeedReport::default()
         );
 
         // The first build that generates code: only the session with code.
-        let test = seed_target(
-            &slot,
-            sources,
-            &packages,
-            Some(&user),
-            true,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let test = seed(&slot, sources, &packages, Some(&user), true).unwrap();
         assert_eq!(
             test,
             seeded(1, 3),
@@ -862,15 +848,7 @@ version = "0.1.0"
             b"object"
         );
         assert_eq!(
-            seed_target(
-                &slot,
-                sources,
-                &packages,
-                Some(&user),
-                true,
-                &CancellationToken::new()
-            )
-            .unwrap(),
+            seed(&slot, sources, &packages, Some(&user), true).unwrap(),
             SeedReport::default(),
             "seeded once"
         );
@@ -888,15 +866,7 @@ version = "0.1.0"
             session(&incremental, older);
         }
 
-        seed_target(
-            &slot,
-            &[],
-            &BTreeSet::new(),
-            Some(&user),
-            true,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        seed(&slot, &[], &BTreeSet::new(), Some(&user), true).unwrap();
         let mut seeded: Vec<_> = fs::read_dir(slot.join("debug/incremental/app-1x2y"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -928,15 +898,7 @@ version = "0.1.0"
         let slot = dir.path().join("slot");
         let packages = BTreeSet::from(["regex".to_owned()]);
 
-        let report = seed_target(
-            &slot,
-            &sources,
-            &packages,
-            None,
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let report = seed(&slot, &sources, &packages, None, false).unwrap();
         assert_eq!(report.copied, 1);
         let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}/lib-regex"));
         assert_eq!(fs::read(seeded).unwrap(), b"user");
@@ -975,17 +937,7 @@ version = "0.1.0"
         );
         let seeded = slot.join(format!("debug/.fingerprint/regex-{hash}"));
 
-        assert!(
-            seed_target(
-                &slot,
-                std::slice::from_ref(&user),
-                &packages,
-                None,
-                false,
-                &CancellationToken::new()
-            )
-            .is_err()
-        );
+        assert!(seed(&slot, std::slice::from_ref(&user), &packages, None, false).is_err());
         let left: Vec<_> = fs::read_dir(seeded.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -997,15 +949,7 @@ version = "0.1.0"
         // An interrupted seeding's staging, as a killed process leaves it.
         let staging = seeded.with_file_name(format!(".regex-{hash}.trellis-seeding"));
         fs::create_dir_all(&staging).unwrap();
-        seed_target(
-            &slot,
-            std::slice::from_ref(&user),
-            &packages,
-            None,
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        seed(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(fs::read(seeded.join("a-lib-regex")).unwrap(), b"first");
         assert!(!staging.exists());
     }
@@ -1056,15 +1000,7 @@ version = "0.1.0"
                 .exists()
         );
 
-        let report = seed_target(
-            &slot,
-            std::slice::from_ref(&user),
-            &packages,
-            None,
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let report = seed(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(report, seeded(1, 1));
         assert!(slot.join(SEEDED).exists());
     }
@@ -1084,15 +1020,7 @@ version = "0.1.0"
         let packages = BTreeSet::from(["serde".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report = seed_target(
-            &slot,
-            std::slice::from_ref(&user),
-            &packages,
-            None,
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let report = seed(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(report, seeded(1, 1));
         let copied = slot.join("debug/build/serde-0123456789abcdef");
         let names = [
@@ -1130,15 +1058,7 @@ version = "0.1.0"
         let packages = BTreeSet::from(["regex".to_owned()]);
         let slot = dir.path().join("slot");
 
-        let report = seed_target(
-            &slot,
-            std::slice::from_ref(&user),
-            &packages,
-            None,
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let report = seed(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
         assert_eq!(report, seeded(1, 3));
         let mut fingerprints: Vec<_> =
             fs::read_dir(slot.join(format!("debug/.fingerprint/regex-{hash}")))
@@ -1170,15 +1090,7 @@ version = "0.1.0"
         );
 
         write(&format!("deps/libregex-{hash}.rmeta"));
-        let again = seed_target(
-            &slot,
-            &[user],
-            &packages,
-            None,
-            false,
-            &CancellationToken::new(),
-        )
-        .unwrap();
+        let again = seed(&slot, &[user], &packages, None, false).unwrap();
         assert_eq!(again, SeedReport::default(), "seeded once");
     }
 }
