@@ -36,21 +36,9 @@ fn server(ws: &Workspace, hit: usize, marker: &Path) -> Client {
     Client::start_with_env(ws.path(), None, &env, vscode_capabilities(), None).0
 }
 
-/// Reads messages (answering the server's requests) until `done` holds.
-fn wait_until(client: &mut Client, what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < support::SENSING_TIMEOUT,
-            "timed out waiting for {what}"
-        );
-        client.pump(Duration::from_millis(50));
-    }
-}
-
 /// Reads messages until `marker` exists: the server paused there.
 fn wait_for_pause(client: &mut Client, marker: &Path) {
-    wait_until(client, "the view measurement to pause", || marker.exists());
+    client.pump_until("the view measurement to pause", || marker.exists());
 }
 
 /// Snapshots the workspace's ledger records.
@@ -67,7 +55,7 @@ fn snapshots(ws: &Workspace) -> i64 {
 fn start_waiting_repair(client: &mut Client, ws: &Workspace, cluster: &str) -> usize {
     let taken = snapshots(ws);
     let from = start_repair(client, cluster);
-    wait_until(client, "the repair's snapshot", || snapshots(ws) > taken);
+    client.pump_until("the repair's snapshot", || snapshots(ws) > taken);
     from
 }
 
@@ -169,13 +157,7 @@ fn a_repair_cancelled_while_its_view_is_measured_ends_cancelled_and_leaves_nothi
     // The sensing run of the opened file is the first view measurement,
     // the repair's the second.
     let mut client = server(&ws, 2, &marker);
-    client.open(LIB);
-    let diagnostics = client.wait_for_diagnostics(0, LIB, true);
-    let cluster = diagnostics
-        .iter()
-        .find_map(|d| d["data"]["cluster"].as_str())
-        .unwrap_or_else(|| panic!("no cluster among {diagnostics:#?}"))
-        .to_owned();
+    let cluster = client.open_for_cluster(LIB);
     let end = ws.read(LIB).lines().count();
     let at = json!({ "line": end, "character": 0 });
     client.edit(
@@ -187,16 +169,8 @@ fn a_repair_cancelled_while_its_view_is_measured_ends_cancelled_and_leaves_nothi
 
     let from = start_repair(&mut client, &cluster);
     wait_for_pause(&mut client, &marker);
-    let cancelled = client.request(
-        "workspace/executeCommand",
-        json!({ "command": "trellis.repair.cancel", "arguments": [] }),
-    );
-    assert_eq!(cancelled, Value::Null);
-    // The command only queues the cancel for the server's actor, which
-    // answers requests in order: once it has answered a later one, the
-    // repair is cancelled before its measurement is let go on.
-    let start = json!({ "line": 0, "character": 0 });
-    client.code_actions(LIB, &json!({ "start": start, "end": start }), &[]);
+    // Cancelled before the measurement is let go on.
+    client.cancel_repairs(LIB);
     std::fs::remove_file(&marker).unwrap();
 
     let ended = client.search_end(from);

@@ -7,14 +7,20 @@
 //! configured `RUSTC_WRAPPER` sees every slot compilation; members are
 //! built without debug information, seeded dependencies as the user built
 //! them; a seeding killed half-way is finished by the next run; a repair
-//! seeds its first branch's slot while the view is measured. Each test
+//! seeds its first branch's slot while the view is measured, and a
+//! cancelled one stops that seeding before its next entry. Each test
 //! drives the shipped binary and real cargo on a crate written here.
+
+mod support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::SystemTime;
+
+use serde_json::{Value, json};
+use support::{Client, vscode_capabilities};
 
 /// `itoa` as pinned by Trellis's own lock file: cached wherever Trellis was
 /// built, so cargo needs no network.
@@ -233,6 +239,40 @@ fn survey(dir: &Path) -> BTreeMap<PathBuf, Seen> {
         .collect()
 }
 
+/// The one workspace's slot set in `cache`.
+fn slot_set(cache: &Path) -> PathBuf {
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.join("targets").is_dir())
+        .expect("a slot set with target directories")
+}
+
+/// The target directories of the view's slot and of the first branch's,
+/// when those are all there are: the view's holds the member it built, the
+/// branch's nothing but what was seeded.
+fn view_and_first_branch_targets(cache: &Path) -> (PathBuf, PathBuf) {
+    let targets: Vec<PathBuf> = std::fs::read_dir(slot_set(cache).join("targets"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(
+        targets.len(),
+        2,
+        "the view's and the first branch's: {targets:?}"
+    );
+    let built_app = |target: &Path| {
+        files(&target.join("debug/deps"))
+            .iter()
+            .any(|p| p.file_name().unwrap().to_string_lossy().contains("app-"))
+    };
+    let (view, branch): (Vec<PathBuf>, Vec<PathBuf>) =
+        targets.into_iter().partition(|target| built_app(target));
+    let [view] = <[PathBuf; 1]>::try_from(view).expect("one target the member was built in");
+    let [branch] = <[PathBuf; 1]>::try_from(branch).expect("one target nothing was built in");
+    (view, branch)
+}
+
 /// Files in the cache's slot target directories whose name starts with
 /// `prefix`.
 fn slot_files(cache: &Path, prefix: &str) -> Vec<PathBuf> {
@@ -350,38 +390,14 @@ fn a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured() {
     let out = trellis(root, cache, &["repair"]);
     assert_passed(&out);
     assert!(shown(&out).contains("nothing to repair"), "{}", shown(&out));
-    let workspace = std::fs::read_dir(cache)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.join("targets").is_dir())
-        .expect("a slot set with target directories");
     assert!(
-        !workspace.join("slots/branch-1").exists(),
+        !slot_set(cache).join("slots/branch-1").exists(),
         "a branch slot was made for a clean view"
     );
 
-    let targets: Vec<PathBuf> = std::fs::read_dir(workspace.join("targets"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    assert_eq!(
-        targets.len(),
-        2,
-        "the view's and the first branch's: {targets:?}"
-    );
-    // The view's target holds the member it built; the branch's nothing
-    // but what was seeded.
-    let built_app = |target: &Path| {
-        files(&target.join("debug/deps"))
-            .iter()
-            .any(|p| p.file_name().unwrap().to_string_lossy().contains("app-"))
-    };
-    let branch = targets
-        .iter()
-        .find(|target| !built_app(target))
-        .expect("a target directory nothing was built in");
+    let (view, branch) = view_and_first_branch_targets(cache);
     assert!(
-        itoa_seeded_from_user(root, branch),
+        itoa_seeded_from_user(root, &branch),
         "the branch's slot holds no seeded itoa"
     );
     // Seeded for its test, a build that generates code, not only a check,
@@ -392,12 +408,138 @@ fn a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured() {
         branch.join(".trellis-seeded-code").exists(),
         "the branch's slot was seeded for a check only"
     );
-    let view = targets.iter().find(|target| *target != branch).unwrap();
     assert_eq!(
         branch.join("debug/incremental").is_dir(),
         view.join("debug/incremental").is_dir(),
         "the branch's slot and the view's differ in incremental state"
     );
+}
+
+/// The entries a seeding of `target` made: what it stages and renames
+/// into place whole (a file of `deps/`, a unit's directory under
+/// `.fingerprint/` or `build/`, an incremental session or its lock,
+/// cargo's rustc cache).
+fn seeded_entries(target: &Path) -> Vec<PathBuf> {
+    let debug = target.join("debug");
+    let children = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default()
+    };
+    let mut entries: Vec<PathBuf> = ["deps", ".fingerprint", "build"]
+        .iter()
+        .flat_map(|dir| children(&debug.join(dir)))
+        .collect();
+    for krate in children(&debug.join("incremental")) {
+        entries.extend(children(&krate));
+    }
+    entries.extend(Some(target.join(".rustc_info.json")).filter(|p| p.exists()));
+    entries
+}
+
+/// Pins `command`'s process, and every process it starts, to one of the
+/// CPUs this test may use: a seeding there runs on one thread.
+fn on_one_cpu(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between `fork` and `exec` the closure only makes two
+    // system calls on a set on its own stack, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, size, &mut set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let first = (0..libc::CPU_SETSIZE as usize)
+                .find(|&cpu| libc::CPU_ISSET(cpu, &set))
+                .unwrap_or(0);
+            libc::CPU_ZERO(&mut set);
+            libc::CPU_SET(first, &mut set);
+            if libc::sched_setaffinity(0, size, &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The fault: a repair cancelled while the seeding of its first branch's
+/// slot, done ahead while the view is measured, is inside an entry (the
+/// `seed-entry` failpoint holds it there, on one CPU, so on one seeding
+/// thread). Let go, the seeding finishes that entry and begins no other,
+/// and is not marked done; the next repair's seeding finishes it.
+#[test]
+fn a_cancelled_repair_stops_seeding_its_first_branchs_slot_before_the_next_entry() {
+    let Scratch {
+        dir, root, cache, ..
+    } = &Scratch::new();
+    itoa_crate(root, 1);
+    user_builds_everything(root);
+    // The CLI's check of the crate seeds the view's slot for a check and
+    // for a test: the server's own runs then seed nothing before the
+    // repair's seeding ahead.
+    assert_passed(&trellis(root, cache, &["check"]));
+    // A saved edit with a compiler-suggested fix.
+    write(
+        &root.join("src/lib.rs"),
+        "pub fn value() -> u32 {\n    let v = 0;\n    v += 1;\n    v\n}\n\n\
+         pub fn shown() -> String { itoa::Buffer::new().format(value()).to_owned() }\n",
+    );
+
+    let marker = dir.path().join("seeding-held");
+    let mut command = Client::command();
+    command
+        .env("TRELLIS_CACHE_DIR", cache)
+        .env("XDG_CONFIG_HOME", cache.join("config"))
+        .env("TRELLIS_FAILPOINT", "seed-entry:1:pause")
+        .env("TRELLIS_FAILPOINT_MARKER", &marker)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTC_WRAPPER");
+    on_one_cpu(&mut command);
+    let (mut client, _) = Client::start_with(root, command, None, vscode_capabilities(), None);
+    let lib = "src/lib.rs";
+    let cluster = client.open_for_cluster(lib);
+    // Unsaved: the repair measures this view itself, seeding ahead.
+    let at = json!({ "line": 5, "character": 0 });
+    client.edit(lib, json!({ "start": at, "end": at }), "// a note\n");
+
+    let from = client.notifications.len();
+    let started = client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.start", "arguments": [{ "cluster": cluster }] }),
+    );
+    assert_eq!(started, Value::Null);
+    client.pump_until("the seeding to reach an entry", || marker.exists());
+    // Cancelled inside the entry, then let go on.
+    client.cancel_repairs(lib);
+    std::fs::remove_file(&marker).unwrap();
+
+    let ended = client.search_end(from);
+    assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
+    let (_, branch) = view_and_first_branch_targets(cache);
+    let entries = seeded_entries(&branch);
+    assert_eq!(
+        entries.len(),
+        1,
+        "the held entry and no other: {entries:#?}"
+    );
+    assert!(
+        !branch.join(".trellis-seeded").exists(),
+        "a seeding cancelled half-way was marked done"
+    );
+
+    // Nothing of the cancelled seeding stands in for one: the next repair
+    // seeds the rest and verifies.
+    let again = client.notifications.len();
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": "trellis.repair.start", "arguments": [{ "cluster": cluster }] }),
+    );
+    let ended = client.search_end(again);
+    assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
+    assert!(branch.join(".trellis-seeded-code").exists());
+    assert!(seeded_entries(&branch).len() > 1);
+    client.shutdown();
 }
 
 #[test]

@@ -339,6 +339,33 @@ impl Client {
         while self.next_message(deadline).is_some() {}
     }
 
+    /// Reads messages (answering the server's requests) until `done`
+    /// holds, for at most [`SENSING_TIMEOUT`].
+    pub fn pump_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(
+                start.elapsed() < SENSING_TIMEOUT,
+                "timed out waiting for {what}"
+            );
+            self.pump(Duration::from_millis(50));
+        }
+    }
+
+    /// `trellis.repair.cancel` of every running repair, returning once the
+    /// server has carried it out: the command only queues the cancel for
+    /// the server's actor, which answers requests in order, so a code
+    /// action request on `rel` answered after it proves it done.
+    pub fn cancel_repairs(&mut self, rel: &str) {
+        let cancelled = self.request(
+            "workspace/executeCommand",
+            json!({ "command": "trellis.repair.cancel", "arguments": [] }),
+        );
+        assert_eq!(cancelled, Value::Null);
+        let origin = json!({ "line": 0, "character": 0 });
+        self.code_actions(rel, &json!({ "start": origin, "end": origin }), &[]);
+    }
+
     pub fn open(&mut self, rel: &str) {
         let uri = self.uri(rel);
         let text = std::fs::read_to_string(self.root.join(rel)).unwrap();
@@ -476,16 +503,22 @@ impl Client {
         found["params"]["diagnostics"].as_array().unwrap().clone()
     }
 
+    /// Opens `rel` and waits for its Trellis diagnostics; the cluster of
+    /// the first one.
+    pub fn open_for_cluster(&mut self, rel: &str) -> String {
+        self.open(rel);
+        let diagnostics = self.wait_for_diagnostics(0, rel, true);
+        diagnostics
+            .iter()
+            .find_map(|d| d["data"]["cluster"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no Trellis cluster among {diagnostics:#?}"))
+    }
+
     /// Opens `rel`, waits for its Trellis diagnostics and starts the
     /// Repair of the first one's cluster; returns the index of the first
     /// notification after the start.
     pub fn start_repair(&mut self, rel: &str) -> usize {
-        self.open(rel);
-        let diagnostics = self.wait_for_diagnostics(0, rel, true);
-        let cluster = diagnostics
-            .iter()
-            .find_map(|d| d["data"]["cluster"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| panic!("no Trellis cluster among {diagnostics:#?}"));
+        let cluster = self.open_for_cluster(rel);
         let from = self.notifications.len();
         self.request(
             "workspace/executeCommand",
