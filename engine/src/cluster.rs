@@ -380,7 +380,12 @@ struct Draft {
 /// Clusters the reports of one measured state. `required` names the stages
 /// whose passing is hard pass.
 pub fn assess(reports: &[StageReport], required: &[String], model: &EnergyModel) -> Assessment {
-    let diagnostics = dedup_by_site(reports.iter().flat_map(|r| r.diagnostics.iter().cloned()));
+    let mut diagnostics = dedup_by_site(reports.iter().flat_map(|r| r.diagnostics.iter().cloned()));
+    // Cargo compiles a workspace's packages, and a crate's library and test
+    // builds, in parallel: their messages interleave as they finish. In
+    // site order, the same evidence reads the same every run, and so do the
+    // packets and candidates made from it.
+    diagnostics.sort_by(|a, b| a.primary.cmp(&b.primary).then_with(|| a.cmp(b)));
     let mut staged: Vec<(TestFailure, &str)> = reports
         .iter()
         .flat_map(|r| r.failures.iter().map(|f| (f.clone(), r.stage.as_str())))
@@ -715,6 +720,38 @@ mod tests {
             a.clusters[0].title,
             "cannot borrow `v` as mutable at src/lib.rs:3"
         );
+    }
+
+    /// Item 8 of issue 36: diagnostics of two packages reported in either
+    /// order (as two parallel compilations finish) are the same assessment.
+    #[test]
+    fn diagnostics_reported_in_any_order_are_the_same_assessment() {
+        let at = |path: &str, line: u32| Diagnostic {
+            primary: Some(span(path, line)),
+            ..diag(Some("E0384"), Level::Error, "cannot assign twice", line)
+        };
+        let reported = vec![
+            at("b/src/lib.rs", 3),
+            at("a/src/lib.rs", 7),
+            at("a/src/lib.rs", 2),
+        ];
+        let mut reversed = reported.clone();
+        reversed.reverse();
+        let assessed = |diagnostics| {
+            assess(
+                &[report("build", StageStatus::Failed, diagnostics, vec![])],
+                &required(),
+                &EnergyModel::V1,
+            )
+        };
+        let (one, other) = (assessed(reported), assessed(reversed));
+        assert_eq!(one, other);
+        let paths: Vec<String> = one
+            .diagnostics
+            .iter()
+            .map(|d| format!("{}", d.primary.as_ref().unwrap().path))
+            .collect();
+        assert_eq!(paths, ["a/src/lib.rs", "a/src/lib.rs", "b/src/lib.rs"]);
     }
 
     #[test]

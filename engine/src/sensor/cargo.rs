@@ -35,15 +35,27 @@ const ENVIRONMENT: &[(&str, &str)] = &[("CARGO_TERM_COLOR", "never"), ("RUST_BAC
 /// The stage id of [`CargoCheck`].
 const BUILD_STAGE: &str = "build";
 
+/// `--keep-going`: cargo otherwise stops at the first package that fails,
+/// so which dependents of a failing member report their errors would
+/// depend on scheduling; with it every package that can be compiled is,
+/// and one state always gives the same evidence.
 const CHECK_ARGS: &[&str] = &[
     "check",
     "--workspace",
     "--all-targets",
+    "--keep-going",
     "--message-format=json",
     "--color",
     "never",
 ];
 
+/// `cargo test` takes no `--keep-going` (cargo 1.95 refuses it, and
+/// `--no-fail-fast` covers the test runs, not the build): a test build
+/// that fails may stop at any failing package, but then no test runs, and
+/// the build stage, which runs after a test build that failed (see
+/// `check_units`), reports every package's errors under [`CHECK_ARGS`].
+/// The same diagnostics deduplicate across stages, so the state's evidence
+/// is the check's whatever the test build reached.
 const TEST_ARGS: &[&str] = &[
     "test",
     "--workspace",
@@ -1032,7 +1044,8 @@ fn manifest_diagnostic(
     })
 }
 
-/// Stage `build`: `cargo check --workspace --all-targets --message-format=json`.
+/// Stage `build`: `cargo check --workspace --all-targets --keep-going
+/// --message-format=json`.
 pub struct CargoCheck(CargoStage);
 
 impl CargoCheck {
