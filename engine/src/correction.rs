@@ -98,17 +98,21 @@ impl CorrectionPacket {
             .map(|f| format!("{}::{}", f.binary, f.name))
             .collect();
 
-        let groups = diagnostics.iter().flat_map(|d| &d.suggestions).filter(|g| {
-            g.alternatives
-                .iter()
-                .any(|s| s.applicability != Applicability::HasPlaceholders)
-        });
+        // A diagnostic's suggestions are one choice, however many helps
+        // offer them (`propose`): one fix is a suggestion to apply, several
+        // are alternatives.
         let (mut single, mut widest) = (0, 0);
-        for g in groups {
-            if g.alternatives.len() == 1 {
-                single += 1;
-            } else {
-                widest = widest.max(g.alternatives.len());
+        for d in &diagnostics {
+            let offered = d
+                .suggestions
+                .iter()
+                .flat_map(|g| &g.alternatives)
+                .filter(|s| s.applicability != Applicability::HasPlaceholders)
+                .count();
+            match offered {
+                0 => {}
+                1 => single += 1,
+                n => widest = widest.max(n),
             }
         }
         let mut operators = Vec::new();

@@ -2,9 +2,11 @@
 //!
 //! [`SuggestionProposer`] is the deterministic one: it reads the compiler's
 //! own suggestions. One candidate applies every unambiguous suggestion of
-//! the cluster at once; where a suggestion offers alternatives (three
-//! possible imports), each alternative is its own candidate, and the
-//! sensors, not the proposer, decide between them. A fix whose tool does
+//! the cluster at once; where a diagnostic offers alternatives (three
+//! possible imports, or an import and a rename in two helps), each
+//! alternative is its own candidate, taken the same way at every site that
+//! offers the same set, and the sensors, not the proposer, decide between
+//! them. A fix whose tool does
 //! not vouch for its behaviour ([`Suggestion::stands_alone`]: ruff's unsafe
 //! and display-only fixes) is never in the combined candidate: it is an
 //! alternative of its own. Which fixes those are is each tool's meaning of
@@ -22,7 +24,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::correction::CorrectionPacket;
-use crate::diagnostic::{Applicability, Fixer, Suggestion, SuggestionGroup};
+use crate::diagnostic::{Applicability, Diagnostic, Fixer, Suggestion, SuggestionGroup};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::edit::TextEdit;
 use crate::workspace_path::WorkspacePath;
@@ -101,57 +103,63 @@ fn describe(s: &Suggestion) -> String {
     }
 }
 
-/// The texts of a group's alternatives: groups offering the same choice at
-/// different sites (150 uses of one unimported type) are one decision.
-fn choice_key(g: &SuggestionGroup) -> Vec<String> {
-    g.alternatives
-        .iter()
-        .map(|s| {
-            s.replacements
+/// One diagnostic's fixes as one choice: every alternative any of its
+/// suggestions offers, each once. rustc offers each way out of an error as
+/// a help of its own ("consider importing this module", "a builtin type
+/// with a similar name exists"): they are alternatives, never applied
+/// together. A fix its tool does not vouch for goes to `standalone`.
+fn choice_of(diagnostic: &Diagnostic, standalone: &mut Vec<Suggestion>) -> Vec<Suggestion> {
+    let mut alternatives: Vec<Suggestion> = Vec::new();
+    for group in &diagnostic.suggestions {
+        if let Some(fix) = own_alternative(group) {
+            standalone.push(fix.clone());
+            continue;
+        }
+        for fix in group.alternatives.iter().filter(|s| usable(s)) {
+            if !alternatives
                 .iter()
-                .map(|r| r.text.clone())
-                .collect::<Vec<_>>()
-                .join("\u{1f}")
-        })
-        .collect()
+                .any(|seen| seen.replacements == fix.replacements)
+            {
+                alternatives.push(fix.clone());
+            }
+        }
+    }
+    alternatives
+}
+
+/// What an alternative writes, wherever it writes it: the same import
+/// offered at two sites, or the same rename, has one key.
+fn alternative_key(s: &Suggestion) -> String {
+    s.replacements
+        .iter()
+        .map(|r| r.text.trim())
+        .collect::<Vec<_>>()
+        .join("\u{1f}")
+}
+
+/// The alternatives a site offers, as a set: sites offering the same set
+/// (150 uses of one unimported type, in one file or several) are one
+/// decision, whatever order each lists them in.
+fn choice_key(alternatives: &[Suggestion]) -> BTreeSet<String> {
+    alternatives.iter().map(alternative_key).collect()
 }
 
 impl Proposer for SuggestionProposer {
     fn propose(&self, packet: &CorrectionPacket, limit: usize) -> Vec<Candidate> {
         let mut standalone: Vec<Suggestion> = Vec::new();
-        let groups: Vec<SuggestionGroup> = packet
+        let choices: Vec<Vec<Suggestion>> = packet
             .diagnostics
             .iter()
-            .flat_map(|d| &d.suggestions)
-            .filter(|g| match own_alternative(g) {
-                Some(fix) => {
-                    standalone.push(fix.clone());
-                    false
-                }
-                None => true,
-            })
-            .map(|g| SuggestionGroup {
-                alternatives: g
-                    .alternatives
-                    .iter()
-                    .filter(|s| usable(s))
-                    .cloned()
-                    .collect(),
-            })
-            .filter(|g| !g.alternatives.is_empty())
+            .map(|d| choice_of(d, &mut standalone))
+            .filter(|choice| !choice.is_empty())
             .collect();
 
-        let proposer = route(
-            groups
-                .iter()
-                .flat_map(|g| &g.alternatives)
-                .chain(&standalone),
-        );
+        let proposer = route(choices.iter().flatten().chain(&standalone));
         let mut unambiguous: Vec<(WorkspacePath, TextEdit)> = Vec::new();
         let mut labels: BTreeSet<String> = BTreeSet::new();
-        for g in groups.iter().filter(|g| g.alternatives.len() == 1) {
-            unambiguous.extend(edits_of(&g.alternatives[0]));
-            labels.insert(describe(&g.alternatives[0]));
+        for only in choices.iter().filter(|c| c.len() == 1).map(|c| &c[0]) {
+            unambiguous.extend(edits_of(only));
+            labels.insert(describe(only));
         }
         unambiguous.sort();
         unambiguous.dedup();
@@ -165,16 +173,20 @@ impl Proposer for SuggestionProposer {
                 alternative: None,
             });
         }
-        // The first ambiguous choice decides the alternatives; every site that
-        // offers the same choice takes the same alternative.
-        if let Some(choice) = groups.iter().find(|g| g.alternatives.len() > 1) {
+        // The first ambiguous choice decides the alternatives; every site
+        // that offers the same set takes the same one, so no candidate
+        // takes one alternative at a site and another at the next.
+        if let Some(choice) = choices.iter().find(|c| c.len() > 1) {
             let key = choice_key(choice);
-            let same_choice: Vec<&SuggestionGroup> =
-                groups.iter().filter(|g| choice_key(g) == key).collect();
-            for (i, alternative) in choice.alternatives.iter().enumerate() {
+            let same_choice: Vec<&Vec<Suggestion>> =
+                choices.iter().filter(|c| choice_key(c) == key).collect();
+            for (i, alternative) in choice.iter().enumerate() {
+                let wanted = alternative_key(alternative);
                 let mut edits = unambiguous.clone();
-                for g in &same_choice {
-                    edits.extend(edits_of(&g.alternatives[i]));
+                for site in &same_choice {
+                    if let Some(fix) = site.iter().find(|s| alternative_key(s) == wanted) {
+                        edits.extend(edits_of(fix));
+                    }
                 }
                 edits.sort();
                 edits.dedup();
@@ -321,6 +333,40 @@ mod tests {
         assert_eq!(c[0].edits[0].1.new_text, "use crate::fast::Item;\n");
         assert_eq!(c[1].edits[0].1.new_text, "use crate::slow::Item;\n");
         assert_ne!(c[0].digest(), c[1].digest());
+    }
+
+    /// Issue 36: rustc offers "a builtin type with a similar name exists:
+    /// `str`" and "consider importing this module" as two helps of one
+    /// error at every site. They are one choice, not two fixes to apply
+    /// together: one candidate renames at every site, the other imports,
+    /// and none mixes them, whatever order a site lists them in.
+    #[test]
+    fn a_diagnostics_helps_are_one_choice_taken_the_same_at_every_site() {
+        let import = || SuggestionGroup {
+            alternatives: vec![alt("use std::ptr;\n", 0)],
+        };
+        let rename = |at| SuggestionGroup {
+            alternatives: vec![alt("str", at)],
+        };
+        let p = packet(vec![
+            vec![rename(40), import()],
+            vec![import(), rename(80)],
+            vec![rename(120), import()],
+        ]);
+        let c = SuggestionProposer.propose(&p, 5);
+        let texts = |c: &Candidate| -> Vec<(u32, String)> {
+            c.edits
+                .iter()
+                .map(|(_, e)| (e.byte_start as u32, e.new_text.clone()))
+                .collect()
+        };
+        assert_eq!(c.len(), 2, "{c:#?}");
+        assert_eq!(
+            texts(&c[0]),
+            [(40, "str".into()), (80, "str".into()), (120, "str".into())]
+        );
+        assert_eq!(texts(&c[1]), [(0, "use std::ptr;\n".into())]);
+        assert_eq!((c[0].alternative, c[1].alternative), (Some(0), Some(1)));
     }
 
     #[test]
