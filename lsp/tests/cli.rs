@@ -415,18 +415,18 @@ use trellis_engine::ledger::{
 };
 
 /// The ambiguous import, with the wrong alternative also mistyped: trying it
-/// trades the unresolved name (energy 3) for a type error (energy 2), which
-/// is no descent under ρ = 1.5, with deterministic evidence, so the search
+/// trades the unresolved name (energy 3) for a wrong-arity call and a
+/// mismatched type (energy 4) the compiler offers no fix for, which is no
+/// descent under the default ρ, with deterministic evidence, so the search
 /// records an exact no-good before it tries the right one.
 fn ambiguous_with_a_mistyped_alternative() -> Workspace {
     let ws = Workspace::of("ambiguous-import");
     let source = ws.read("src/lib.rs").replace(
         "pub fn scale(x: u32) -> u32 {\n        x * 2 + 1",
-        "pub fn scale(x: u32, y: u32) -> u32 {\n        x * 2 + y",
+        "pub fn scale(x: u32, y: u32) -> String {\n        format!(\"{}\", x * 2 + y)",
     );
     assert!(source.contains("y: u32"), "the fixture changed: {source}");
     std::fs::write(ws.path().join("src/lib.rs"), source).unwrap();
-    std::fs::write(ws.path().join("trellis.toml"), "[gate]\nrho = 1.5\n").unwrap();
     ws
 }
 

@@ -160,8 +160,9 @@ fn why_b2(ws: &Workspace) -> String {
 /// not run, whose residual carries neither a diagnostic nor a failing
 /// test. b2 is opened on `ineligible measurement` and `empty correction
 /// packet`, and verifies. In the control (the fixture as it is), b1's test
-/// fails with an assertion: a correction with a counterexample, so b2 is
-/// opened on the ineligible measurement alone.
+/// fails with an assertion: a descent that is no hard pass, with a
+/// counterexample, so b2 is opened because the other import is unmeasured,
+/// and never on an empty correction.
 #[test]
 fn an_unmeasurable_branch_fires_the_empty_correction_trigger_and_a_failing_one_does_not() {
     let ws = Workspace::of("ambiguous-import");
@@ -171,10 +172,9 @@ fn an_unmeasurable_branch_fires_the_empty_correction_trigger_and_a_failing_one_d
     );
     assert!(source.contains("loop {"), "the fixture changed: {source}");
     std::fs::write(ws.path().join("src/lib.rs"), source).unwrap();
-    let config = ws.read("trellis.toml");
     std::fs::write(
         ws.path().join("trellis.toml"),
-        format!("{config}\n[stages]\ntest_timeout_secs = 30\n"),
+        "[stages]\ntest_timeout_secs = 30\n",
     )
     .unwrap();
 
@@ -205,6 +205,6 @@ fn an_unmeasurable_branch_fires_the_empty_correction_trigger_and_a_failing_one_d
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
     let why = why_b2(&control);
-    assert!(why.starts_with("ineligible measurement"), "{why}");
+    assert!(why.starts_with("a descent, not a hard pass"), "{why}");
     assert!(!why.contains("empty correction packet"), "{why}");
 }

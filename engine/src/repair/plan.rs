@@ -227,20 +227,26 @@ impl Plan {
 
     /// The packet's operators, with a choice counted as the alternatives the
     /// proposer actually offers (it numbers one choice, at most
-    /// [`PLAN_CANDIDATES`] of it), so expansion never asks for one it lacks.
+    /// [`PLAN_CANDIDATES`] of it, a fix its tool does not vouch for among
+    /// them), so expansion never asks for one it lacks nor misses one it has.
     pub(super) fn operators(&self) -> Vec<CorrectionOperator> {
-        self.packet
+        let mut operators: Vec<CorrectionOperator> = self
+            .packet
             .operators
             .iter()
-            .filter_map(|op| match op {
-                CorrectionOperator::ChooseAlternative { .. } => {
-                    let alternatives = self.alternatives();
-                    (alternatives > 0)
-                        .then_some(CorrectionOperator::ChooseAlternative { alternatives })
-                }
-                other => Some(other.clone()),
-            })
-            .collect()
+            .filter(|op| !matches!(op, CorrectionOperator::ChooseAlternative { .. }))
+            .cloned()
+            .collect();
+        let alternatives = self.alternatives();
+        if alternatives > 0 {
+            // Where the packet puts a choice: after the single fixes.
+            let at = usize::from(matches!(
+                operators.first(),
+                Some(CorrectionOperator::ApplySuggestions { .. })
+            ));
+            operators.insert(at, CorrectionOperator::ChooseAlternative { alternatives });
+        }
+        operators
     }
 
     pub(super) fn alternatives(&self) -> usize {
@@ -293,6 +299,35 @@ impl Plan {
     /// The plan's identity, as a partial checkpoint names its correction.
     pub(super) fn digest(&self) -> Digest {
         self.id
+    }
+}
+
+/// What a diagnostic probe found, from the build energy of each
+/// alternative it measured alone (`(alternative, energy)`, in probe order)
+/// and the seed's.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct ProbeVerdict {
+    /// The alternatives that build best, below the seed, in probe order:
+    /// the probe cannot tell them apart, so each is measured in full.
+    pub(super) implicated: Vec<u32>,
+    /// The alternatives that built worse: tried, by the probe.
+    pub(super) passed_over: Vec<u32>,
+}
+
+impl ProbeVerdict {
+    pub(super) fn of(probed: &[(u32, f64)], seed_energy: f64) -> ProbeVerdict {
+        let best = probed
+            .iter()
+            .map(|&(_, energy)| energy)
+            .fold(f64::INFINITY, f64::min);
+        let (implicated, passed_over) = probed
+            .iter()
+            .partition::<Vec<_>, _>(|&&(_, energy)| energy == best && energy < seed_energy);
+        let ids = |v: Vec<&(u32, f64)>| v.into_iter().map(|&(i, _)| i).collect();
+        ProbeVerdict {
+            implicated: ids(implicated),
+            passed_over: ids(passed_over),
+        }
     }
 }
 
@@ -459,6 +494,27 @@ mod tests {
             assessment,
             profile: Digest::ZERO,
         }
+    }
+
+    /// Issue 36: the alternatives that tie for the lowest build energy,
+    /// below the seed's, are all implicated (each is measured in full);
+    /// the rest are passed over, and none is implicated when none builds
+    /// better than the seed.
+    #[test]
+    fn a_probe_implicates_every_alternative_tied_for_the_best_build() {
+        let probed = [(0, 0.0), (1, 2.0), (2, 3.0), (3, 0.0), (4, 0.5)];
+        assert_eq!(
+            ProbeVerdict::of(&probed, 3.63),
+            ProbeVerdict {
+                implicated: vec![0, 3],
+                passed_over: vec![1, 2, 4],
+            }
+        );
+        assert_eq!(
+            ProbeVerdict::of(&[(0, 3.0), (1, 4.0)], 3.0).implicated,
+            Vec::<u32>::new()
+        );
+        assert_eq!(ProbeVerdict::of(&[], 3.0), ProbeVerdict::default());
     }
 
     /// Item 15: `EmptyCorrection` is reachable. A state whose dominant

@@ -30,8 +30,8 @@ use crate::snapshot::{DirSource, Snapshot};
 use super::accepted::Accepted;
 use super::effects::{ForestRun, Probed, realize};
 use super::plan::{
-    KeptPartial, Plan, Quantum, Track, cluster_signature, correction_is_empty, dominant_cluster,
-    evidence_digest, obligations, packet_energy,
+    KeptPartial, Plan, ProbeVerdict, Quantum, Track, cluster_signature, correction_is_empty,
+    dominant_cluster, evidence_digest, obligations, packet_energy,
 };
 use super::session::Session;
 use super::step::Eligible;
@@ -93,14 +93,17 @@ impl QuantumRun<'_, '_> {
     /// A diagnostic probe over a choice. Each untried alternative is applied
     /// alone in the branch slot and measured by the build stage only (see
     /// [`ForestRun::probe_build`]), then the slot is synced back to its
-    /// seed. The probe implicates the alternative that builds with the
-    /// lowest energy, if that is below the seed's; only that one is then
-    /// edited and measured in full.
+    /// seed. The probe implicates every alternative that builds with the
+    /// lowest energy, if that is below the seed's ([`ProbeVerdict`]): the
+    /// build cannot tell them apart, so each is measured in full, this
+    /// branch taking the first. Those that built worse, or could not be
+    /// applied, are passed over. Nothing is implicated when the probe
+    /// stopped (its branch contained, its budget refused).
     pub(super) async fn probe(
         &mut self,
         seed: &SeedView<'_>,
         tried: &[Attempt],
-    ) -> Result<Option<Candidate>, EngineError> {
+    ) -> Result<ProbeVerdict, EngineError> {
         let ctx = self.run.ctx;
         let branch_id = self.branch_id.clone();
         let branch_id = branch_id.as_str();
@@ -121,7 +124,7 @@ impl QuantumRun<'_, '_> {
         else {
             self.run
                 .observe(branch_id, "no check stage to probe with")?;
-            return Ok(None);
+            return Ok(ProbeVerdict::default());
         };
         let narrowed_energy =
             |reports: &[StageReport]| assess(reports, &[], &EnergyModel::V1).energy;
@@ -139,16 +142,17 @@ impl QuantumRun<'_, '_> {
                     .iter()
                     .any(|a| same_route(&a.route, &c.proposer) && a.alternative == c.alternative)
         });
-        let mut best: Option<(f64, &Candidate)> = None;
+        let mut probed: Vec<(u32, f64)> = Vec::new();
+        let mut not_applicable: Vec<u32> = Vec::new();
         for candidate in untried {
             if ctx.cancel.is_cancelled() || self.run.forest().is_closed() {
                 break;
             }
-            let probed = self
+            let probed_build = self
                 .run
                 .probe_build(build.as_ref(), &self.slot, candidate)
                 .await?;
-            if matches!(probed, Probed::Refused) {
+            if matches!(probed_build, Probed::Refused) {
                 break;
             }
             // Syncing the slot back to its seed is a copy of what the probe
@@ -161,7 +165,7 @@ impl QuantumRun<'_, '_> {
                         branch_id,
                         "probe stopped: the budget refused syncing its slot back to the seed",
                     )?;
-                    return Ok(None);
+                    return Ok(ProbeVerdict::default());
                 }
                 Restored::Exceeded => {
                     // Something in the slot changed beyond what the probe
@@ -170,11 +174,14 @@ impl QuantumRun<'_, '_> {
                                   more than the probe touched";
                     self.run.contain(branch_id, reason)?;
                     self.report.outcome = BranchOutcome::ineligible(NotUsed::Barrier, reason);
-                    return Ok(None);
+                    return Ok(ProbeVerdict::default());
                 }
             }
-            let alternative = candidate.alternative.map_or(0, |i| i + 1);
-            let energy = match probed {
+            let Some(index) = candidate.alternative else {
+                continue;
+            };
+            let alternative = index + 1;
+            let energy = match probed_build {
                 Probed::Built(report)
                     if !matches!(report.status, StageStatus::Unavailable { .. }) =>
                 {
@@ -188,6 +195,7 @@ impl QuantumRun<'_, '_> {
                             candidate.label
                         ),
                     )?;
+                    not_applicable.push(index);
                     continue;
                 }
                 Probed::Built(_) | Probed::Refused => {
@@ -208,13 +216,25 @@ impl QuantumRun<'_, '_> {
                     candidate.label
                 ),
             )?;
-            if best.is_none_or(|(lowest, _)| energy < lowest) {
-                best = Some((energy, candidate));
-            }
+            probed.push((index, energy));
         }
-        Ok(best
-            .filter(|(energy, _)| *energy < seed_energy)
-            .map(|(_, candidate)| candidate.clone()))
+        let mut verdict = ProbeVerdict::of(&probed, seed_energy);
+        if verdict.implicated.len() > 1 {
+            let tied: Vec<String> = verdict
+                .implicated
+                .iter()
+                .map(|i| format!("#{}", i + 1))
+                .collect();
+            self.run.observe(
+                branch_id,
+                &format!(
+                    "probe implicates {}, tied for the best build: each is measured in full",
+                    tied.join(", ")
+                ),
+            )?;
+        }
+        verdict.passed_over.extend(not_applicable);
+        Ok(verdict)
     }
 
     /// Syncs the probed slot back to its seed.

@@ -8,7 +8,10 @@
 //! 20 ([`next_expansions`]) plans what follows: the branch continues its
 //! partial checkpoint (it stays live), a new branch forks (from the
 //! accepted root or from that checkpoint) and joins the frontier, or both,
-//! so a branch that seeded a child can still be served. The forest selects
+//! so a branch that seeded a child can still be served; a descent that is
+//! no hard pass opens the next unmeasured alternative from its own seed (or,
+//! with none left on a partial checkpoint's plan, from the accepted state),
+//! and a probe's tied alternatives are each measured. The forest selects
 //! when the frontier is empty. An exact no-good refuses a repeated attempt
 //! for free: no reservation, no branch. Branch previews never decide; the
 //! forest selects one candidate (Proposition 5) and commits it once
@@ -549,7 +552,7 @@ impl<'s, 'a> Step<'s, 'a> {
                 let continues = quantum.continues.clone();
                 queue.extend(self.next_quanta(
                     &refused,
-                    QuantumOutcome::Ineligible,
+                    (&quantum.seed, QuantumOutcome::Ineligible),
                     continues.as_deref(),
                 )?);
                 continue;
@@ -671,18 +674,30 @@ impl<'s, 'a> Step<'s, 'a> {
                     .tried
                     .get(&seed.plan.digest())
                     .map_or(&[][..], Vec::as_slice);
-                let picked = branch_run.probe(&seed, tried).await?;
-                if let Some(candidate) = &picked {
+                let verdict = branch_run.probe(&seed, tried).await?;
+                // This branch takes the first implicated alternative; the
+                // others tied with it stay untried, for expansion to
+                // measure in branches of their own, and those that built
+                // worse are tried, by the probe.
+                let picked = verdict.implicated.first().and_then(|&i| {
+                    seed.plan
+                        .candidates
+                        .iter()
+                        .find(|c| c.alternative == Some(i))
+                });
+                if let Some(candidate) = picked {
                     branch_run.report.label = candidate.label.clone();
-                    self.tried
-                        .entry(seed.plan.digest())
-                        .or_default()
-                        .push(Attempt {
-                            alternative: candidate.alternative,
-                            ..quantum.attempt.clone()
-                        });
                 }
-                picked
+                let probed = picked
+                    .and_then(|c| c.alternative)
+                    .into_iter()
+                    .chain(verdict.passed_over);
+                let tried = self.tried.entry(seed.plan.digest()).or_default();
+                tried.extend(probed.map(|i| Attempt {
+                    alternative: Some(i),
+                    ..quantum.attempt.clone()
+                }));
+                picked.cloned()
             }
         };
         let end = match &candidate {
@@ -740,39 +755,68 @@ impl<'s, 'a> Step<'s, 'a> {
             QuantumEnd::Ineligible => QuantumOutcome::Ineligible,
         };
         let track = self.tracks[&branch_id].clone();
-        let next = self.next_quanta(&track, outcome, Some(&branch_id))?;
+        let next = self.next_quanta(&track, (&quantum.seed, outcome), Some(&branch_id))?;
         self.admit(next)?;
         Ok(true)
     }
 
-    /// Asks system 20 what follows a quantum and turns its answers into
-    /// quanta the deterministic proposer can carry out: a continuation of
-    /// the branch's partial checkpoint, and a new branch. An attempt it
-    /// cannot realize (a probe, a hand edit) is observed, counted as tried,
-    /// and expansion asked again; empty when nothing warrants another
-    /// quantum.
+    /// What follows a quantum that started from `seed` and ended in
+    /// `outcome` ([`Step::expand`]). A branch seeded from a partial
+    /// checkpoint works that checkpoint's plan; when nothing is left to
+    /// attempt there, the choice made at the accepted state may still have
+    /// alternatives unmeasured, so expansion is asked again from there.
     fn next_quanta(
         &mut self,
         track: &Track,
-        outcome: QuantumOutcome,
+        (seed, outcome): (&Seed, QuantumOutcome),
         branch_id: Option<&str>,
     ) -> Result<Vec<Quantum>, EngineError> {
+        let quanta = self.expand(track, (seed, outcome.clone()), branch_id)?;
+        if quanta.is_empty()
+            && matches!(seed, Seed::Partial(_))
+            && !matches!(outcome, QuantumOutcome::Partial(_))
+        {
+            return self.expand(track, (&Seed::Accepted, outcome), branch_id);
+        }
+        Ok(quanta)
+    }
+
+    /// Asks system 20 what follows a quantum that started from `seed` and
+    /// ended in `outcome`, and turns its answers into quanta the
+    /// deterministic proposer can carry out: a continuation of the
+    /// branch's partial checkpoint, and a new branch. An attempt it cannot
+    /// realize (a probe, a hand edit) is observed, counted as tried, and
+    /// expansion asked again; empty when nothing warrants another quantum.
+    fn expand(
+        &mut self,
+        track: &Track,
+        (seed, outcome): (&Seed, QuantumOutcome),
+        branch_id: Option<&str>,
+    ) -> Result<Vec<Quantum>, EngineError> {
+        let partial = |p: &crate::search::PartialCheckpointRef| {
+            self.partials
+                .get(&p.digest())
+                .ok_or_else(|| EngineError::from(ForestError::UnknownPartial(p.digest())))
+        };
         let kept = match &outcome {
-            QuantumOutcome::Partial(p) => Some(
-                self.partials
-                    .get(&p.digest())
-                    .ok_or_else(|| EngineError::from(ForestError::UnknownPartial(p.digest())))?,
-            ),
+            QuantumOutcome::Partial(p) => Some(partial(p)?),
             _ => None,
         };
-        // The seed a new branch would start from, and the plan it works on.
-        let (seed, plan) = match kept {
+        // A new branch starts from the partial this one left, else from
+        // this one's own seed, and works on that seed's plan: a sibling
+        // alternative of the same choice.
+        let from = match (kept, seed) {
+            (Some(k), _) => Some(k),
+            (None, Seed::Partial(p)) => Some(partial(p)?),
+            (None, Seed::Accepted) => None,
+        };
+        let (seed_state, plan) = match from {
             Some(k) => (&k.snapshot, &k.plan),
             None => (&self.search.accepted.snapshot, self.plan),
         };
         let fork = ActionKind::Fork {
-            files: seed.entries.len() as u64,
-            bytes: seed.total_bytes(),
+            files: seed_state.entries.len() as u64,
+            bytes: seed_state.total_bytes(),
         };
         let tried = self.tried.entry(plan.digest()).or_default();
         let forest = self.run.forest();
@@ -795,6 +839,7 @@ impl<'s, 'a> Step<'s, 'a> {
                 rho: self.search.ctx.config.gate.rho,
                 current: BranchProgress {
                     attempt: track.attempt.clone(),
+                    seed: seed.clone(),
                     outcome: outcome.clone(),
                     energies: track.energies.clone(),
                     signatures: track.signatures.clone(),

@@ -7,8 +7,14 @@
 //! left. Otherwise it opens a new branch only on a measured [`Trigger`], and
 //! picks the attempt by preference: a new correction operator, then a new
 //! strategy, then a new route. A recurring residual signature forces an
-//! alternative: the next compiler alternative, then another proposer. This is
-//! a search heuristic, not a certificate; selection and the gate decide.
+//! alternative: the next compiler alternative, then another proposer. A
+//! descent that is no hard pass is a trigger while the tools' alternatives
+//! are untried ([`Trigger::DescentOnly`]): Proposition 5 ranks any hard
+//! pass above every descent, so that key can only act once the
+//! alternatives are measured. A new branch forks from the seed its
+//! evidence came from: a new partial checkpoint, else the seed of the
+//! branch that measured (siblings of one choice share one seed). This is a
+//! search heuristic, not a certificate; selection and the gate decide.
 
 use serde::{Deserialize, Serialize};
 
@@ -155,7 +161,10 @@ impl Attempt {
 /// How the current branch's last quantum ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BranchOutcome {
-    /// Measured eligible; selection decides, nothing to expand.
+    /// Measured eligible but no hard pass: a descent, which selection may
+    /// pick once nothing better is left to measure. (A hard pass ends the
+    /// forest: nothing outranks it on Proposition 5's first key, so
+    /// expansion is never asked after one.)
     Eligible,
     /// Measured, but E(y) failed. (A `RejectedNonDescending` commit, the
     /// seed's other half of this trigger, cannot happen here: only a
@@ -171,6 +180,9 @@ pub enum BranchOutcome {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BranchProgress {
     pub attempt: Attempt,
+    /// What the branch started from: a sibling it opens forks from there
+    /// too, unless the branch left a partial checkpoint of its own.
+    pub seed: Seed,
     pub outcome: BranchOutcome,
     /// Energy of each of the branch's probes, oldest first.
     pub energies: Vec<f64>,
@@ -214,6 +226,10 @@ pub struct ExpansionState {
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
     IneligibleMeasurement,
+    /// A descent that is no hard pass, while an alternative the tools
+    /// offered is unmeasured: committing it now would keep the first key
+    /// of Proposition 5 from ever acting.
+    DescentOnly,
     RecurringSignature,
     EmptyCorrection,
     Plateau,
@@ -225,6 +241,7 @@ impl Trigger {
     pub fn name(self) -> &'static str {
         match self {
             Trigger::IneligibleMeasurement => "ineligible measurement",
+            Trigger::DescentOnly => "a descent, not a hard pass",
             Trigger::RecurringSignature => "recurring residual signature",
             Trigger::EmptyCorrection => "empty correction packet",
             Trigger::Plateau => "plateau",
@@ -293,6 +310,9 @@ pub fn triggers(state: &ExpansionState) -> Vec<Trigger> {
     let mut fired = Vec::new();
     if current.outcome == BranchOutcome::Ineligible {
         fired.push(Trigger::IneligibleMeasurement);
+    }
+    if current.outcome == BranchOutcome::Eligible && state.context.untried_alternatives > 0 {
+        fired.push(Trigger::DescentOnly);
     }
     let repeated =
         matches!(current.signatures.as_slice(), [.., previous, last] if previous == last);
@@ -364,7 +384,7 @@ pub fn next_expansions(state: &ExpansionState) -> Vec<Expansion> {
     }
     let seed = match &current.outcome {
         BranchOutcome::Partial(partial) => Seed::Partial(partial.clone()),
-        _ => Seed::Accepted,
+        _ => current.seed.clone(),
     };
     let forced = fired.contains(&Trigger::RecurringSignature);
     if let Some((attempt, novelty)) = candidates(&state, forced)
@@ -520,7 +540,8 @@ mod tests {
         )
     }
 
-    /// A branch that applied suggestions and measured eligible: no trigger.
+    /// A branch that applied suggestions and measured an eligible descent
+    /// with no alternative left unmeasured: no trigger.
     fn quiet() -> ExpansionState {
         ExpansionState {
             branches_opened: 1,
@@ -529,6 +550,7 @@ mod tests {
             rho: 0.5,
             current: BranchProgress {
                 attempt: apply(RUSTC),
+                seed: Seed::Accepted,
                 outcome: BranchOutcome::Eligible,
                 energies: vec![4.0],
                 signatures: vec![blob_digest(b"c1")],
@@ -544,13 +566,31 @@ mod tests {
             routes: vec![RUSTC.into(), MODEL.into()],
             context: StrategyContext {
                 single_fix_suggestions: 1,
-                untried_alternatives: 2,
+                untried_alternatives: 0,
                 localized_sites: 1,
                 witnessed_partial: false,
             },
             tried: vec![apply(RUSTC)],
             continuation: None,
         }
+    }
+
+    /// A branch of the compiler's route that took the first of
+    /// `alternatives` alternatives of one choice.
+    fn took_the_first_of(alternatives: usize) -> ExpansionState {
+        let mut s = quiet();
+        s.operators = vec![CorrectionOperator::ChooseAlternative { alternatives }];
+        s.routes = vec![RUSTC.into()];
+        s.current.attempt = Attempt {
+            alternative: Some(0),
+            ..Attempt::new(
+                OperatorKind::ChooseAlternative,
+                Strategy::NextAlternative,
+                RUSTC,
+            )
+        };
+        s.tried = vec![s.current.attempt.clone()];
+        s
     }
 
     /// What comes first: a continuation before a new branch.
@@ -604,6 +644,7 @@ mod tests {
     #[test]
     fn ineligible_measurement_triggers_a_new_operator_first() {
         let mut s = quiet();
+        s.context.untried_alternatives = 2;
         s.current.outcome = BranchOutcome::Ineligible;
         let (fired, seed, attempt, novelty) = opened(&s);
         assert_eq!(fired, vec![Trigger::IneligibleMeasurement]);
@@ -621,6 +662,7 @@ mod tests {
         s.current.attempt = Attempt::new(OperatorKind::Edit, Strategy::DiagnosticProbe, RUSTC);
         s.tried = vec![s.current.attempt.clone()];
         s.operators.push(CorrectionOperator::SatisfyCounterexample);
+        s.context.untried_alternatives = 2;
         s.current.outcome = BranchOutcome::Ineligible;
         // The probe supports choosing among alternatives and satisfying a
         // counterexample; the packet's order decides.
@@ -638,9 +680,13 @@ mod tests {
     #[test]
     fn recurring_signature_forces_the_next_alternative_then_another_proposer() {
         let mut s = quiet();
+        s.context.untried_alternatives = 2;
         s.current.signatures = vec![blob_digest(b"c1"), blob_digest(b"c1")];
         let (fired, _, attempt, novelty) = opened(&s);
-        assert_eq!(fired, vec![Trigger::RecurringSignature]);
+        assert_eq!(
+            fired,
+            vec![Trigger::DescentOnly, Trigger::RecurringSignature]
+        );
         assert_eq!(attempt.strategy, Strategy::NextAlternative);
         assert_eq!(novelty, Novelty::Strategy);
 
@@ -680,6 +726,35 @@ mod tests {
             "{next}"
         );
         assert!(same_route(RUSTC, Fixer::Tsserver.route()) && !same_route(RUSTC, MODEL));
+    }
+
+    /// Issue 36: a descent that is no hard pass, with an alternative the
+    /// tools offered still unmeasured, opens a branch for that alternative
+    /// from the seed the descent came from, so Proposition 5's first key
+    /// can still find a hard pass; with every alternative measured, or no
+    /// branch left, the descent awaits selection.
+    #[test]
+    fn a_descent_that_is_no_hard_pass_measures_the_next_alternative_first() {
+        let mut s = took_the_first_of(3);
+        s.context.untried_alternatives = 2;
+        let (fired, seed, attempt, novelty) = opened(&s);
+        assert_eq!(fired, vec![Trigger::DescentOnly]);
+        assert_eq!((seed, novelty), (Seed::Accepted, Novelty::Operator));
+        assert_eq!(attempt.alternative, Some(1));
+
+        // A sibling of a branch seeded from a partial checkpoint forks
+        // from that checkpoint too.
+        s.current.seed = Seed::Partial(partial(true));
+        assert_eq!(opened(&s).1, Seed::Partial(partial(true)));
+
+        s.context.untried_alternatives = 0;
+        assert_eq!(first_expansion(&s), None, "every alternative was measured");
+        s.context.untried_alternatives = 2;
+        s.branches_opened = s.max_branches;
+        assert_eq!(first_expansion(&s), None, "no branch left");
+        s.branches_opened = 1;
+        s.current.outcome = BranchOutcome::Ineligible;
+        assert!(!triggers(&s).contains(&Trigger::DescentOnly), "no descent");
     }
 
     #[test]
@@ -867,18 +942,7 @@ mod tests {
 
     #[test]
     fn alternatives_are_taken_one_at_a_time_and_never_twice() {
-        let mut s = quiet();
-        s.operators = vec![CorrectionOperator::ChooseAlternative { alternatives: 2 }];
-        s.routes = vec![RUSTC.into()];
-        s.current.attempt = Attempt {
-            alternative: Some(0),
-            ..Attempt::new(
-                OperatorKind::ChooseAlternative,
-                Strategy::NextAlternative,
-                RUSTC,
-            )
-        };
-        s.tried = vec![s.current.attempt.clone()];
+        let mut s = took_the_first_of(2);
         s.current.outcome = BranchOutcome::Ineligible;
         s.context.untried_alternatives = 1;
         let (_, seed, attempt, novelty) = opened(&s);

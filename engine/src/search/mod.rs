@@ -177,6 +177,7 @@ mod tests {
                     Strategy::ApplySuggestions,
                     Fixer::Rustc.route(),
                 ),
+                seed: Seed::Accepted,
                 outcome: BranchOutcome::Partial(partial.clone()),
                 energies: vec![5.9, 5.9, 5.9],
                 signatures: vec![root("c1")],
