@@ -509,7 +509,7 @@ fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
     let (code, doc) = repair(&["repair"]);
     assert_ne!(code, 0, "a flaky failure blocks hard pass: {doc:#}");
     assert!(marker.exists(), "the fixed test ran and failed once");
-    support::flaky::assert_flaky_and_no_no_good(&ws, &doc, "python.test", FLAKY);
+    support::flaky::assert_flaky_and_no_no_good(&ws, &doc, "python.test", &[FLAKY]);
 
     // The test no longer fails: nothing recorded stands in the repair's way.
     let (code, doc) = repair(&["repair", "--commit"]);

@@ -4,7 +4,7 @@
 //! check that a flaky failure was reported and supports no no-good. It only
 //! reads reports and the ledger.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use trellis_engine::ledger::SearchEvent;
 
 use super::workspace::Workspace;
@@ -27,25 +27,34 @@ pub fn no_goods(events: &[SearchEvent]) -> usize {
         .count()
 }
 
-/// The first branch's `stage` failed with `flaky` as its one flaky test,
-/// the ledger records that test with the measurement, and no no-good was
-/// recorded: a flaky failure is no evidence. Returns the workspace's search
-/// events for further checks.
+/// The first branch's `stage` failed with exactly the tests `flaky` as its
+/// flaky tests (in any order: tests finish in no fixed one), the ledger
+/// records them with the measurement, and no no-good was recorded: a flaky
+/// failure is no evidence. Returns the workspace's search events for
+/// further checks.
 pub fn assert_flaky_and_no_no_good(
     ws: &Workspace,
     doc: &Value,
     stage: &str,
-    flaky: &str,
+    flaky: &[&str],
 ) -> Vec<SearchEvent> {
+    let mut expected: Vec<String> = flaky.iter().map(|&name| name.to_owned()).collect();
+    expected.sort();
+    let sorted = |names: Vec<String>| {
+        let mut names = names;
+        names.sort();
+        names
+    };
     let report = first_branch_stage(doc, stage);
     assert_eq!(report["status"], "failed", "{doc:#}");
-    assert_eq!(report["flaky"], json!([flaky]), "{doc:#}");
+    let reported: Vec<String> = serde_json::from_value(report["flaky"].clone()).unwrap_or_default();
+    assert_eq!(sorted(reported), expected, "{doc:#}");
     let events = ws.search_events();
     assert_eq!(no_goods(&events), 0, "a flaky failure is no evidence");
     assert!(
         events.iter().any(|e| matches!(e,
-            SearchEvent::BranchCandidateMeasured { flaky: measured, .. } if measured == &[flaky.to_owned()])),
-        "the ledger records the flaky test with the measurement"
+            SearchEvent::BranchCandidateMeasured { flaky: measured, .. } if sorted(measured.clone()) == expected)),
+        "the ledger records the flaky tests with the measurement"
     );
     events
 }
