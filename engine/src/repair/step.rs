@@ -776,7 +776,16 @@ impl<'s, 'a> Step<'s, 'a> {
             && matches!(seed, Seed::Partial(_))
             && !matches!(outcome, QuantumOutcome::Partial(_))
         {
-            return self.expand(track, (&Seed::Accepted, outcome), branch_id);
+            // The branch's alternative numbered the checkpoint's choice,
+            // not the accepted state's.
+            let on_accepted = Track {
+                attempt: Attempt {
+                    alternative: None,
+                    ..track.attempt.clone()
+                },
+                ..track.clone()
+            };
+            return self.expand(&on_accepted, (&Seed::Accepted, outcome), branch_id);
         }
         Ok(quanta)
     }
@@ -861,6 +870,7 @@ impl<'s, 'a> Step<'s, 'a> {
             };
             let mut quanta = Vec::new();
             let mut unrealizable = None;
+            let mut repeated = None;
             for expansion in next_expansions(&state) {
                 match expansion {
                     Expansion::ContinuePartial { partial } => {
@@ -891,6 +901,17 @@ impl<'s, 'a> Step<'s, 'a> {
                     } => {
                         let fired: Vec<&str> = triggers.iter().map(|t| t.name()).collect();
                         let candidate = match plan.realize(&attempt) {
+                            // The same fix under another strategy (a
+                            // continuation's) is no new attempt.
+                            Some(Realization::Candidate(candidate))
+                                if tried.iter().chain([&track.attempt]).any(|made| {
+                                    matches!(plan.realize(made),
+                                        Some(Realization::Candidate(c)) if c == candidate)
+                                }) =>
+                            {
+                                repeated = Some(attempt);
+                                continue;
+                            }
                             Some(Realization::Candidate(candidate)) => Some(candidate.clone()),
                             Some(Realization::Probe) => None,
                             None => {
@@ -911,6 +932,10 @@ impl<'s, 'a> Step<'s, 'a> {
                         });
                     }
                 }
+            }
+            if let Some(attempt) = repeated {
+                tried.push(attempt);
+                continue;
             }
             let Some((fired, attempt)) = unrealizable else {
                 return Ok(quanta);
