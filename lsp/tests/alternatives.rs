@@ -73,7 +73,9 @@ fn assert_repaired(ws: &Workspace, case: &Case) {
     assert!(ws.cargo_test_passes(), "the crate's own tests pass");
 }
 
-fn repaired_from_the_cli(case: &Case) -> Value {
+/// `repair --commit` on a copy of the case's fixture: the right repair is
+/// written and the crate's tests pass. The workspace and the report.
+fn repaired_from_the_cli(case: &Case) -> (Workspace, Value) {
     let ws = Workspace::of(case.fixture);
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
@@ -85,7 +87,7 @@ fn repaired_from_the_cli(case: &Case) -> Value {
         serde_json::json!(files),
         "{doc:#}"
     );
-    doc
+    (ws, doc)
 }
 
 /// The labels and outcomes of the first step's branches.
@@ -105,7 +107,7 @@ fn tried(doc: &Value) -> Vec<(String, String)> {
 /// its hard pass is selected and written.
 #[test]
 fn the_crates_test_chooses_between_two_imports() {
-    let doc = repaired_from_the_cli(&TWO_WAY);
+    let (_, doc) = repaired_from_the_cli(&TWO_WAY);
     let tried = tried(&doc);
     assert_eq!(tried.len(), 2, "{doc:#}");
     assert!(
@@ -119,10 +121,11 @@ fn the_crates_test_chooses_between_two_imports() {
 }
 
 /// Three `Digest`s build alike; only the third the compiler lists passes
-/// the test, so each is measured, one branch each.
+/// the test, so each is measured, one branch each. Three measurements are
+/// previews: the gate takes one decision, the commit of the hard pass.
 #[test]
 fn the_crates_test_chooses_among_three_imports() {
-    let doc = repaired_from_the_cli(&THREE_WAY);
+    let (ws, doc) = repaired_from_the_cli(&THREE_WAY);
     let tried = tried(&doc);
     let outcomes: Vec<&str> = tried.iter().map(|(_, o)| o.as_str()).collect();
     assert_eq!(
@@ -131,13 +134,17 @@ fn the_crates_test_chooses_among_three_imports() {
         "{doc:#}"
     );
     assert!(tried[2].0.contains("fnv"), "{tried:?}");
+    let measured = ws.search_events_named("branch_candidate_measured").len();
+    let (_, replay) = ws.json(&["ledger", "replay"]);
+    let decisions = replay["decisions"].as_array().unwrap();
+    assert_eq!((measured, decisions.len()), (3, 1), "{replay:#}");
 }
 
 /// The ambiguous name is used in two files: each candidate imports the same
 /// function in both, never one in one file and the other in the next.
 #[test]
 fn one_import_is_taken_in_both_files_that_need_it() {
-    let doc = repaired_from_the_cli(&TWO_FILES);
+    let (_, doc) = repaired_from_the_cli(&TWO_FILES);
     assert_eq!(tried(&doc).len(), 2, "{doc:#}");
     // The wrong import builds: it was made in both files, and both files'
     // tests fail on it.
@@ -158,7 +165,7 @@ fn one_import_is_taken_in_both_files_that_need_it() {
 /// other imports `ptr` alone, and that one passes the crate's tests.
 #[test]
 fn a_published_crate_gets_its_import_alone_never_mixed_with_the_look_alike_builtin() {
-    let doc = repaired_from_the_cli(&SEMVER);
+    let (_, doc) = repaired_from_the_cli(&SEMVER);
     let tried = tried(&doc);
     assert_eq!(tried.len(), 2, "{doc:#}");
     assert!(
