@@ -871,6 +871,9 @@ impl<'s, 'a> Step<'s, 'a> {
             let mut quanta = Vec::new();
             let mut unrealizable = None;
             let mut repeated = None;
+            // The branch's own attempt was made on this plan unless the
+            // plan is the new checkpoint's.
+            let own_attempt = kept.is_none().then_some(&track.attempt);
             for expansion in next_expansions(&state) {
                 match expansion {
                     Expansion::ContinuePartial { partial } => {
@@ -904,7 +907,7 @@ impl<'s, 'a> Step<'s, 'a> {
                             // The same fix under another strategy (a
                             // continuation's) is no new attempt.
                             Some(Realization::Candidate(candidate))
-                                if tried.iter().chain([&track.attempt]).any(|made| {
+                                if tried.iter().chain(own_attempt).any(|made| {
                                     matches!(plan.realize(made),
                                         Some(Realization::Candidate(c)) if c == candidate)
                                 }) =>
