@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -140,6 +141,12 @@ impl Engine {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// What this system lets a slot's processes be confined by (probed
+    /// once per process; blocks the first time).
+    pub fn sandbox(&self) -> &'static crate::sensor::sandbox::Support {
+        crate::sensor::sandbox::support()
     }
 
     pub fn config(&self) -> &Config {
@@ -344,6 +351,7 @@ impl Engine {
             label: "workspace",
             progress,
             cancel,
+            policy: self.config.sandbox.for_user_code(),
         };
         // Stopped with the repair: a cancelled repair waits only for the
         // entries already begun.
@@ -512,6 +520,11 @@ impl Engine {
             progress,
             cancel: &cancel,
             bundles: &bundles.replacements,
+            // A continued generation's accepted state may hold what a model
+            // wrote before the interruption.
+            model_code: AtomicBool::new(
+                !self.config.models.is_empty() && session.continues_a_generation(),
+            ),
         };
         let start_source = DirSource::new(self.root.clone(), overlay.clone());
         let start = Accepted {

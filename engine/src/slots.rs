@@ -49,6 +49,16 @@ const CACHEDIR_TAG: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55\n\
 /// Overrides the cache directory (tests, CI, read-only homes).
 pub const CACHE_ENV: &str = "TRELLIS_CACHE_DIR";
 
+/// Where every workspace's slot sets live: `$TRELLIS_CACHE_DIR`, or the
+/// platform cache directory's `trellis/`, or, without one, the workspace's
+/// own `.trellis/cache`.
+pub fn cache_root(workspace: &Path) -> PathBuf {
+    std::env::var_os(CACHE_ENV)
+        .map(PathBuf::from)
+        .or_else(|| dirs::cache_dir().map(|d| d.join("trellis")))
+        .unwrap_or_else(|| workspace.join(".trellis").join("cache"))
+}
+
 /// Branch slots used at most (`exploration.max_branches` is at most 3).
 const MAX_BRANCH_SLOTS: usize = 3;
 
@@ -56,10 +66,7 @@ impl Slots {
     /// `$TRELLIS_CACHE_DIR` or the platform cache dir, then `trellis/ws-<id>`
     /// where the id is derived from the workspace's canonical path.
     pub fn for_workspace(workspace: &Path) -> Slots {
-        let cache = std::env::var_os(CACHE_ENV)
-            .map(PathBuf::from)
-            .or_else(|| dirs::cache_dir().map(|d| d.join("trellis")))
-            .unwrap_or_else(|| workspace.join(".trellis").join("cache"));
+        let cache = cache_root(workspace);
         let canonical = workspace
             .canonicalize()
             .unwrap_or_else(|_| workspace.to_path_buf());

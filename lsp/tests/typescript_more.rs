@@ -16,10 +16,7 @@ use support::workspace::{Workspace, branches, stage};
 /// `trellis <args> --format json` with `FLAKY_TEST_MARKER` naming a file in
 /// the private cache: the flaky fixture's test fails until it exists.
 fn json_with_marker(ws: &Workspace, args: &[&str]) -> (i32, Value) {
-    ws.json_with(
-        args,
-        &[("FLAKY_TEST_MARKER", ws.cache().join("flaky-marker"))],
-    )
+    ws.json_with(args, &[("FLAKY_TEST_MARKER", ws.flaky_marker())])
 }
 
 /// Item 1: `typescript.test` is declared nondeterministic by default, so
@@ -30,10 +27,7 @@ fn a_flaky_node_test_is_rerun_by_name_and_reported_flaky() {
     const FLAKY: &str = "clock > ticks (60 times) per minute?";
     let ws = Workspace::of_node_project("ts-flaky-test");
     let (code, doc) = json_with_marker(&ws, &["check"]);
-    assert!(
-        ws.cache().join("flaky-marker").exists(),
-        "the test ran and failed once"
-    );
+    assert!(ws.flaky_marker().exists(), "the test ran and failed once");
     assert_eq!(code, 1, "a flaky failure still fails the check: {doc:#}");
     let test = stage(&doc, "typescript.test");
     assert_eq!(test["status"], "failed", "{doc:#}");

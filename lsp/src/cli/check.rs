@@ -39,13 +39,19 @@ pub async fn run(
                 "clusters": report.clusters,
                 "diagnostics": report.diagnostics,
                 "failures": report.failures,
+                "sandbox": render::sandbox_json(engine.sandbox()),
             });
             print_json(doc);
         }
-        Format::Human => print!(
-            "{}",
-            render::check_report(&report, detail, render::Then::Check)
-        ),
+        Format::Human => {
+            print!(
+                "{}",
+                render::check_report(&report, detail, render::Then::Check)
+            );
+            if detail == Detail::Verbose {
+                println!("sandbox: {}", engine.sandbox().describe());
+            }
+        }
     }
     verdict_code(&report)
 }

@@ -7,6 +7,7 @@ use trellis_engine::change::FileChange;
 use trellis_engine::cluster::ResidualClass;
 use trellis_engine::gate::Verdict;
 use trellis_engine::sensor::StageStatus;
+use trellis_engine::sensor::sandbox::Support;
 use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
 
 use super::why::plain_reason;
@@ -126,6 +127,21 @@ pub fn check_report(report: &CheckReport, detail: Detail, then: Then) -> String 
     };
     let _ = writeln!(out, "result: {verdict}");
     out
+}
+
+/// What `--format json` says of the sandbox: whether a slot's writes and
+/// its network are confined, why not, and the line `--verbose` prints.
+pub fn sandbox_json(support: &Support) -> serde_json::Value {
+    let unavailable: Vec<&String> = [&support.files, &support.namespaces]
+        .into_iter()
+        .filter_map(|found| found.as_ref().err())
+        .collect();
+    serde_json::json!({
+        "files": support.confines_files(),
+        "network": support.confines_network(),
+        "unavailable": unavailable,
+        "summary": support.describe(),
+    })
 }
 
 fn verdict_text(v: Verdict, detail: Detail) -> &'static str {

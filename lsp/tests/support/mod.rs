@@ -711,6 +711,23 @@ pub fn helix_capabilities() -> Value {
     })
 }
 
+/// The lock of a crate `app` depending on `itoa`, as pinned by Trellis's
+/// own lock file: cached wherever Trellis was built, so cargo needs no
+/// network.
+pub const ITOA_LOCK: &str = r#"version = 4
+
+[[package]]
+name = "app"
+version = "0.1.0"
+dependencies = ["itoa"]
+
+[[package]]
+name = "itoa"
+version = "1.0.19"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+checksum = "3bd1574e617a9a6c1f8f8181bd7e841e1f20e4277607ef28945765188d6284d4"
+"#;
+
 /// Writes a one-crate workspace: `files` are (relative path, contents).
 pub fn write_crate(root: &Path, files: &[(&str, &str)]) {
     for (rel, contents) in files {

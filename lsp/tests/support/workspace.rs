@@ -155,6 +155,36 @@ impl Workspace {
         std::fs::write(file, toml).unwrap();
     }
 
+    /// The file a fixture's flaky test (`FLAKY_TEST_MARKER`) writes to
+    /// remember that it failed once: outside every slot, in a directory
+    /// the user configuration lets a slot's processes write (`[sandbox]
+    /// writable`), as a user whose tests keep state outside their tree
+    /// must configure it.
+    pub fn flaky_marker(&self) -> PathBuf {
+        let dir = self.cache.path().join("markers");
+        std::fs::create_dir_all(&dir).unwrap();
+        self.write_user_config(&format!("[sandbox]\nwritable = [\"{}\"]\n", dir.display()));
+        dir.join("flaky-marker")
+    }
+
+    /// Makes `.venv` in the workspace, a virtualenv whose packages are the
+    /// tests' interpreter's (pytest is there), and returns its path.
+    pub fn make_venv(&self) -> PathBuf {
+        let made = Command::new("python3")
+            .args([
+                "-m",
+                "venv",
+                "--system-site-packages",
+                "--without-pip",
+                ".venv",
+            ])
+            .current_dir(self.path())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        self.path().join(".venv")
+    }
+
     /// Every search event of the workspace's ledger, in order.
     pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
         let ledger = trellis_engine::ledger::Ledger::open(&self.path().join(".trellis")).unwrap();

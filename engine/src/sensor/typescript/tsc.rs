@@ -19,7 +19,9 @@ use super::tsc_output::{self, Category, Location, TscMessage};
 use super::tsserver;
 use super::{NodeTools, Observation, TSC_MISSING, Tool, tail};
 use crate::diagnostic::{Diagnostic, Level, Note, Span};
-use crate::sensor::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
+use crate::sensor::process::{
+    Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
+};
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
@@ -78,7 +80,9 @@ impl TscCheck {
         let mut cmd = Command::new(&self.tsc.program);
         cmd.args(ARGS).current_dir(run.dir);
         let limits = ProcessLimits::with_deadline(run.deadline);
-        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+        let sandbox = run.sandbox();
+        let confinement = Confinement::Slot(&sandbox, None);
+        let output = match run_bounded(cmd, confinement, &limits, &run.cancel).await {
             Ok(output) => output,
             Err(ProcessError::Launch { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
