@@ -20,6 +20,7 @@ use crate::failpoint;
 use crate::ledger::event::PromotionRecovered;
 use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
 use crate::measure::{self, Measurement, MeasurementCache};
+use crate::outside;
 use crate::promote;
 use crate::prompt_policy::{PromptPolicy, SessionPrompts, pin_prompt_bundles};
 use crate::records;
@@ -526,13 +527,27 @@ impl Engine {
                 !self.config.models.is_empty() && session.continues_a_generation(),
             ),
         };
+        // Where model-written code may run unconfined, what it could change
+        // outside the slots is listed first (`outside.rs`).
+        let unconfined = !self.config.models.is_empty() && !self.sandbox().confines_files();
+        let watch = unconfined.then(|| {
+            let mut dirs = crate::sensor::python::site_packages(
+                &self.root,
+                self.config.python.interpreter.as_deref(),
+            );
+            dirs.extend(self.slots.linked_node_modules());
+            outside::Watch::begin(dirs)
+        });
         let start_source = DirSource::new(self.root.clone(), overlay.clone());
         let start = Accepted {
             snapshot: snapshot.clone(),
             overlay,
             measurement: m0,
         };
-        let result = search(&ctx, &mut session, &repair_id, start, options).await?;
+        let result = search(&ctx, &mut session, &repair_id, start, options).await;
+        let model_code_ran = ctx.model_code.load(std::sync::atomic::Ordering::SeqCst);
+        self.check_outside(&repair_id, watch.filter(|_| model_code_ran))?;
+        let result = result?;
         let final_root = result.last.snapshot.root;
         let changes = if final_root == start_root {
             Vec::new()
@@ -561,6 +576,38 @@ impl Engine {
             summary,
             model_would_help: result.model_would_help,
             unfixed: result.unfixed,
+        })
+    }
+
+    /// Fails the repair `repair_id`, ledgering the refusal, when something
+    /// outside every slot changed while it ran (`outside.rs`): the seed
+    /// store always, and what `watch` listed. What can be is put back first.
+    fn check_outside(
+        &self,
+        repair_id: &str,
+        watch: Option<outside::Watch>,
+    ) -> Result<(), EngineError> {
+        let store = crate::sensor::cargo::seed_store(&self.slots.branch_target());
+        let user_target = crate::sensor::cargo::user_target(&self.root);
+        let breach = outside::check_seed_store(&store, &user_target).map_err(|e| {
+            EngineError::Invariant(format!(
+                "{}: cannot check the seed store: {e}",
+                store.display()
+            ))
+        })?;
+        let breach = match watch {
+            Some(watch) => breach.and(watch.end()),
+            None => breach,
+        };
+        if breach.is_empty() {
+            return Ok(());
+        }
+        tracing::error!(changed = ?breach.changed, restored = ?breach.restored, "outside every slot changed");
+        self.ledger
+            .append(&records::refused_outside_changed(repair_id, &breach))?;
+        Err(EngineError::OutsideChanged {
+            changed: breach.changed,
+            restored: breach.restored,
         })
     }
 

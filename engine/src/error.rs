@@ -27,6 +27,21 @@ pub enum EngineError {
     StaleRoot { expected: Digest, found: Digest },
     #[error("only a hard-passing repair can be promoted (status: {0:?})")]
     NotPromotable(RepairStatus),
+    /// Something outside every branch changed while the repair ran its
+    /// branches' code; the repair failed, and nothing was written.
+    #[error(
+        "something outside every branch changed while the repair ran: {}; {}; nothing was written",
+        changed.join(", "),
+        if restored.is_empty() {
+            "nothing could be put back".to_owned()
+        } else {
+            format!("put back: {}", restored.join(", "))
+        }
+    )]
+    OutsideChanged {
+        changed: Vec<String>,
+        restored: Vec<String>,
+    },
     #[error("{0}")]
     Usage(String),
     /// The ledger could not be opened, read or appended to.

@@ -224,6 +224,17 @@ pub fn refused_no_candidate(repair_id: &str, detail: &str) -> LedgerEvent {
     )
 }
 
+pub fn refused_outside_changed(repair_id: &str, breach: &crate::outside::Breach) -> LedgerEvent {
+    refused(
+        repair_id,
+        RefusalReason::OutsideChanged {
+            changed: breach.changed.clone(),
+            restored: breach.restored.clone(),
+        },
+        "the repair's branches changed something outside every branch".into(),
+    )
+}
+
 pub fn refused_not_hard_pass(repair_id: &str, status: RepairStatus) -> LedgerEvent {
     refused(
         repair_id,

@@ -207,6 +207,18 @@ impl Slots {
     }
 }
 
+impl Slots {
+    /// The user's `node_modules` directories every slot links to (as
+    /// recorded when they were last linked).
+    pub fn linked_node_modules(&self) -> Vec<PathBuf> {
+        read_record(&self.base.join(NODE_MODULES_RECORD))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|dir| self.root.join(dir).join(NODE_MODULES))
+            .collect()
+    }
+}
+
 /// The workspace's installed Node.js packages, at any depth: never in a
 /// snapshot, and in every slot a link to the user's own directory, read
 /// where it is.

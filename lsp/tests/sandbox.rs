@@ -230,21 +230,10 @@ fn a_build_script_appending_to_its_targets_artifacts_leaves_the_users_target_int
     }
     let ws = Workspace::empty();
     let root = ws.path();
-    support::write_crate(
+    itoa_crate(
         root,
-        &[
-            (
-                "Cargo.toml",
-                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-                 [dependencies]\nitoa = \"1\"\n\n[workspace]\n",
-            ),
-            ("Cargo.lock", support::ITOA_LOCK),
-            (
-                "src/lib.rs",
-                "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n\n\
+        "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n\n\
                  #[test]\nfn shows_one() { assert_eq!(shown(), \"1\"); }\n",
-            ),
-        ],
     );
     let user_test = || {
         Command::new("cargo")
@@ -277,6 +266,23 @@ fn a_build_script_appending_to_its_targets_artifacts_leaves_the_users_target_int
     // The user does not keep the script; their build is as it was.
     std::fs::remove_file(root.join("build.rs")).unwrap();
     assert!(user_test(), "the user's build broke (E0786?)");
+}
+
+/// A crate `app` at `root` depending on `itoa`, whose `src/lib.rs` is
+/// `lib`.
+fn itoa_crate(root: &Path, lib: &str) {
+    support::write_crate(
+        root,
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\nitoa = \"1\"\n\n[workspace]\n",
+            ),
+            ("Cargo.lock", support::ITOA_LOCK),
+            ("src/lib.rs", lib),
+        ],
+    );
 }
 
 /// Appends a byte to every file below the target directory's profile
@@ -562,20 +568,9 @@ fn without_a_sandbox_model_code_is_refused_and_nothing_is_shared() {
 #[test]
 fn without_a_sandbox_slots_copy_the_users_artifacts_instead_of_linking_them() {
     let ws = Workspace::empty();
-    support::write_crate(
+    itoa_crate(
         ws.path(),
-        &[
-            (
-                "Cargo.toml",
-                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-                 [dependencies]\nitoa = \"1\"\n\n[workspace]\n",
-            ),
-            ("Cargo.lock", support::ITOA_LOCK),
-            (
-                "src/lib.rs",
-                "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n",
-            ),
-        ],
+        "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n",
     );
     let built = Command::new("cargo")
         .args(["test", "--offline", "--quiet"])
@@ -618,4 +613,108 @@ fn no_slot_file_is_the_users(ws: &Workspace) {
             path.display()
         );
     }
+}
+
+/// What to build, item 4, on the seed store: a shared artifact written in
+/// place (the fault, injected between two runs as an escape would leave
+/// it) fails the next repair with exit 3, is refused in the ledger, and is
+/// restored: the user's corrupted file is removed, so their own build
+/// makes it again and passes.
+#[test]
+fn a_shared_artifact_written_in_place_fails_the_repair_and_is_restored() {
+    if !sandboxed() {
+        return;
+    }
+    let ws = Workspace::empty();
+    itoa_crate(
+        ws.path(),
+        "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n\n\
+                 #[test]\nfn shows_one() { assert_eq!(shown(), \"2\"); }\n",
+    );
+    let user_test = || {
+        Command::new("cargo")
+            .args(["test", "--offline", "--quiet", "--no-run"])
+            .current_dir(ws.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(user_test());
+    let (code, _) = ws.json(&["check"]);
+    assert_eq!(code, 1, "the test fails: a problem to repair");
+    // The fault: an itoa artifact the slots share, written in place.
+    let rlib = inodes(&ws.path().join("target"))
+        .into_iter()
+        .find(|(path, _)| {
+            let name = path.file_name().unwrap().to_string_lossy();
+            name.starts_with("libitoa-") && name.ends_with(".rlib")
+        })
+        .expect("the user's itoa rlib")
+        .0;
+    let shared = inodes(ws.cache()).into_iter().any(|(path, ino)| {
+        ino == std::fs::metadata(&rlib).unwrap().ino() && path.to_string_lossy().contains("seeds")
+    });
+    assert!(shared, "the store shares the user's rlib");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&rlib)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"!").unwrap();
+    drop(file);
+
+    let out = ws.trellis(&["repair", "--commit"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("something outside every branch changed") && stderr.contains("libitoa-"),
+        "{stderr}"
+    );
+    assert!(
+        !rlib.exists(),
+        "the corrupted artifact was left for the user's build"
+    );
+    let refused = ws.ledger_refusals();
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.contains("changed outside every branch")),
+        "{refused:?}"
+    );
+    assert!(user_test(), "the user's build makes it again");
+}
+
+/// What to build, item 4, without a sandbox: model-written code the user
+/// let run unconfined (`[sandbox] require = false`) plants a `.pth` file in
+/// the user's virtualenv; the repair fails with exit 3, says what changed,
+/// removes the planted file and ledgers the refusal.
+#[test]
+fn unconfined_model_code_that_plants_a_file_in_the_venv_fails_the_repair_and_it_is_removed() {
+    let ws = Workspace::of("py-logic-bug");
+    let venv = ws.make_venv();
+    let conftest = "import os, site\n\
+                    open(os.path.join(site.getsitepackages()[0], 'x.pth'), 'w').write('import os\\n')\n";
+    let server = model_writing(
+        &ws,
+        Vec::new(),
+        &[("conftest.py", conftest)],
+        "[sandbox]\nrequire = false\n",
+    );
+    let venv_before = tree(&venv);
+    let out = ws
+        .command(&["repair", "--commit"])
+        .env("TRELLIS_FAILPOINT", "sandbox-probe:1:fail")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!server.received().is_empty(), "the model ran: {stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("x.pth (appeared)"), "{stderr}");
+    assert!(stderr.contains("x.pth (removed)"), "{stderr}");
+    assert_eq!(tree(&venv), venv_before, "the planted file is gone");
+    assert!(
+        ws.ledger_refusals()
+            .iter()
+            .any(|r| r.contains("changed outside every branch")),
+    );
 }

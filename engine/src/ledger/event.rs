@@ -277,6 +277,12 @@ pub enum RefusalReason {
     PathEscape {
         path: String,
     },
+    /// Something outside every slot changed while the repair ran its
+    /// slots' code (`outside.rs`); what could be was put back.
+    OutsideChanged {
+        changed: Vec<String>,
+        restored: Vec<String>,
+    },
 }
 
 impl LedgerEvent {
@@ -418,6 +424,11 @@ impl fmt::Display for RefusalReason {
             RefusalReason::NoEligibleCandidate => f.write_str("no eligible candidate"),
             RefusalReason::NotHardPass => f.write_str("candidate does not hard-pass"),
             RefusalReason::PathEscape { path } => write!(f, "path escapes the branch: {path}"),
+            RefusalReason::OutsideChanged { changed, .. } => write!(
+                f,
+                "changed outside every branch while the repair ran: {}",
+                changed.join(", ")
+            ),
         }
     }
 }

@@ -202,7 +202,7 @@ async fn mirror_available() -> bool {
 /// Where the user's own builds of `workspace` go: `$CARGO_TARGET_DIR`
 /// (relative to the workspace, as cargo reads it there) or `target/`. Only
 /// ever read, to seed slots.
-fn user_target(workspace: &Path) -> PathBuf {
+pub fn user_target(workspace: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => workspace.join(dir),
         _ => workspace.join("target"),
@@ -293,7 +293,7 @@ fn warm(
         sources.extend(siblings);
     }
     let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
-    let store = base.join(SEED_STORE);
+    let store = seed_store(base);
     // A shared file must be read-only to the slot: only a sandbox makes it so.
     let sharing = match user {
         Some(user) if sandbox::support().confines_files() => seed::Sharing::Store {
@@ -340,6 +340,11 @@ const MODEL_CODE_RAN: &str = ".trellis-model-code";
 /// artifacts the slots share (`seed::Sharing::Store`); no sandbox may
 /// write it.
 const SEED_STORE: &str = "seeds";
+
+/// The seed store of the slots whose target directories are below `base`.
+pub fn seed_store(base: &Path) -> PathBuf {
+    base.join(SEED_STORE)
+}
 
 /// What every cargo stage of one workspace shares.
 #[derive(Clone, Debug, Default)]

@@ -13,7 +13,7 @@ pub mod process;
 pub mod python;
 pub mod rustc_json;
 pub mod sandbox;
-mod seed;
+pub(crate) mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
 pub mod typescript;

@@ -636,11 +636,13 @@ impl Seeding<'_> {
 
 /// The name in `store` of the file `from` (whose metadata is `meta`):
 /// a hard link to it, made unless the store has it already, named by its
-/// device and inode so a file the user rebuilt (a new inode) is a new
-/// name. `None` where it cannot be linked (another file system): then it
-/// is copied into the slot instead.
+/// device and inode, so a file the user rebuilt (a new inode) is a new
+/// name, and by its size and modification time, so one written in place
+/// since is found ([`written_in_place`]). `None` where it cannot be
+/// linked (another file system): then it is copied into the slot instead.
 fn stored(store: &Path, from: &Path, meta: &fs::Metadata) -> io::Result<Option<PathBuf>> {
-    let mut name = OsString::from(format!("{:x}-{:x}-", meta.dev(), meta.ino()));
+    let mut name = OsString::from(store_stamp(meta));
+    name.push("-");
     name.push(from.file_name().unwrap_or_default());
     let entry = store.join(name);
     let same = |entry: &Path| {
@@ -658,6 +660,58 @@ fn stored(store: &Path, from: &Path, meta: &fs::Metadata) -> io::Result<Option<P
         Err(err) if err.raw_os_error() == Some(libc::EXDEV) => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// What a store entry's name begins with: the device, inode, size and
+/// modification time (in nanoseconds) of the file it links.
+fn store_stamp(meta: &fs::Metadata) -> String {
+    format!(
+        "{:x}-{:x}-{:x}-{:x}",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime() as i128 * 1_000_000_000 + i128::from(meta.mtime_nsec())
+    )
+}
+
+/// A store entry whose file is no longer what it was when it was linked:
+/// the user's build artifact itself, written in place through a link
+/// (nothing that rebuilds one does so: cargo and rustc replace files).
+#[derive(Debug, PartialEq, Eq)]
+pub struct WrittenInPlace {
+    /// The store's name for it.
+    pub entry: PathBuf,
+    /// Its device and inode: the user's file of the same.
+    pub inode: (u64, u64),
+}
+
+/// The entries of `store` whose size or modification time no longer
+/// matches their name: each a file of the user's written in place.
+pub fn written_in_place(store: &Path) -> io::Result<Vec<WrittenInPlace>> {
+    let entries = match fs::read_dir(store) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !name
+            .as_encoded_bytes()
+            .starts_with(store_stamp(&meta).as_bytes())
+        {
+            found.push(WrittenInPlace {
+                entry: entry.path(),
+                inode: (meta.dev(), meta.ino()),
+            });
+        }
+    }
+    found.sort_by(|a, b| a.entry.cmp(&b.entry));
+    Ok(found)
 }
 
 /// Copies the file `from` (whose metadata is `meta`) to a new file `to`,

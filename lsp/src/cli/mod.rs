@@ -28,6 +28,9 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_RESIDUALS: u8 = 1;
 /// Exit status: usage, configuration or infrastructure error.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit status: something outside every branch changed while a repair ran
+/// its branches' code (what could be was put back; nothing was written).
+pub const EXIT_OUTSIDE_CHANGED: u8 = 3;
 
 /// The exit status of a sensed state: 0 hard pass, 2 when a required stage
 /// could not run (missing tool, timeout: infrastructure), else 1.

@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
+use trellis_engine::{EngineError, PromptPolicy, RepairOptions, RepairStatus, View};
 
 use super::render::{Detail, Then};
 use super::{
-    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code,
+    EXIT_ERROR, EXIT_OK, EXIT_OUTSIDE_CHANGED, Spinner, cancel_on_interrupt, fail, open,
+    print_json, render, verdict_code,
 };
 use crate::Format;
 
@@ -32,6 +33,10 @@ pub async fn run(
     spinner.finish();
     let outcome = match outcome {
         Ok(outcome) => outcome,
+        Err(e @ EngineError::OutsideChanged { .. }) => {
+            fail(e);
+            return EXIT_OUTSIDE_CHANGED;
+        }
         Err(e) => return fail(e),
     };
     let diff = render::unified_diff(engine.root(), &outcome.changes);

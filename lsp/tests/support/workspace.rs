@@ -185,12 +185,29 @@ impl Workspace {
         self.path().join(".venv")
     }
 
-    /// Every search event of the workspace's ledger, in order.
-    pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
-        let ledger = trellis_engine::ledger::Ledger::open(&self.path().join(".trellis")).unwrap();
-        ledger
+    /// Every row of the workspace's ledger, in order.
+    fn ledger_rows(&self) -> Vec<trellis_engine::ledger::Row> {
+        trellis_engine::ledger::Ledger::open(&self.path().join(".trellis"))
+            .unwrap()
             .rows()
             .unwrap()
+    }
+
+    /// Every refusal in the workspace's ledger, as the ledger shows it.
+    pub fn ledger_refusals(&self) -> Vec<String> {
+        use trellis_engine::ledger::{DecodedRow, LedgerEvent};
+        self.ledger_rows()
+            .into_iter()
+            .filter_map(|row| match row.event {
+                DecodedRow::Ledger(event @ LedgerEvent::Refused(_)) => Some(event.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every search event of the workspace's ledger, in order.
+    pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
+        self.ledger_rows()
             .into_iter()
             .filter_map(|row| match row.event {
                 trellis_engine::ledger::DecodedRow::Search { event, .. } => Some(event),

@@ -38,7 +38,7 @@ use super::unavailable::UnavailableStage;
 use super::{Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::diagnostic::{Diagnostic, Level, TestFailure};
 
-pub use interpreter::Interpreter;
+pub use interpreter::{Interpreter, site_packages};
 
 /// Environment set on every Python tool run. Part of the fingerprint.
 /// No bytecode: `__pycache__` written into a branch slot would become part
