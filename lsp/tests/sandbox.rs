@@ -534,7 +534,7 @@ fn without_a_sandbox_model_code_is_refused_and_nothing_is_shared() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("not sandboxed"), "{said}");
+    assert!(said.contains("sandbox: off ("), "{said}");
     assert!(said.contains("[sandbox] require = false"), "{said}");
 
     let before = ws.tree();
@@ -716,5 +716,47 @@ fn unconfined_model_code_that_plants_a_file_in_the_venv_fails_the_repair_and_it_
         ws.ledger_refusals()
             .iter()
             .any(|r| r.contains("changed outside every branch")),
+    );
+}
+
+/// `trellis doctor` says what the machine gives, before any workspace:
+/// here a sandbox (in CI it must), and, on a kernel without one
+/// (simulated), why not and what that means.
+#[test]
+fn doctor_says_whether_branches_are_sandboxed_and_why_not() {
+    let doctor = |env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+        command.args(["doctor", "--format", "json"]);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["sandbox"].clone()
+    };
+    if sandboxed() {
+        let here = doctor(&[]);
+        assert_eq!(
+            (here["files"].as_bool(), here["network"].as_bool()),
+            (Some(true), Some(true)),
+            "{here}"
+        );
+        assert!(
+            here["summary"].as_str().unwrap().starts_with("on: "),
+            "{here}"
+        );
+    }
+    let without = doctor(&[("TRELLIS_FAILPOINT", "sandbox-probe:1:fail")]);
+    assert_eq!(without["files"], false, "{without}");
+    assert_eq!(
+        without["unavailable"][0],
+        "the sandbox probe was made to fail"
+    );
+    assert!(
+        without["summary"]
+            .as_str()
+            .unwrap()
+            .contains("[sandbox] require = false"),
+        "{without}"
     );
 }

@@ -4,6 +4,7 @@
 pub mod bundles;
 pub mod check;
 pub mod context;
+pub mod doctor;
 pub mod gc;
 pub mod ledger;
 pub mod prompts;

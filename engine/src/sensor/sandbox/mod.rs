@@ -111,17 +111,17 @@ impl Support {
     /// One line for `trellis check --verbose` and `:checkhealth`.
     pub fn describe(&self) -> String {
         match (&self.files, &self.namespaces) {
-            (Ok(()), Ok(())) => "sandboxed: a slot's builds and tests write only the slot, \
-                                 and model-written code runs with its own loopback only"
+            (Ok(()), Ok(())) => "on: a branch's builds and tests write only the branch, \
+                                 and model-written code reaches only its own loopback"
                 .to_owned(),
             (Ok(()), Err(why)) => format!(
-                "sandboxed files only: a slot's builds and tests write only the slot, \
+                "files only: a branch's builds and tests write only the branch, \
                  but cannot be kept off the network ({why})"
             ),
             (Err(why), _) => format!(
-                "not sandboxed ({why}): a slot's builds and tests run with your rights; \
-                 slots copy your build artifacts instead of linking them, and model-written \
-                 code is not run unless `[sandbox] require = false`"
+                "off ({why}): a branch's builds and tests run with your rights; \
+                 branches copy your build artifacts instead of linking them, and \
+                 model-written code is not run unless `[sandbox] require = false`"
             ),
         }
     }
