@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
+use trellis_engine::{EngineError, PromptPolicy, RepairOptions, RepairStatus, View};
 
 use super::render::{Detail, Then};
 use super::{
@@ -63,6 +63,9 @@ pub async fn run(
                 "unfixed": outcome.unfixed,
                 "promotion": match &promotion {
                     Some(Ok(p)) => serde_json::to_value(p).expect("serializable"),
+                    Some(Err(e @ EngineError::PromotionRolledBack { rolled_back, .. })) => {
+                        serde_json::json!({ "error": e.to_string(), "rolled_back": rolled_back })
+                    }
                     Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
                     None => serde_json::Value::Null,
                 },
