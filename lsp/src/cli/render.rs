@@ -1,6 +1,6 @@
-//! Human renderings of engine results for the terminal. File names go
-//! through [`terminal::name`]; the caller prints the result through
-//! [`terminal::print`], which escapes the rest.
+//! Human renderings of engine results for the terminal. File names and
+//! the values that may quote one go through [`terminal::line`]; the caller
+//! prints the result through [`terminal::print`], which escapes the rest.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -283,10 +283,11 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                     }
                 }
             }
-            let flaky: Vec<String> = b
+            let flaky: Vec<&str> = b
                 .stages
                 .iter()
-                .flat_map(|s| s.flaky.iter().cloned())
+                .flat_map(|s| &s.flaky)
+                .map(String::as_str)
                 .collect();
             if !flaky.is_empty() {
                 let _ = writeln!(
