@@ -18,7 +18,7 @@ use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::failpoint;
 use crate::ledger::event::PromotionRecovered;
-use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
+use crate::ledger::{Ledger, LedgerEvent, PromotionRoute, RolledBack};
 use crate::measure::{self, Measurement, MeasurementCache};
 use crate::outside;
 use crate::promote;
@@ -652,9 +652,12 @@ impl Engine {
             &targets,
         ) {
             Ok(promoted) => promoted,
-            Err(promote::PromoteError::Stale { .. }) => {
+            Err(promote::PromoteError::Stale { rolled_back, .. }) => {
                 let found = self.snapshot(&Overlay::default())?.root;
-                return Err(self.stale(outcome, found)?);
+                return Err(match rolled_back {
+                    None => self.stale(outcome, found)?,
+                    Some(rolled_back) => self.rolled_back(outcome, found, rolled_back)?,
+                });
             }
             Err(e) => return Err(e.into()),
         };
@@ -675,6 +678,28 @@ impl Engine {
         Ok(EngineError::StaleRoot {
             expected: outcome.start_root,
             found,
+        })
+    }
+
+    /// Ledgers the stale-root refusal of a promotion of `outcome` that the
+    /// user's edit stopped after its first rename, undone as `rolled_back`
+    /// says, and returns the error for it.
+    fn rolled_back(
+        &self,
+        outcome: &RepairOutcome,
+        found: Digest,
+        rolled_back: RolledBack,
+    ) -> Result<EngineError, EngineError> {
+        self.ledger.append(&records::refused_stale(
+            &outcome.repair_id,
+            outcome.start_root,
+            found,
+            Some(rolled_back.clone()),
+        ))?;
+        Ok(EngineError::PromotionRolledBack {
+            expected: outcome.start_root,
+            found,
+            rolled_back,
         })
     }
 
@@ -777,6 +802,7 @@ impl Engine {
             &outcome.repair_id,
             outcome.start_root,
             found,
+            None,
         ))?;
         Ok(())
     }

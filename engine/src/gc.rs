@@ -18,6 +18,9 @@
 //!   before the row that names it;
 //! - a slot set another process holds (`view.lock` or `branches.lock`), or
 //!   the current workspace's own;
+//! - anything in the cache directory that is not a slot set Trellis marked
+//!   as its own ([`crate::slots::is_slot_set`]: its `CACHEDIR.TAG`), however
+//!   it is named (`ws-notes`), and never through a link;
 //! - pinned prompt bundles (`.trellis/prompt-bundles/`): never touched.
 
 use std::collections::BTreeSet;
@@ -29,15 +32,15 @@ use serde::Serialize;
 
 use crate::digest::Digest;
 use crate::ledger::{DecodedRow, LedgerEvent, Row, SearchEvent};
-use crate::slots::{OWNER_FILE, Slots};
+use crate::slots::{OWNER_FILE, Slots, is_slot_set};
 use crate::statedir::{Dir, Kind};
 
 /// Past this many bytes in the cache directory, idle slot sets of other
 /// workspaces are removed too, least recently used first.
 pub const CACHE_LIMIT_BYTES: u64 = 8 << 30;
 
-/// A slot set without an owner record (made by an older Trellis, or being
-/// created right now) is removed only once it has been idle this long.
+/// A slot set without an owner record (being created right now, or whose
+/// creation was cut short) is removed only once it has been idle this long.
 pub const UNOWNED_GRACE: Duration = Duration::from_secs(60 * 60);
 
 /// A live workspace's slot set is removed for space only once it has been
@@ -343,8 +346,9 @@ fn collect_slot_sets(
     for entry in listing {
         let entry = entry?;
         let name = entry.file_name();
-        let is_set = name.to_str().is_some_and(|n| n.starts_with("ws-"));
-        if !is_set || !entry.file_type()?.is_dir() {
+        let named_as_set = name.to_str().is_some_and(|n| n.starts_with("ws-"));
+        // `file_type` does not follow a link: a linked set is never ours.
+        if !named_as_set || !entry.file_type()?.is_dir() || !is_slot_set(&entry.path()) {
             continue;
         }
         let dir = entry.path();

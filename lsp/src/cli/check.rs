@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, View};
 
 use super::render::Detail;
-use super::{Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code};
+use super::{Spinner, cancel_on_interrupt, fail, open, print_json, render, terminal, verdict_code};
 use crate::Format;
 
 pub async fn run(
@@ -44,12 +44,9 @@ pub async fn run(
             print_json(doc);
         }
         Format::Human => {
-            print!(
-                "{}",
-                render::check_report(&report, detail, render::Then::Check)
-            );
+            terminal::print(&render::check_report(&report, detail, render::Then::Check));
             if detail == Detail::Verbose {
-                println!("sandbox: {}", engine.sandbox().describe());
+                terminal::print(&format!("sandbox: {}\n", engine.sandbox().describe()));
             }
         }
     }
