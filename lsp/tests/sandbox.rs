@@ -32,8 +32,11 @@ use wrong_operator::{finish, fix};
 fn sandboxed() -> bool {
     let support = trellis_engine::sensor::sandbox::support();
     let full = support.confines_files() && support.confines_network();
+    // The suite's run on a kernel without a sandbox, simulated.
+    let simulated =
+        std::env::var("TRELLIS_FAILPOINT").is_ok_and(|f| f.starts_with("sandbox-probe"));
     assert!(
-        full || std::env::var_os("CI").is_none(),
+        full || simulated || std::env::var_os("CI").is_none(),
         "CI runs on a kernel that sandboxes: {}",
         support.describe()
     );

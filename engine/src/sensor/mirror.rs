@@ -115,7 +115,11 @@ impl Mirror {
 pub fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let found = probe();
+        // Its mounts are made in the sandbox's user namespace.
+        let found = super::sandbox::support()
+            .namespaces
+            .clone()
+            .and_then(|()| probe());
         if let Err(reason) = &found {
             tracing::info!(
                 %reason,

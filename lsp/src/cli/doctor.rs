@@ -4,7 +4,7 @@
 
 use trellis_engine::sensor::sandbox;
 
-use super::{print_json, render};
+use super::{print_json, render, terminal};
 use crate::Format;
 
 pub fn run(format: Format) -> u8 {
@@ -13,7 +13,7 @@ pub fn run(format: Format) -> u8 {
         Format::Json => print_json(serde_json::json!({
             "sandbox": render::sandbox_json(support),
         })),
-        Format::Human => println!("sandbox: {}", support.describe()),
+        Format::Human => terminal::print(&format!("sandbox: {}\n", support.describe())),
     }
     super::EXIT_OK
 }

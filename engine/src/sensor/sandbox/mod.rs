@@ -346,6 +346,14 @@ impl Drop for Tmp {
 /// its own.
 #[cfg(target_os = "linux")]
 fn probe() -> Support {
+    if crate::failpoint::fails("sandbox-probe") {
+        // A kernel with neither, as far as everything here can tell.
+        let why = || Err("the sandbox probe was made to fail".to_owned());
+        return Support {
+            files: why(),
+            namespaces: why(),
+        };
+    }
     Support {
         files: probe_files(),
         namespaces: probe_namespaces(),
@@ -363,9 +371,6 @@ fn probe() -> Support {
 
 #[cfg(target_os = "linux")]
 fn probe_files() -> Result<(), String> {
-    if crate::failpoint::fails("sandbox-probe") {
-        return Err("the sandbox probe was made to fail".to_owned());
-    }
     let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
     let [inside, outside] = ["inside", "outside"].map(|name| scratch.path().join(name));
     for dir in [&inside, &outside] {
