@@ -21,7 +21,11 @@
 //! - anything in the cache directory that is not a slot set Trellis marked
 //!   as its own ([`crate::slots::is_slot_set`]: its `CACHEDIR.TAG`), however
 //!   it is named (`ws-notes`), and never through a link;
-//! - pinned prompt bundles (`.trellis/prompt-bundles/`): never touched.
+//! - pinned prompt bundles (`.trellis/prompt-bundles/`): never touched;
+//! - a seed-store entry the user's `target/` still has, or any while a
+//!   process of the workspace's holds its slots (the store keeps the user's
+//!   build artifacts the slots link to; one whose file the user removed or
+//!   rebuilt is the store's alone, and goes: a slot linking it builds it).
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -199,6 +203,8 @@ fn size_candidates(sets: &[SlotSet], chosen: &BTreeSet<usize>) -> Vec<usize> {
 pub struct GcReport {
     pub dry_run: bool,
     pub objects: ObjectsReport,
+    /// The seed store's entries no user file has any more.
+    pub seeds: ObjectsReport,
     pub slot_sets: Vec<SlotSetRemoval>,
     /// Total bytes freed (or that would be).
     pub bytes_freed: u64,
@@ -236,13 +242,52 @@ pub fn collect(
     let mut report = GcReport {
         dry_run,
         objects: collect_objects(state, rows, slots, dry_run)?,
+        seeds: collect_seeds(slots, dry_run)?,
         ..GcReport::default()
     };
     if let Some(cache) = slots.dir().parent() {
         report.slot_sets = collect_slot_sets(cache, slots.dir(), dry_run)?;
     }
-    report.bytes_freed =
-        report.objects.bytes + report.slot_sets.iter().map(|s| s.bytes).sum::<u64>();
+    report.bytes_freed = report.objects.bytes
+        + report.seeds.bytes
+        + report.slot_sets.iter().map(|s| s.bytes).sum::<u64>();
+    Ok(report)
+}
+
+/// Removes the entries of the workspace's seed store that are the store's
+/// alone (one link: the user's `target/` no longer has the file), while no
+/// process of the workspace uses its slots.
+fn collect_seeds(slots: &Slots, dry_run: bool) -> std::io::Result<ObjectsReport> {
+    use std::os::unix::fs::MetadataExt as _;
+    let skipped = |why: &str| ObjectsReport {
+        skipped: Some(why.to_owned()),
+        ..ObjectsReport::default()
+    };
+    let store = crate::sensor::cargo::seed_store(&slots.branch_target());
+    let Ok(entries) = std::fs::read_dir(&store) else {
+        return Ok(ObjectsReport::default());
+    };
+    let mut held = Vec::new();
+    for lock in ["view.lock", "branches.lock"] {
+        match try_lock(&slots.dir().join(lock))? {
+            Some(lock) => held.push(lock),
+            None => return Ok(skipped("a process of this workspace is using its slots")),
+        }
+    }
+    let mut report = ObjectsReport::default();
+    for entry in entries {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if !meta.is_file() || meta.nlink() > 1 {
+            report.kept += u64::from(meta.is_file());
+            continue;
+        }
+        if !dry_run {
+            std::fs::remove_file(entry.path())?;
+        }
+        report.removed += 1;
+        report.bytes += meta.len();
+    }
     Ok(report)
 }
 

@@ -262,3 +262,77 @@ fn gc_removes_only_the_slot_sets_trellis_marked_as_its_own() {
     assert!(cache.join("ws-x").is_symlink(), "the link stays");
     assert_eq!(foreign(elsewhere.path()), linked, "and what it points to");
 }
+
+/// The seed store keeps the user's build artifacts the slots link to;
+/// once the user's `cargo clean` removed them, only the store holds their
+/// bytes, and `trellis gc` frees them (a dry run only says so), while an
+/// artifact the user still has stays.
+#[test]
+fn gc_frees_the_seeded_artifacts_the_users_target_no_longer_has() {
+    let ws = Workspace::empty();
+    support::write_crate(
+        ws.path(),
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\nitoa = \"1\"\n\n[workspace]\n",
+            ),
+            ("Cargo.lock", support::ITOA_LOCK),
+            (
+                "src/lib.rs",
+                "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n",
+            ),
+        ],
+    );
+    let cargo = |args: &[&str]| {
+        let ok = std::process::Command::new("cargo")
+            .args(args)
+            .args(["--offline", "--quiet"])
+            .current_dir(ws.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cargo {args:?}");
+    };
+    cargo(&["test", "--no-run"]);
+    let (code, _) = ws.json(&["check"]);
+    assert_eq!(code, 0);
+    let store: Vec<PathBuf> = slot_sets(ws.cache())
+        .iter()
+        .map(|set| set.join("targets/seeds"))
+        .filter(|store| store.is_dir())
+        .collect();
+    let entries = |store: &[PathBuf]| -> usize {
+        store
+            .iter()
+            .map(|s| std::fs::read_dir(s).unwrap().count())
+            .sum()
+    };
+    if !trellis_engine::sensor::sandbox::support().confines_files() {
+        assert!(store.is_empty(), "nothing is shared without a sandbox");
+        return;
+    }
+    let seeded = entries(&store);
+    assert!(seeded >= 2, "the itoa rlib and rmeta are in the store");
+
+    let (_, kept) = ws.json(&["gc"]);
+    assert_eq!(kept["seeds"]["removed"], 0, "{kept:#}");
+    assert_eq!(entries(&store), seeded, "the user still has them");
+
+    cargo(&["clean"]);
+    let (_, dry) = ws.json(&["gc", "--dry-run"]);
+    assert_eq!(
+        dry["seeds"]["removed"].as_u64(),
+        Some(seeded as u64),
+        "{dry:#}"
+    );
+    assert_eq!(entries(&store), seeded, "a dry run removes nothing");
+    let (code, freed) = ws.json(&["gc"]);
+    assert_eq!(code, 0);
+    assert!(freed["seeds"]["bytes"].as_u64().unwrap() > 0, "{freed:#}");
+    assert_eq!(entries(&store), 0);
+    let (code, _) = ws.json(&["check"]);
+    assert_eq!(code, 0, "a slot that linked them builds them again");
+}

@@ -59,6 +59,17 @@ pub(crate) fn render(report: &GcReport) -> String {
             objects.kept
         )),
     }
+    let seeds = &report.seeds;
+    match &seeds.skipped {
+        Some(why) => out.push_str(&format!("seed store: left alone: {why}\n")),
+        None if seeds.removed + seeds.kept > 0 => out.push_str(&format!(
+            "seed store: {verb} {} build artifacts your target/ no longer has ({}), kept {}\n",
+            seeds.removed,
+            bytes(seeds.bytes),
+            seeds.kept
+        )),
+        None => {}
+    }
     for set in &report.slot_sets {
         let why = match (set.reason, &set.workspace) {
             (RemoveReason::WorkspaceGone, Some(ws)) => {
