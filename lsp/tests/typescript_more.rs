@@ -190,3 +190,37 @@ fn the_trap_declaration_type_checks_but_fails_its_test_and_is_never_written() {
         "the user's tree must stay byte-identical"
     );
 }
+
+/// A project that keeps tsc's build information in `node_modules` (its
+/// own `tsBuildInfoFile`), which a slot's sandbox keeps read-only, is
+/// checked all the same, and its `node_modules` is left as it was: tsc
+/// keeps a slot's build information in the slot's own directory.
+#[test]
+fn an_incremental_project_whose_build_info_is_in_node_modules_is_checked_and_node_modules_untouched()
+ {
+    let ws = Workspace::of_node_project("ts-clean");
+    std::fs::write(
+        ws.path().join("tsconfig.json"),
+        r#"{
+  "compilerOptions": {
+    "target": "es2022",
+    "module": "nodenext",
+    "strict": true,
+    "noEmit": true,
+    "incremental": true,
+    "tsBuildInfoFile": "node_modules/.cache/tsbuildinfo"
+  },
+  "include": ["src"]
+}
+"#,
+    )
+    .unwrap();
+    let modules = support::files_under(&ws.path().join("node_modules"), &[]);
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(
+        support::files_under(&ws.path().join("node_modules"), &[]),
+        modules,
+        "tsc wrote into the user's node_modules"
+    );
+}
