@@ -182,7 +182,7 @@ mod tests {
                 "writable = [\"/nonexistent/trellis-cache\"]",
                 "cannot be used",
             ),
-            ("writable = [\"/\"]", "holds the workspace"),
+            ("writable = [\"/\"]", "could write anything"),
             ("writable = [\"/etc/hostname\"]", "not a directory"),
             ("network = \"everywhere\"", "unknown variant"),
         ] {
