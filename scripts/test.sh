@@ -27,6 +27,12 @@ fi
 export TRELLIS_CACHE_DIR
 cargo test --workspace --locked
 
+step "cargo test, on a kernel without the sandbox (simulated)"
+# The sandbox probe fails as it does without Landlock and user namespaces:
+# the CLI's repairs, the language server's, and the sandbox's own refusals.
+TRELLIS_FAILPOINT=sandbox-probe:1:fail \
+    cargo test --locked -p trellis-lsp --test cli --test lsp_repair --test sandbox
+
 step "editor tests"
 cargo build --locked -p trellis-lsp
 TRELLIS_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/trellis" bash scripts/test-editors.sh

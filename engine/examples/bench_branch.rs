@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use trellis_engine::sensor::cargo::rust_sensors;
+use trellis_engine::sensor::sandbox::Policy;
 use trellis_engine::sensor::{SensorRun, StageStatus};
 use trellis_engine::snapshot::{CopyLimits, DirSource, Overlay, Snapshotter, materialize};
 
@@ -100,6 +101,7 @@ async fn main() {
         target_dir: &slot_target,
         deadline: Duration::from_secs(600),
         cancel: CancellationToken::new(),
+        policy: Policy::USER_CODE,
     };
     let warm = snapshotter.snapshot(&Overlay::default()).unwrap();
     materialize(

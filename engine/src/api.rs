@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -17,8 +18,9 @@ use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::failpoint;
 use crate::ledger::event::PromotionRecovered;
-use crate::ledger::{Ledger, LedgerEvent, PromotionRoute};
+use crate::ledger::{Ledger, LedgerEvent, PromotionRoute, RolledBack};
 use crate::measure::{self, Measurement, MeasurementCache};
+use crate::outside;
 use crate::promote;
 use crate::prompt_policy::{PromptPolicy, SessionPrompts, pin_prompt_bundles};
 use crate::records;
@@ -140,6 +142,12 @@ impl Engine {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// What this system lets a slot's processes be confined by (probed
+    /// once per process; blocks the first time).
+    pub fn sandbox(&self) -> &'static crate::sensor::sandbox::Support {
+        crate::sensor::sandbox::support()
     }
 
     pub fn config(&self) -> &Config {
@@ -344,6 +352,7 @@ impl Engine {
             label: "workspace",
             progress,
             cancel,
+            policy: self.config.sandbox.for_user_code(),
         };
         // Stopped with the repair: a cancelled repair waits only for the
         // entries already begun.
@@ -512,14 +521,33 @@ impl Engine {
             progress,
             cancel: &cancel,
             bundles: &bundles.replacements,
+            // A continued generation's accepted state may hold what a model
+            // wrote before the interruption.
+            model_code: AtomicBool::new(
+                !self.config.models.is_empty() && session.continues_a_generation(),
+            ),
         };
+        // Where model-written code may run unconfined, what it could change
+        // outside the slots is listed first (`outside.rs`).
+        let unconfined = !self.config.models.is_empty() && !self.sandbox().confines_files();
+        let watch = unconfined.then(|| {
+            let mut dirs = crate::sensor::python::site_packages(
+                &self.root,
+                self.config.python.interpreter.as_deref(),
+            );
+            dirs.extend(self.slots.linked_node_modules());
+            outside::Watch::begin(dirs)
+        });
         let start_source = DirSource::new(self.root.clone(), overlay.clone());
         let start = Accepted {
             snapshot: snapshot.clone(),
             overlay,
             measurement: m0,
         };
-        let result = search(&ctx, &mut session, &repair_id, start, options).await?;
+        let result = search(&ctx, &mut session, &repair_id, start, options).await;
+        let model_code_ran = ctx.model_code.load(std::sync::atomic::Ordering::SeqCst);
+        self.check_outside(&repair_id, watch.filter(|_| model_code_ran))?;
+        let result = result?;
         let final_root = result.last.snapshot.root;
         let changes = if final_root == start_root {
             Vec::new()
@@ -548,6 +576,38 @@ impl Engine {
             summary,
             model_would_help: result.model_would_help,
             unfixed: result.unfixed,
+        })
+    }
+
+    /// Fails the repair `repair_id`, ledgering the refusal, when something
+    /// outside every slot changed while it ran (`outside.rs`): the seed
+    /// store always, and what `watch` listed. What can be is put back first.
+    fn check_outside(
+        &self,
+        repair_id: &str,
+        watch: Option<outside::Watch>,
+    ) -> Result<(), EngineError> {
+        let store = crate::sensor::cargo::seed_store(&self.slots.branch_target());
+        let user_target = crate::sensor::cargo::user_target(&self.root);
+        let breach = outside::check_seed_store(&store, &user_target).map_err(|e| {
+            EngineError::Invariant(format!(
+                "{}: cannot check the seed store: {e}",
+                store.display()
+            ))
+        })?;
+        let breach = match watch {
+            Some(watch) => breach.and(watch.end()),
+            None => breach,
+        };
+        if breach.is_empty() {
+            return Ok(());
+        }
+        tracing::error!(changed = ?breach.changed, restored = ?breach.restored, "outside every slot changed");
+        self.ledger
+            .append(&records::refused_outside_changed(repair_id, &breach))?;
+        Err(EngineError::OutsideChanged {
+            changed: breach.changed,
+            restored: breach.restored,
         })
     }
 
@@ -592,9 +652,12 @@ impl Engine {
             &targets,
         ) {
             Ok(promoted) => promoted,
-            Err(promote::PromoteError::Stale { .. }) => {
+            Err(promote::PromoteError::Stale { rolled_back, .. }) => {
                 let found = self.snapshot(&Overlay::default())?.root;
-                return Err(self.stale(outcome, found)?);
+                return Err(match rolled_back {
+                    None => self.stale(outcome, found)?,
+                    Some(rolled_back) => self.rolled_back(outcome, found, rolled_back)?,
+                });
             }
             Err(e) => return Err(e.into()),
         };
@@ -615,6 +678,28 @@ impl Engine {
         Ok(EngineError::StaleRoot {
             expected: outcome.start_root,
             found,
+        })
+    }
+
+    /// Ledgers the stale-root refusal of a promotion of `outcome` that the
+    /// user's edit stopped after its first rename, undone as `rolled_back`
+    /// says, and returns the error for it.
+    fn rolled_back(
+        &self,
+        outcome: &RepairOutcome,
+        found: Digest,
+        rolled_back: RolledBack,
+    ) -> Result<EngineError, EngineError> {
+        self.ledger.append(&records::refused_stale(
+            &outcome.repair_id,
+            outcome.start_root,
+            found,
+            Some(rolled_back.clone()),
+        ))?;
+        Ok(EngineError::PromotionRolledBack {
+            expected: outcome.start_root,
+            found,
+            rolled_back,
         })
     }
 
@@ -717,6 +802,7 @@ impl Engine {
             &outcome.repair_id,
             outcome.start_root,
             found,
+            None,
         ))?;
         Ok(())
     }

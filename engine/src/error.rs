@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use crate::digest::Digest;
-use crate::ledger::LedgerError;
+use crate::ledger::{LedgerError, RolledBack};
 use crate::promote::PromoteError;
 use crate::report::RepairStatus;
 use crate::search::ForestError;
@@ -25,8 +25,33 @@ pub enum EngineError {
         "the workspace changed since the repair started (expected root {expected}, found {found}); nothing was written"
     )]
     StaleRoot { expected: Digest, found: Digest },
+    /// The user edited the workspace while the repair was being written:
+    /// the promotion was undone, and `rolled_back` says what that left.
+    #[error(
+        "the workspace changed since the repair started, while it was being written (expected root {expected}, found {found}); {rolled_back}; nothing of the repair remains written"
+    )]
+    PromotionRolledBack {
+        expected: Digest,
+        found: Digest,
+        rolled_back: RolledBack,
+    },
     #[error("only a hard-passing repair can be promoted (status: {0:?})")]
     NotPromotable(RepairStatus),
+    /// Something outside every branch changed while the repair ran its
+    /// branches' code; the repair failed, and nothing was written.
+    #[error(
+        "something outside every branch changed while the repair ran: {}; {}; nothing was written",
+        changed.join(", "),
+        if restored.is_empty() {
+            "nothing could be put back".to_owned()
+        } else {
+            format!("put back: {}", restored.join(", "))
+        }
+    )]
+    OutsideChanged {
+        changed: Vec<String>,
+        restored: Vec<String>,
+    },
     #[error("{0}")]
     Usage(String),
     /// The ledger could not be opened, read or appended to.

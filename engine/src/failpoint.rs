@@ -24,8 +24,10 @@
 //! a sensing run or a repair holds the view lock and has copied the view
 //! into its slot; its stages are about to run); `mirror-enter` (a
 //! slot's cargo is about to enter its mount namespace, asked with
-//! [`fails`]); and `seed-entry` (an entry of a slot's target directory is
-//! staged and about to be renamed into place). This
+//! [`fails`]); `seed-entry` (an entry of a slot's target directory is
+//! staged and about to be renamed into place); and `sandbox-probe` (the
+//! probe of what the kernel lets a slot be confined by, asked with
+//! [`fails`]: a kernel without Landlock or user namespaces). This
 //! module must never change behaviour when the variable is unset, and is
 //! never a configuration surface: nothing documents it to users.
 

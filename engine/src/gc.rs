@@ -18,7 +18,14 @@
 //!   before the row that names it;
 //! - a slot set another process holds (`view.lock` or `branches.lock`), or
 //!   the current workspace's own;
-//! - pinned prompt bundles (`.trellis/prompt-bundles/`): never touched.
+//! - anything in the cache directory that is not a slot set Trellis marked
+//!   as its own ([`crate::slots::is_slot_set`]: its `CACHEDIR.TAG`), however
+//!   it is named (`ws-notes`), and never through a link;
+//! - pinned prompt bundles (`.trellis/prompt-bundles/`): never touched;
+//! - a seed-store entry the user's `target/` still has, or any while a
+//!   process of the workspace's holds its slots (the store keeps the user's
+//!   build artifacts the slots link to; one whose file the user removed or
+//!   rebuilt is the store's alone, and goes: a slot linking it builds it).
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -29,15 +36,15 @@ use serde::Serialize;
 
 use crate::digest::Digest;
 use crate::ledger::{DecodedRow, LedgerEvent, Row, SearchEvent};
-use crate::slots::{OWNER_FILE, Slots};
+use crate::slots::{OWNER_FILE, Slots, is_slot_set};
 use crate::statedir::{Dir, Kind};
 
 /// Past this many bytes in the cache directory, idle slot sets of other
 /// workspaces are removed too, least recently used first.
 pub const CACHE_LIMIT_BYTES: u64 = 8 << 30;
 
-/// A slot set without an owner record (made by an older Trellis, or being
-/// created right now) is removed only once it has been idle this long.
+/// A slot set without an owner record (being created right now, or whose
+/// creation was cut short) is removed only once it has been idle this long.
 pub const UNOWNED_GRACE: Duration = Duration::from_secs(60 * 60);
 
 /// A live workspace's slot set is removed for space only once it has been
@@ -196,6 +203,8 @@ fn size_candidates(sets: &[SlotSet], chosen: &BTreeSet<usize>) -> Vec<usize> {
 pub struct GcReport {
     pub dry_run: bool,
     pub objects: ObjectsReport,
+    /// The seed store's entries no user file has any more.
+    pub seeds: ObjectsReport,
     pub slot_sets: Vec<SlotSetRemoval>,
     /// Total bytes freed (or that would be).
     pub bytes_freed: u64,
@@ -233,13 +242,52 @@ pub fn collect(
     let mut report = GcReport {
         dry_run,
         objects: collect_objects(state, rows, slots, dry_run)?,
+        seeds: collect_seeds(slots, dry_run)?,
         ..GcReport::default()
     };
     if let Some(cache) = slots.dir().parent() {
         report.slot_sets = collect_slot_sets(cache, slots.dir(), dry_run)?;
     }
-    report.bytes_freed =
-        report.objects.bytes + report.slot_sets.iter().map(|s| s.bytes).sum::<u64>();
+    report.bytes_freed = report.objects.bytes
+        + report.seeds.bytes
+        + report.slot_sets.iter().map(|s| s.bytes).sum::<u64>();
+    Ok(report)
+}
+
+/// Removes the entries of the workspace's seed store that are the store's
+/// alone (one link: the user's `target/` no longer has the file), while no
+/// process of the workspace uses its slots.
+fn collect_seeds(slots: &Slots, dry_run: bool) -> std::io::Result<ObjectsReport> {
+    use std::os::unix::fs::MetadataExt as _;
+    let skipped = |why: &str| ObjectsReport {
+        skipped: Some(why.to_owned()),
+        ..ObjectsReport::default()
+    };
+    let store = crate::sensor::cargo::seed_store(&slots.branch_target());
+    let Ok(entries) = std::fs::read_dir(&store) else {
+        return Ok(ObjectsReport::default());
+    };
+    let mut held = Vec::new();
+    for lock in ["view.lock", "branches.lock"] {
+        match try_lock(&slots.dir().join(lock))? {
+            Some(lock) => held.push(lock),
+            None => return Ok(skipped("a process of this workspace is using its slots")),
+        }
+    }
+    let mut report = ObjectsReport::default();
+    for entry in entries {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if !meta.is_file() || meta.nlink() > 1 {
+            report.kept += u64::from(meta.is_file());
+            continue;
+        }
+        if !dry_run {
+            std::fs::remove_file(entry.path())?;
+        }
+        report.removed += 1;
+        report.bytes += meta.len();
+    }
     Ok(report)
 }
 
@@ -343,8 +391,9 @@ fn collect_slot_sets(
     for entry in listing {
         let entry = entry?;
         let name = entry.file_name();
-        let is_set = name.to_str().is_some_and(|n| n.starts_with("ws-"));
-        if !is_set || !entry.file_type()?.is_dir() {
+        let named_as_set = name.to_str().is_some_and(|n| n.starts_with("ws-"));
+        // `file_type` does not follow a link: a linked set is never ours.
+        if !named_as_set || !entry.file_type()?.is_dir() || !is_slot_set(&entry.path()) {
             continue;
         }
         let dir = entry.path();

@@ -32,6 +32,7 @@ pub mod gc;
 pub mod language;
 pub mod ledger;
 mod measure;
+mod outside;
 mod promote;
 mod prompt_policy;
 mod propose;

@@ -10,6 +10,7 @@ use crate::cluster::{Assessment, EnergyModel, assess};
 use crate::config::Config;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::runtime::Progress;
+use crate::sensor::sandbox::Policy;
 use crate::sensor::{Sensor, SensorRun, StageReport, StageStatus};
 
 /// How one stage went, for a report.
@@ -134,6 +135,7 @@ pub async fn measure(
     label: &str,
     progress: &dyn Progress,
     cancel: &CancellationToken,
+    policy: Policy,
 ) -> Measurement {
     let run = Run {
         dir,
@@ -142,6 +144,7 @@ pub async fn measure(
         label,
         progress,
         cancel,
+        policy,
     };
     run_stages(root, sensors, run, None).await
 }
@@ -154,6 +157,8 @@ pub struct Run<'a> {
     pub label: &'a str,
     pub progress: &'a dyn Progress,
     pub cancel: &'a CancellationToken,
+    /// The sandbox policy of every stage's run.
+    pub policy: Policy,
 }
 
 /// [`measure`], showing `staged` the measurement of the stages run so far
@@ -258,6 +263,7 @@ fn stage_run<'a>(sensor: &dyn Sensor, run: &Run<'a>) -> SensorRun<'a> {
         target_dir: run.target_dir,
         deadline: Duration::from_secs(deadline),
         cancel: run.cancel.clone(),
+        policy: run.policy.clone(),
     }
 }
 
@@ -513,6 +519,7 @@ mod order_tests {
                     label: "b1",
                     progress: &NoProgress,
                     cancel: &cancel,
+                    policy: Policy::USER_CODE,
                 };
                 measure_staged(root, &sensors, run, &|_| {}).await
             } else {
@@ -525,6 +532,7 @@ mod order_tests {
                     "b1",
                     &NoProgress,
                     &cancel,
+                    Policy::USER_CODE,
                 )
                 .await
             }

@@ -17,7 +17,9 @@
 //!    against the start snapshot; the staged file is renamed into place
 //!    only if nothing appeared at the path meanwhile (`RENAME_NOREPLACE`);
 //!    and the result is read back. Any mismatch is [`PromoteError::Stale`]:
-//!    every target already replaced is put back and the user's edit stays.
+//!    every target already replaced is put back and the user's edit stays,
+//!    and the error says which files were put back and which hold the
+//!    user's edit ([`RolledBack`]).
 //! 5. The caller ledgers the promotion, then [`Promoted::finish`] removes
 //!    the moved-aside files and the journal.
 //!
@@ -32,6 +34,7 @@ use std::path::Path;
 
 use crate::digest::{Digest, blob_digest};
 use crate::failpoint;
+use crate::ledger::RolledBack;
 use crate::snapshot::BlobStore;
 use crate::snapshot::fsutil::check_rel_path;
 use crate::statedir::{self, Dir, Kind, StateError, TEMP_PREFIX};
@@ -54,9 +57,13 @@ pub struct Target<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum PromoteError {
     /// A target is not what the repair started from (or no longer what was
-    /// just written): the user edited it. Everything was put back.
+    /// just written): the user edited it. Everything was put back, as
+    /// `rolled_back` says (`None`: nothing had been replaced yet).
     #[error("`{path}` changed while the repair was being written")]
-    Stale { path: String },
+    Stale {
+        path: String,
+        rolled_back: Option<RolledBack>,
+    },
     /// A failure before the first rename (or one that was fully undone).
     #[error("{0}; nothing was changed")]
     Refused(String),
@@ -122,6 +129,7 @@ pub fn promote<'s>(
         if current.as_deref().map(blob_digest) != target.old {
             return Err(PromoteError::Stale {
                 path: target.path.to_owned(),
+                rolled_back: None,
             });
         }
         if let Some(bytes) = &current {
@@ -229,6 +237,7 @@ fn stage_all(placed: &[Placed], targets: &[Target<'_>]) -> Result<(), PromoteErr
 fn place(p: &Placed) -> Result<(), PromoteError> {
     let stale = || PromoteError::Stale {
         path: p.path.clone(),
+        rolled_back: None,
     };
     if p.old.is_some() {
         match p.parent.rename(&p.name, &p.parent, &p.aside) {
@@ -266,7 +275,8 @@ fn digest_of(dir: &Dir, name: &str) -> Result<Option<Digest>, StateError> {
 
 /// Puts back the first `touched` targets of `placed` (the last of them
 /// possibly half done), keeping whatever the user wrote, removes every
-/// staged file and the journal. `cause` is returned unless undoing fails too.
+/// staged file and the journal. `cause` is returned unless undoing fails
+/// too; a stale one says what the undoing left ([`rolled_back`]).
 fn undo(state: &Dir, placed: &[Placed], touched: usize, cause: PromoteError) -> PromoteError {
     let mut failed = Vec::new();
     for p in placed[..touched].iter().rev() {
@@ -281,10 +291,31 @@ fn undo(state: &Dir, placed: &[Placed], touched: usize, cause: PromoteError) -> 
         ));
     }
     discard_temps(placed);
-    match journal::remove(state) {
-        Ok(()) => cause,
-        Err(e) => PromoteError::Interrupted(format!("{cause}; {e}")),
+    if let Err(e) = journal::remove(state) {
+        return PromoteError::Interrupted(format!("{cause}; {e}"));
     }
+    match cause {
+        PromoteError::Stale { path, .. } => PromoteError::Stale {
+            path,
+            rolled_back: Some(rolled_back(placed, touched)),
+        },
+        other => other,
+    }
+}
+
+/// What an undone promotion left, read back from the files: the first
+/// `touched` targets that hold their start content again were put back;
+/// every target holding anything else (or unreadable) was left as found.
+fn rolled_back(placed: &[Placed], touched: usize) -> RolledBack {
+    let mut found = RolledBack::default();
+    for (index, p) in placed.iter().enumerate() {
+        if digest_of(&p.parent, &p.name).ok() != Some(p.old) {
+            found.kept.push(p.path.clone());
+        } else if index < touched {
+            found.put_back.push(p.path.clone());
+        }
+    }
+    found
 }
 
 /// Restores the old file of one target if (and only if) the path holds our

@@ -8,8 +8,8 @@ use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{GateDecision, Verdict};
 use crate::ledger::{
     AcceptedStateStored, CandidateMeasured, ClusterSummary, GateDecisionRecorded, GateVerdict,
-    LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, SearchEvent, SelectionKeys,
-    SessionStarted, SnapshotTaken, StageOutcome, StoredFile,
+    LedgerEvent, Promoted, PromotionRoute, RefusalReason, Refused, RolledBack, SearchEvent,
+    SelectionKeys, SessionStarted, SnapshotTaken, StageOutcome, StoredFile,
 };
 use crate::measure::Measurement;
 use crate::prompt_policy::{PinnedBundleSection, PromptPolicy};
@@ -197,15 +197,28 @@ fn refused(repair_id: &str, reason: RefusalReason, detail: String) -> LedgerEven
         repair_id: repair_id.to_owned(),
         reason,
         detail,
+        rolled_back: None,
     })
 }
 
-pub fn refused_stale(repair_id: &str, expected: Digest, found: Digest) -> LedgerEvent {
-    refused(
-        repair_id,
-        RefusalReason::StaleRoot { expected, found },
-        "the workspace changed since the repair started".into(),
-    )
+/// The user's files moved away from `expected`; when a promotion was
+/// already under way, it was undone as `rolled_back` says.
+pub fn refused_stale(
+    repair_id: &str,
+    expected: Digest,
+    found: Digest,
+    rolled_back: Option<RolledBack>,
+) -> LedgerEvent {
+    let detail = match rolled_back {
+        None => "the workspace changed since the repair started",
+        Some(_) => "the workspace changed while the repair was being written; it was undone",
+    };
+    LedgerEvent::Refused(Refused {
+        repair_id: repair_id.to_owned(),
+        reason: RefusalReason::StaleRoot { expected, found },
+        detail: detail.to_owned(),
+        rolled_back,
+    })
 }
 
 pub fn refused_bound(repair_id: &str, bound: u32, detail: &str) -> LedgerEvent {
@@ -221,6 +234,17 @@ pub fn refused_no_candidate(repair_id: &str, detail: &str) -> LedgerEvent {
         repair_id,
         RefusalReason::NoEligibleCandidate,
         detail.to_owned(),
+    )
+}
+
+pub fn refused_outside_changed(repair_id: &str, breach: &crate::outside::Breach) -> LedgerEvent {
+    refused(
+        repair_id,
+        RefusalReason::OutsideChanged {
+            changed: breach.changed.clone(),
+            restored: breach.restored.clone(),
+        },
+        "the repair's branches changed something outside every branch".into(),
     )
 }
 

@@ -42,12 +42,47 @@ pub struct Slots {
 pub const OWNER_FILE: &str = "workspace";
 
 /// Marks a slot set as a cache, so backup tools and Trellis's own
-/// snapshots (a cache directory inside the workspace) leave it out.
+/// snapshots (a cache directory inside the workspace) leave it out, and as
+/// Trellis's own: `trellis gc` removes only a directory holding exactly
+/// this tag ([`is_slot_set`]), which every Trellis that collects has written.
 const CACHEDIR_TAG: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55\n\
 # This directory holds Trellis branch workspaces; see `trellis gc`.\n";
 
+/// Whether `dir` is a slot set Trellis made: it holds, as a regular file
+/// (not a link), exactly the `CACHEDIR.TAG` Trellis writes. A directory
+/// merely named like one (`ws-notes`), or tagged by another tool, is not.
+pub fn is_slot_set(dir: &Path) -> bool {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Never a link, and never blocking on a FIFO planted as the tag.
+    let Ok(file) = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join("CACHEDIR.TAG"))
+    else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|meta| meta.is_file()) {
+        return false;
+    }
+    let mut tag = Vec::new();
+    file.take(CACHEDIR_TAG.len() as u64 + 1)
+        .read_to_end(&mut tag)
+        .is_ok_and(|_| tag == CACHEDIR_TAG)
+}
+
 /// Overrides the cache directory (tests, CI, read-only homes).
 pub const CACHE_ENV: &str = "TRELLIS_CACHE_DIR";
+
+/// Where every workspace's slot sets live: `$TRELLIS_CACHE_DIR`, or the
+/// platform cache directory's `trellis/`, or, without one, the workspace's
+/// own `.trellis/cache`.
+pub fn cache_root(workspace: &Path) -> PathBuf {
+    std::env::var_os(CACHE_ENV)
+        .map(PathBuf::from)
+        .or_else(|| dirs::cache_dir().map(|d| d.join("trellis")))
+        .unwrap_or_else(|| workspace.join(".trellis").join("cache"))
+}
 
 /// Branch slots used at most (`exploration.max_branches` is at most 3).
 const MAX_BRANCH_SLOTS: usize = 3;
@@ -56,10 +91,7 @@ impl Slots {
     /// `$TRELLIS_CACHE_DIR` or the platform cache dir, then `trellis/ws-<id>`
     /// where the id is derived from the workspace's canonical path.
     pub fn for_workspace(workspace: &Path) -> Slots {
-        let cache = std::env::var_os(CACHE_ENV)
-            .map(PathBuf::from)
-            .or_else(|| dirs::cache_dir().map(|d| d.join("trellis")))
-            .unwrap_or_else(|| workspace.join(".trellis").join("cache"));
+        let cache = cache_root(workspace);
         let canonical = workspace
             .canonicalize()
             .unwrap_or_else(|_| workspace.to_path_buf());
@@ -132,9 +164,13 @@ impl Slots {
 
     /// Records the owner (and the cache tag) in the slot set's directory.
     fn mark(&self) -> std::io::Result<()> {
-        let tag = self.base.join("CACHEDIR.TAG");
-        if !tag.exists() {
-            std::fs::write(tag, CACHEDIR_TAG)?;
+        if !is_slot_set(&self.base) {
+            crate::snapshot::fsutil::write_file_atomic_unconfined(
+                &self.base.join("CACHEDIR.TAG"),
+                CACHEDIR_TAG,
+                0o644,
+            )
+            .map_err(std::io::Error::other)?;
         }
         crate::snapshot::fsutil::write_file_atomic_unconfined(
             &self.base.join(OWNER_FILE),
@@ -197,6 +233,18 @@ impl Slots {
         let text: String = linked.iter().map(|dir| format!("{dir}\n")).collect();
         crate::snapshot::fsutil::write_file_atomic_unconfined(&record, text.as_bytes(), 0o644)
             .map_err(io::Error::other)
+    }
+}
+
+impl Slots {
+    /// The user's `node_modules` directories every slot links to (as
+    /// recorded when they were last linked).
+    pub fn linked_node_modules(&self) -> Vec<PathBuf> {
+        read_record(&self.base.join(NODE_MODULES_RECORD))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|dir| self.root.join(dir).join(NODE_MODULES))
+            .collect()
     }
 }
 

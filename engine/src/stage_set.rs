@@ -13,19 +13,25 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::language::Language;
-use crate::sensor::Sensor;
 use crate::sensor::cargo::{self, rust_sensors};
 use crate::sensor::python::{PythonSetup, python_sensors};
 use crate::sensor::typescript::typescript_sensors;
+use crate::sensor::{Sensor, sandbox};
 
 /// The sensors of every detected language of the workspace at `root`.
 /// Missing tools still yield every stage; each run then reports why it
 /// could not measure.
 pub async fn sensors(root: &Path, config: &Config) -> Vec<Box<dyn Sensor>> {
-    let mut sensors = Vec::new();
-    for language in &config.languages {
-        sensors.extend(language_sensors(*language, root, config).await);
-    }
+    let built = async {
+        let mut sensors = Vec::new();
+        for language in &config.languages {
+            sensors.extend(language_sensors(*language, root, config).await);
+        }
+        sensors
+    };
+    // Every run of a stage is sandboxed: what the system allows is probed
+    // once, off the async threads, while the tools are identified.
+    let (sensors, _) = tokio::join!(built, tokio::task::spawn_blocking(sandbox::support));
     sensors
 }
 

@@ -13,7 +13,8 @@ use trellis_engine::diagnostic::{Applicability, Diagnostic, Level, Span};
 use trellis_engine::sensor::cargo::{
     ABNORMAL_EXIT, CargoCheck, CargoTest, CargoToolchain, rust_sensors,
 };
-use trellis_engine::sensor::process::{ProcessError, ProcessLimits, run_bounded};
+use trellis_engine::sensor::process::{Confinement, ProcessError, ProcessLimits, run_bounded};
+use trellis_engine::sensor::sandbox::Policy;
 use trellis_engine::sensor::{Sensor, SensorRun, StageReport, StageStatus};
 
 const GENEROUS: Duration = Duration::from_secs(300);
@@ -40,6 +41,7 @@ async fn measure(sensor: &dyn Sensor, dir: &Path, deadline: Duration) -> StageRe
             target_dir: &target_dir,
             deadline,
             cancel: CancellationToken::new(),
+            policy: Policy::USER_CODE,
         })
         .await
 }
@@ -519,9 +521,14 @@ async fn runner_drains_both_streams_past_their_caps() {
     // byte: only concurrent draining lets this finish.
     let script = "head -c 5242880 /dev/zero >&2; head -c 5242880 /dev/zero; echo done >&2";
     let limits = ProcessLimits::with_deadline(GENEROUS);
-    let output = run_bounded(sh(script), &limits, &CancellationToken::new())
-        .await
-        .unwrap();
+    let output = run_bounded(
+        sh(script),
+        Confinement::Unconfined,
+        &limits,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     assert!(output.status.success());
     assert_eq!(output.stdout.len(), limits.stdout_cap);
     assert_eq!(output.stderr.len(), limits.stderr_cap);
@@ -534,6 +541,7 @@ async fn runner_keeps_small_output_whole() {
     let limits = ProcessLimits::with_deadline(GENEROUS);
     let output = run_bounded(
         sh("printf out; printf err >&2; exit 3"),
+        Confinement::Unconfined,
         &limits,
         &CancellationToken::new(),
     )
@@ -553,9 +561,14 @@ async fn runner_timeout_kills_the_whole_process_group() {
     let pid_file = dir.path().join("sleeper.pid");
     let script = format!("sleep 1000 & echo $! > '{}'; wait", pid_file.display());
     let limits = ProcessLimits::with_deadline(Duration::from_secs(2));
-    let error = run_bounded(sh(&script), &limits, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    let error = run_bounded(
+        sh(&script),
+        Confinement::Unconfined,
+        &limits,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(&error, ProcessError::Timeout { program, after } if program == "sh" && *after == limits.deadline),
         "{error:?}"
@@ -589,6 +602,7 @@ async fn runner_cancellation_kills_and_reports_cancelled() {
     };
     let error = run_bounded(
         sh(&script),
+        Confinement::Unconfined,
         &ProcessLimits::with_deadline(GENEROUS),
         &cancel,
     )
@@ -620,7 +634,7 @@ async fn dropping_a_run_kills_the_whole_process_group() {
     let limits = ProcessLimits::with_deadline(GENEROUS);
     let cancel = CancellationToken::new();
     let grandchild = tokio::select! {
-        result = run_bounded(sh(&script), &limits, &cancel) => panic!("finished: {result:?}"),
+        result = run_bounded(sh(&script),Confinement::Unconfined, &limits, &cancel) => panic!("finished: {result:?}"),
         pid = pid_from(&pid_file) => pid,
     };
     // The run's future is gone: a superseding run dropped it.
@@ -631,6 +645,7 @@ async fn dropping_a_run_kills_the_whole_process_group() {
 async fn runner_reports_a_program_that_cannot_start() {
     let error = run_bounded(
         Command::new("/nonexistent/trellis-tool"),
+        Confinement::Unconfined,
         &ProcessLimits::default(),
         &CancellationToken::new(),
     )
@@ -685,6 +700,7 @@ async fn decided_and_checked(
         target_dir,
         deadline: GENEROUS,
         cancel: CancellationToken::new(),
+        policy: Policy::USER_CODE,
     };
     let (a, b) = (targets.path().join("a"), targets.path().join("b"));
     let (tested, decided) = test.run_deciding(run(&a)).await;

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 use trellis_engine::sensor::cargo::{CargoTest, CargoToolchain};
+use trellis_engine::sensor::sandbox::Policy;
 use trellis_engine::sensor::{Sensor, SensorRun, StageStatus};
 
 fn crate_at(root: &Path, value: u32) {
@@ -56,6 +57,7 @@ async fn a_slot_never_measures_another_slots_build_of_a_same_named_member() {
         target_dir: &shared,
         deadline: Duration::from_secs(300),
         cancel: CancellationToken::new(),
+        policy: Policy::USER_CODE,
     };
     let first = test.run(run(&passing)).await;
     assert_eq!(first.status, StageStatus::Passed, "{first:?}");

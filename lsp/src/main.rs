@@ -152,6 +152,17 @@ enum Command {
         #[command(flatten)]
         prompts: PromptFlags,
     },
+    /// Say what this machine gives Trellis: whether a branch's builds and tests are sandboxed.
+    ///
+    /// Where the kernel offers Landlock and user namespaces, every build,
+    /// test and tool a branch runs may write only the branch, and code a
+    /// model wrote reaches no network but its own loopback. Where it does
+    /// not, branches copy your build artifacts instead of linking them, and
+    /// model-written code is refused unless `[sandbox] require = false`.
+    Doctor {
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Serve the Language Server Protocol on stdin/stdout (for editors).
     Lsp {
         #[command(flatten)]
@@ -302,6 +313,7 @@ fn main() -> ExitCode {
                 prompts,
             } => cli::gc::run(path, dry_run, format, given.policy(prompts)),
             Command::Ledger { command } => cli::ledger::run(command),
+            Command::Doctor { format } => cli::doctor::run(format),
             Command::Lsp { prompts } => match server::serve_stdio(given.policy(prompts)).await {
                 Ok(()) => 0,
                 Err(e) => {

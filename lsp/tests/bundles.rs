@@ -242,6 +242,30 @@ fn a_stale_base_is_refused_naming_both_versions() {
 }
 
 #[test]
+fn a_bundle_section_cannot_change_its_max_bytes() {
+    let ws = Workspace::of("missing-mut");
+    // Raised to admit a static body four times the compiled budget, and
+    // lowered: either way the bundle would be changing a budget.
+    let long = "Be terse. ".repeat(400);
+    for (max_bytes, body) in [("65536", long.as_str()), ("512", "x")] {
+        let section =
+            role_section(body).replace("max_bytes: 1024", &format!("max_bytes: {max_bytes}"));
+        let dir = bundle_dir("id = \"terse\"\n", &[("10_role.md", &section)]);
+        let out = bundles(&ws, &["write", "terse", dir.path().to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "max_bytes {max_bytes}");
+        let message = stderr(&out);
+        assert!(
+            message.contains("10_role.md")
+                && message.contains(&format!("`max_bytes: {max_bytes}`"))
+                && message.contains("1024")
+                && message.contains("budget"),
+            "the refusal names the file, the key and the compiled value: {message}"
+        );
+    }
+    assert_eq!(listed(&ws), Vec::<Value>::new(), "nothing was stored");
+}
+
+#[test]
 fn a_bundle_cannot_change_a_gate_or_stage_setting() {
     let ws = Workspace::of("missing-mut");
     let section = role_section("x");

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use support::{CARGO_TOML, Client, SENSING_TIMEOUT, vscode_capabilities, write_crate};
 
 /// A workspace, a private branch cache (and user config home), and a
-/// directory outside both where the fixture's test writes its pid.
+/// directory outside both where the fixture's test writes its pid (the
+/// user configuration's `[sandbox] writable`).
 struct Fixture {
     ws: tempfile::TempDir,
     cache: tempfile::TempDir,
@@ -37,6 +38,18 @@ impl Fixture {
             fixture.ws.path(),
             &[("Cargo.toml", CARGO_TOML), ("src/lib.rs", &lib)],
         );
+        // The test's processes are confined to their slot; the user lets
+        // them write the pid where this test can read it.
+        let config = fixture.cache.path().join("config/trellis/config.toml");
+        std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+        std::fs::write(
+            config,
+            format!(
+                "[sandbox]\nwritable = [{:?}]\n",
+                fixture.marks.path().display().to_string()
+            ),
+        )
+        .unwrap();
         fixture
     }
 

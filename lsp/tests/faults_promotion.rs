@@ -366,3 +366,46 @@ fn an_unwritable_directory_refuses_the_promotion_and_changes_nothing() {
     let replay = assert_clean_and_verified(&ws);
     assert_eq!(replay["promotions"], serde_json::json!([]), "{replay:#}");
 }
+
+#[test]
+fn an_edit_right_after_the_first_rename_undoes_it_and_says_what_was_put_back() {
+    let ws = Workspace::of(FIXTURE);
+    let before = ws.tree();
+    let mut expected = before.clone();
+    let mut replaced = Vec::new();
+    let mut edited = Vec::new();
+    let out = edit_during_promotion(&ws, "promote-after-rename:1:pause", || {
+        // One file holds the fix; the user edits the two not yet replaced.
+        let now = ws.tree();
+        for target in TARGETS {
+            if now.get(Path::new(target)) == before.get(Path::new(target)) {
+                std::fs::write(ws.path().join(target), USER_EDIT).unwrap();
+                expected.insert(PathBuf::from(target), USER_EDIT.into());
+                edited.push(target);
+            } else {
+                replaced.push(target);
+            }
+        }
+    });
+    assert_eq!((replaced.len(), edited.len()), (1, 2), "{}", text(&out));
+    assert_stale_refusal(&ws, &out);
+    assert_eq!(
+        ws.tree(),
+        expected,
+        "the replaced file is put back, both edits kept"
+    );
+
+    let rolled_back = serde_json::json!({ "put_back": replaced, "kept": edited });
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["promotion"]["rolled_back"], rolled_back, "{doc:#}");
+    let error = doc["promotion"]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("put back as they were: {}", replaced[0]))
+            && error.contains(&format!("kept as you edited them: {}", edited.join(", ")))
+            && !error.contains("nothing was written"),
+        "the error says what happened: {error}"
+    );
+    let replay = ledger_replay(ws.path());
+    let refusal = replay["refusals"].as_array().unwrap().last().unwrap();
+    assert_eq!(refusal["rolled_back"], rolled_back, "{replay:#}");
+}

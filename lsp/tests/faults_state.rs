@@ -1,6 +1,6 @@
 //! `.trellis/` is confined: a link planted in the workspace (a committed
 //! `.trellis -> .git`, a `.trellis/ledger.db` pointing at another
-//! application's database, a linked `objects/` or `index`) is refused with an
+//! application's database, a linked `objects/`, `index` or `head`) is refused with an
 //! error naming it, and nothing is written through it. Each test plants the
 //! link and drives the shipped binary (CLI and language server).
 
@@ -121,4 +121,38 @@ fn a_linked_object_store_is_refused_and_nothing_lands_in_it() {
     );
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     assert_eq!(ws.tree(), before, "the user's files are unchanged");
+}
+
+#[test]
+fn a_linked_head_witness_is_refused_and_nothing_is_written_through_it() {
+    let ws = Workspace::of("missing-mut");
+    // A ledger with events, whose witness is then replaced by a link.
+    assert_eq!(ws.trellis(&["check"]).status.code(), Some(1));
+    let victim = ws.cache().join("victim-head");
+    std::fs::write(&victim, b"someone else's file").unwrap();
+    std::fs::remove_file(ws.path().join(".trellis/head")).unwrap();
+    std::os::unix::fs::symlink(&victim, ws.path().join(".trellis/head")).unwrap();
+
+    assert_refused_link(&ws.trellis(&["check"]), ".trellis/head");
+    assert_refused_link(&ws.trellis(&["repair", "--commit"]), ".trellis/head");
+    // Refused as a link, not reported as a broken chain.
+    let verify = ws.trellis(&["ledger", "verify"]);
+    assert_refused_link(&verify, ".trellis/head");
+    assert!(
+        !String::from_utf8_lossy(&verify.stderr).contains("broken"),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"someone else's file");
+
+    // Once the link is gone, the ledger records and verifies as before.
+    std::fs::remove_file(ws.path().join(".trellis/head")).unwrap();
+    assert_eq!(ws.trellis(&["check"]).status.code(), Some(1));
+    let verify = ws.trellis(&["ledger", "verify"]);
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
 }

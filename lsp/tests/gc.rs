@@ -1,6 +1,7 @@
 //! `trellis gc` and the collection at the end of a repair, through the
 //! built binary: what resume still reads survives, what no live workspace
-//! needs goes, a slot set another process holds is never touched, and a
+//! needs goes, a slot set another process holds is never touched, nor is
+//! anything in the cache directory Trellis did not mark as its own, and a
 //! cache directory inside the workspace stays out of its snapshots.
 
 use std::path::{Path, PathBuf};
@@ -119,6 +120,7 @@ fn gc_removes_the_slots_of_a_deleted_workspace_but_never_held_ones() {
     // A slot set whose workspace is gone too, but which another process holds.
     let held = ws.cache().join("ws-0123456789abcdef");
     std::fs::create_dir_all(&held).unwrap();
+    std::fs::copy(gone.join("CACHEDIR.TAG"), held.join("CACHEDIR.TAG")).unwrap();
     std::fs::write(held.join("workspace"), "/nonexistent/trellis-test").unwrap();
     let lock = std::fs::File::create(held.join("branches.lock")).unwrap();
     lock.lock().unwrap();
@@ -185,4 +187,152 @@ fn a_cache_directory_inside_the_workspace_is_left_out_of_its_snapshots() {
         second["root"], first["root"],
         "the copies inside the workspace are not part of it: {stderr}"
     );
+}
+
+/// Sets the modification time of `path` (a file or a directory) to `ago` in the past.
+fn age(path: &Path, ago: std::time::Duration) {
+    let when = std::time::SystemTime::now() - ago;
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
+#[test]
+fn gc_removes_only_the_slot_sets_trellis_marked_as_its_own() {
+    let ws = Workspace::of("missing-mut");
+    let cache = ws.cache();
+    let gone = deleted_workspace_slots(cache);
+    let trellis_tag = std::fs::read(gone.join("CACHEDIR.TAG")).unwrap();
+    let foreign_tag = "Signature: 8a477f597d28d172789f06886806bc55\n# made by another tool\n";
+    // Directories named like slot sets that Trellis never made, each idle
+    // well past every grace period.
+    let notes = cache.join("ws-notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "mine").unwrap();
+    let tagged = cache.join("ws-tagged");
+    std::fs::create_dir(&tagged).unwrap();
+    std::fs::write(tagged.join("CACHEDIR.TAG"), foreign_tag).unwrap();
+    let claims = cache.join("ws-claims");
+    std::fs::create_dir(&claims).unwrap();
+    std::fs::write(claims.join("CACHEDIR.TAG"), foreign_tag).unwrap();
+    std::fs::write(claims.join("workspace"), "/nonexistent/trellis-test").unwrap();
+    // A link named like a set, to a directory that looks like a stale one.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("CACHEDIR.TAG"), &trellis_tag).unwrap();
+    std::fs::write(
+        elsewhere.path().join("workspace"),
+        "/nonexistent/trellis-test",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), cache.join("ws-x")).unwrap();
+    // An own set that never got its owner record (a crash while it was
+    // made), idle past the grace for those.
+    let unowned = cache.join("ws-fedcba9876543210");
+    std::fs::create_dir(&unowned).unwrap();
+    std::fs::write(unowned.join("CACHEDIR.TAG"), &trellis_tag).unwrap();
+    let idle = std::time::Duration::from_secs(48 * 3600);
+    for dir in [&notes, &tagged, &claims, &unowned] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            age(&entry.unwrap().path(), idle);
+        }
+        age(dir, idle);
+    }
+    let foreign = |dir: &Path| support::files_under(dir, &[]);
+    let before = [&notes, &tagged, &claims].map(|dir| foreign(dir));
+    let linked = foreign(elsewhere.path());
+    let (code, doc) = ws.json(&["gc"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let mut removed: Vec<&str> = doc["slot_sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    removed.sort();
+    let mut own = [gone.to_str().unwrap(), unowned.to_str().unwrap()];
+    own.sort();
+    assert_eq!(removed, own, "only Trellis's own stale sets go: {doc:#}");
+    assert!(!gone.exists() && !unowned.exists());
+    assert_eq!(
+        [&notes, &tagged, &claims].map(|dir| foreign(dir)),
+        before,
+        "directories Trellis did not mark are untouched"
+    );
+    assert!(cache.join("ws-x").is_symlink(), "the link stays");
+    assert_eq!(foreign(elsewhere.path()), linked, "and what it points to");
+}
+
+/// The seed store keeps the user's build artifacts the slots link to;
+/// once the user's `cargo clean` removed them, only the store holds their
+/// bytes, and `trellis gc` frees them (a dry run only says so), while an
+/// artifact the user still has stays.
+#[test]
+fn gc_frees_the_seeded_artifacts_the_users_target_no_longer_has() {
+    let ws = Workspace::empty();
+    support::write_crate(
+        ws.path(),
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\nitoa = \"1\"\n\n[workspace]\n",
+            ),
+            ("Cargo.lock", support::ITOA_LOCK),
+            (
+                "src/lib.rs",
+                "pub fn shown() -> String { itoa::Buffer::new().format(1u8).to_owned() }\n",
+            ),
+        ],
+    );
+    let cargo = |args: &[&str]| {
+        let ok = std::process::Command::new("cargo")
+            .args(args)
+            .args(["--offline", "--quiet"])
+            .current_dir(ws.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cargo {args:?}");
+    };
+    cargo(&["test", "--no-run"]);
+    let (code, _) = ws.json(&["check"]);
+    assert_eq!(code, 0);
+    let store: Vec<PathBuf> = slot_sets(ws.cache())
+        .iter()
+        .map(|set| set.join("targets/seeds"))
+        .filter(|store| store.is_dir())
+        .collect();
+    let entries = |store: &[PathBuf]| -> usize {
+        store
+            .iter()
+            .map(|s| std::fs::read_dir(s).unwrap().count())
+            .sum()
+    };
+    if !trellis_engine::sensor::sandbox::support().confines_files() {
+        assert!(store.is_empty(), "nothing is shared without a sandbox");
+        return;
+    }
+    let seeded = entries(&store);
+    assert!(seeded >= 2, "the itoa rlib and rmeta are in the store");
+
+    let (_, kept) = ws.json(&["gc"]);
+    assert_eq!(kept["seeds"]["removed"], 0, "{kept:#}");
+    assert_eq!(entries(&store), seeded, "the user still has them");
+
+    cargo(&["clean"]);
+    let (_, dry) = ws.json(&["gc", "--dry-run"]);
+    assert_eq!(
+        dry["seeds"]["removed"].as_u64(),
+        Some(seeded as u64),
+        "{dry:#}"
+    );
+    assert_eq!(entries(&store), seeded, "a dry run removes nothing");
+    let (code, freed) = ws.json(&["gc"]);
+    assert_eq!(code, 0);
+    assert!(freed["seeds"]["bytes"].as_u64().unwrap() > 0, "{freed:#}");
+    assert_eq!(entries(&store), 0);
+    let (code, _) = ws.json(&["check"]);
+    assert_eq!(code, 0, "a slot that linked them builds them again");
 }

@@ -124,7 +124,7 @@ fn processes_under(dir: &Path) -> Vec<String> {
 }
 
 /// The slot target directories under `cache` seeded for a build that
-/// generates code (a `cargo test`): marked `.trellis-seeded-code`.
+/// generates code (a `cargo test`): marked `.trellis-seeded-code-2`.
 fn seeded_for_tests(cache: &Path) -> Vec<PathBuf> {
     let mut seeded = Vec::new();
     for workspace in std::fs::read_dir(cache).unwrap().flatten() {
@@ -135,7 +135,7 @@ fn seeded_for_tests(cache: &Path) -> Vec<PathBuf> {
             targets
                 .flatten()
                 .map(|target| target.path())
-                .filter(|target| target.join(".trellis-seeded-code").exists()),
+                .filter(|target| target.join(".trellis-seeded-code-2").exists()),
         );
     }
     seeded

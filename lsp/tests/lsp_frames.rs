@@ -138,3 +138,50 @@ fn a_huge_content_length_is_refused_without_buffering_its_body() {
     );
     client.shutdown();
 }
+
+/// The responses after index `from` answering `id`.
+fn answers_to(client: &Client, from: usize, id: i64) -> Vec<Value> {
+    client.responses[from..]
+        .iter()
+        .filter(|r| r["id"] == json!(id))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_request_whose_method_starts_with_dollar_is_answered_method_not_found() {
+    let (_dir, mut client) = started();
+    let frame = |text: &str| format!("Content-Length: {}\r\n\r\n{text}", text.len()).into_bytes();
+    let from = client.responses.len();
+    // A `$/` notification may be ignored (LSP 3.17, "$ Notifications and
+    // Requests"); a `$/` request must still be answered.
+    client.send_bytes(&frame(
+        r#"{"jsonrpc":"2.0","method":"$/trellis/unknown","params":{}}"#,
+    ));
+    client.send_bytes(&frame(
+        r#"{"jsonrpc":"2.0","id":9001,"method":"$/trellis/unknown","params":{}}"#,
+    ));
+    client.send_bytes(&frame(
+        r#"{"jsonrpc":"2.0","id":9002,"method":"$/unknown"}"#,
+    ));
+    // Served in order after them: once this is answered, so are they.
+    still_serves(&mut client);
+    client.pump(Duration::from_millis(200));
+    for id in [9001, 9002] {
+        let answers = answers_to(&client, from, id);
+        assert_eq!(
+            answers.len(),
+            1,
+            "request {id} is answered once: {answers:?}"
+        );
+        assert_eq!(answers[0]["error"]["code"], -32601, "{answers:?}");
+    }
+    assert!(
+        client.responses[from..]
+            .iter()
+            .all(|r| r.get("error").is_none() || r["id"] != Value::Null),
+        "the notification is not answered: {:?}",
+        &client.responses[from..]
+    );
+    client.shutdown();
+}

@@ -332,3 +332,96 @@ fn a_limit_that_runs_out_is_named_with_the_key_to_raise() {
         "{doc:#}"
     );
 }
+
+/// The file holding the missing `mut`: a module named through `#[path]`
+/// with a newline and a right-to-left override in its name.
+const FORGING_FILE: &str = "src/odd\n\u{202e}name.rs";
+
+/// A crate whose one error sits between a comment holding a carriage
+/// return and a string holding escape sequences that would erase the line
+/// above and move the cursor up, in a file whose name forges a line.
+fn forging_crate() -> Workspace {
+    let ws = Workspace::empty();
+    support::write_crate(
+        ws.path(),
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"odd\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+            ),
+            (
+                "src/lib.rs",
+                "#[path = \"odd\\n\\u{202e}name.rs\"]\nmod odd;\npub use odd::count;\n",
+            ),
+            (
+                FORGING_FILE,
+                "pub fn count(words: &[&str]) -> usize {\n    // a carriage return\r, then more\n    \
+                 let _banner = \"\x1b[2K\x1b[1Aforged\";\n    let n = 0;\n    for _ in words {\n        \
+                 n += 1;\n    }\n    n\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn counts() {\n        \
+                 assert_eq!(super::count(&[\"a\", \"b\"]), 2);\n    }\n}\n",
+            ),
+        ],
+    );
+    ws
+}
+
+#[test]
+fn file_names_and_contents_reach_the_terminal_escaped_and_json_stays_exact() {
+    let ws = forging_crate();
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let change = &doc["changes"][0];
+    assert_eq!(change["path"], FORGING_FILE, "JSON names the file exactly");
+    assert!(
+        change["new_text"]
+            .as_str()
+            .unwrap()
+            .contains("\r, then more\n    let _banner = \"\x1b[2K"),
+        "{change:#}"
+    );
+
+    let committed = ws.trellis(&["repair", "--commit"]);
+    let replayed = ws.trellis(&["ledger", "replay"]);
+    for out in [&committed, &replayed] {
+        assert_eq!(out.status.code(), Some(0));
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for raw in ['\x1b', '\r', '\u{202e}'] {
+            assert!(
+                !printed.contains(raw),
+                "{raw:?} reached the terminal:\n{printed}"
+            );
+        }
+        assert!(
+            !printed.lines().any(|line| line.starts_with("name.rs")),
+            "the name's newline reached the terminal:\n{printed}"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&committed.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let escaped = r"src/odd\n\u{202e}name.rs";
+    for expected in [
+        format!("--- a/{escaped}"),
+        format!("+++ b/{escaped}"),
+        r"     // a carriage return\r".to_owned(),
+        r#"     let _banner = "\x1b[2K\x1b[1Aforged";"#.to_owned(),
+        "+    let mut n = 0;".to_owned(),
+        format!("written: {escaped}"),
+    ] {
+        assert!(
+            lines.contains(&expected.as_str()),
+            "no line {expected:?} in:\n{stdout}"
+        );
+    }
+    let replayed = String::from_utf8_lossy(&replayed.stdout);
+    assert!(
+        replayed
+            .lines()
+            .any(|line| line.starts_with("promoted ") && line.ends_with(escaped)),
+        "{replayed}"
+    );
+    assert!(ws.read(FORGING_FILE).contains("    let mut n = 0;\n"));
+}

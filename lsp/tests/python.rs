@@ -351,19 +351,7 @@ fn a_required_stage_of_a_language_the_workspace_lacks_is_refused_by_key() {
 #[test]
 fn a_virtualenv_in_the_workspace_measures_and_no_slot_holds_a_copy() {
     let ws = Workspace::of("py-logic-bug");
-    // Its packages are the tests' interpreter's: pytest is there.
-    let made = Command::new(python())
-        .args([
-            "-m",
-            "venv",
-            "--system-site-packages",
-            "--without-pip",
-            ".venv",
-        ])
-        .current_dir(ws.path())
-        .status()
-        .unwrap();
-    assert!(made.success());
+    ws.make_venv();
     let (code, doc) = ws.json(&["check"]);
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(
@@ -503,7 +491,7 @@ fn the_editor_repairs_a_python_file_and_applies_the_verified_import() {
 fn a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good() {
     const FLAKY: &str = "tests/test_clock.py::test_here_is_the_working_directory";
     let ws = Workspace::of("py-flaky-test");
-    let marker = ws.cache().join("flaky-marker");
+    let marker = ws.flaky_marker();
     let repair = |args: &[&str]| ws.json_with(args, &[("FLAKY_TEST_MARKER", &marker)]);
 
     let (code, doc) = repair(&["repair"]);

@@ -29,7 +29,7 @@ const FLAKY: [&str; 2] = [
 #[test]
 fn a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good() {
     let ws = Workspace::of("flaky-test");
-    let marker = ws.cache().join("flaky-marker");
+    let marker = ws.flaky_marker();
     let env = [("FLAKY_TEST_MARKER", marker.as_path())];
 
     let (code, doc) = ws.json_with(&["repair"], &env);
@@ -82,7 +82,7 @@ fn gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honou
         "[stages]\nnondeterministic = []\n",
     )
     .unwrap();
-    let marker = ws.cache().join("flaky-marker");
+    let marker = ws.flaky_marker();
     let env = [("FLAKY_TEST_MARKER", marker.as_path())];
 
     let (_, doc) = ws.json_with(&["repair"], &env);

@@ -22,22 +22,6 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 use support::{Client, vscode_capabilities};
 
-/// `itoa` as pinned by Trellis's own lock file: cached wherever Trellis was
-/// built, so cargo needs no network.
-const ITOA_LOCK: &str = r#"version = 4
-
-[[package]]
-name = "app"
-version = "0.1.0"
-dependencies = ["itoa"]
-
-[[package]]
-name = "itoa"
-version = "1.0.19"
-source = "registry+https://github.com/rust-lang/crates.io-index"
-checksum = "3bd1574e617a9a6c1f8f8181bd7e841e1f20e4277607ef28945765188d6284d4"
-"#;
-
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -51,7 +35,7 @@ fn itoa_crate(root: &Path, value: u32) {
         "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
          [dependencies]\nitoa = \"1\"\n",
     );
-    write(&root.join("Cargo.lock"), ITOA_LOCK);
+    write(&root.join("Cargo.lock"), support::ITOA_LOCK);
     set_value(root, value);
 }
 
@@ -141,13 +125,17 @@ impl Scratch {
         Scratch {
             root: dir.path().join("app"),
             cache: dir.path().join("cache"),
-            log: dir.path().join("wrapper.log"),
+            log: dir.path().join("logs/wrapper.log"),
             dir,
         }
     }
 
-    /// A wrapper that logs each compilation to `log`, then runs it.
+    /// A wrapper that logs each compilation to `log`, then runs it. A
+    /// slot's processes write only the slot, so the workspace's
+    /// configuration names the log's directory in `[sandbox] writable`, as
+    /// a user of such a wrapper does.
     fn logging_wrapper(&self) -> PathBuf {
+        std::fs::create_dir_all(self.log.parent().unwrap()).unwrap();
         let wrapper = self.dir.path().join("wrap.sh");
         write(
             &wrapper,
@@ -169,8 +157,20 @@ impl Scratch {
         let wrapper = self.logging_wrapper();
         write(
             &self.root.join("trellis.toml"),
-            &format!("[build]\nrustc_wrapper = \"{}\"\n", wrapper.display()),
+            &format!(
+                "[build]\nrustc_wrapper = \"{}\"\n\n{}",
+                wrapper.display(),
+                self.log_writable()
+            ),
         );
+    }
+
+    /// The `[sandbox]` table that lets a slot's builds write the log.
+    fn log_writable(&self) -> String {
+        format!(
+            "[sandbox]\nwritable = [\"{}\"]\n",
+            self.log.parent().unwrap().display()
+        )
     }
 
     /// What the wrapper logged (nothing if it never ran).
@@ -255,6 +255,12 @@ fn view_and_first_branch_targets(cache: &Path) -> (PathBuf, PathBuf) {
     let targets: Vec<PathBuf> = std::fs::read_dir(slot_set(cache).join("targets"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("tree-")
+        })
         .collect();
     assert_eq!(
         targets.len(),
@@ -405,7 +411,7 @@ fn a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured() {
     // (slots built at the workspace's paths): though the branch's slot did
     // not exist yet, a later run finding it seeded adds nothing.
     assert!(
-        branch.join(".trellis-seeded-code").exists(),
+        branch.join(".trellis-seeded-code-2").exists(),
         "the branch's slot was seeded for a check only"
     );
     assert_eq!(
@@ -524,7 +530,7 @@ fn a_cancelled_repair_stops_seeding_its_first_branchs_slot_before_the_next_entry
         "the held entry and no other: {entries:#?}"
     );
     assert!(
-        !branch.join(".trellis-seeded").exists(),
+        !branch.join(".trellis-seeded-2").exists(),
         "a seeding cancelled half-way was marked done"
     );
 
@@ -537,7 +543,7 @@ fn a_cancelled_repair_stops_seeding_its_first_branchs_slot_before_the_next_entry
     );
     let ended = client.search_end(again);
     assert_eq!(ended["params"]["status"], "hard_pass", "{ended}");
-    assert!(branch.join(".trellis-seeded-code").exists());
+    assert!(branch.join(".trellis-seeded-code-2").exists());
     assert!(seeded_entries(&branch).len() > 1);
     client.shutdown();
 }
@@ -552,8 +558,8 @@ fn a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seed
 
     assert_passed(&trellis(root, cache, &["check"]));
     // The fault: the slot's copied fingerprints of `itoa` no longer match,
-    // so cargo rebuilds it in the slot, writing over the hard-linked
-    // `.rlib`/`.rmeta` paths.
+    // so cargo rebuilds it in the slot, writing over the `.rlib`/`.rmeta`
+    // paths that are links to the seed store's links to the user's files.
     let fingerprints = slot_files(cache, "lib-itoa");
     assert!(!fingerprints.is_empty(), "no seeded itoa fingerprint");
     for fingerprint in &fingerprints {
@@ -568,10 +574,19 @@ fn a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seed
         after.keys().collect::<Vec<_>>(),
         "files appeared in or vanished from the user's target/"
     );
-    let cache_inodes: Vec<u64> = files(cache)
-        .iter()
-        .map(|p| std::fs::symlink_metadata(p).unwrap().ino())
-        .collect();
+    // Each file's inode where the cache holds it: the seed store's links,
+    // and every other file of the cache (a slot's own) apart.
+    let store = slot_set(cache).join("targets/seeds");
+    let (stored, elsewhere): (Vec<PathBuf>, Vec<PathBuf>) = files(cache)
+        .into_iter()
+        .partition(|p| p.starts_with(&store));
+    let inodes = |paths: &[PathBuf]| -> Vec<u64> {
+        paths
+            .iter()
+            .map(|p| std::fs::symlink_metadata(p).unwrap().ino())
+            .collect()
+    };
+    let (stored, elsewhere) = (inodes(&stored), inodes(&elsewhere));
     for (path, old) in &before {
         let new = &after[path];
         assert_eq!(
@@ -580,21 +595,27 @@ fn a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seed
             "{} changed",
             path.display()
         );
-        let ours = cache_inodes.iter().filter(|&&i| i == new.inode).count() as u64;
-        assert_eq!(
-            new.links,
-            old.links + ours,
-            "{}: every extra link is a slot's",
+        assert!(
+            !elsewhere.contains(&new.inode),
+            "{}: a slot holds the user's file itself, writable through it",
             path.display()
         );
-        if path.to_string_lossy().contains("libitoa-") {
-            assert_eq!(
-                ours,
-                0,
-                "{}: the rebuild wrote through the link",
-                path.display()
-            );
-        }
+        let in_store = stored.iter().filter(|&&i| i == new.inode).count() as u64;
+        assert_eq!(
+            new.links,
+            old.links + in_store,
+            "{}: every extra link is the seed store's",
+            path.display()
+        );
+    }
+    // The rebuilt `itoa` is the slot's own file, in place of its link.
+    for rebuilt in slot_files(cache, "libitoa-") {
+        let meta = std::fs::symlink_metadata(&rebuilt).unwrap();
+        assert!(
+            meta.is_file() && !stored.contains(&meta.ino()),
+            "{}: the rebuild did not replace the link",
+            rebuilt.display()
+        );
     }
 }
 
@@ -670,6 +691,7 @@ fn a_configured_rustc_wrapper_runs_every_slot_compilation() {
 fn rustc_wrapper_from_the_environment_reaches_slot_builds() {
     let scratch = Scratch::new();
     plain_crate(&scratch.root);
+    write(&scratch.root.join("trellis.toml"), &scratch.log_writable());
     let out = trellis_command(&scratch.root, &scratch.cache, &["check"])
         .env("RUSTC_WRAPPER", scratch.logging_wrapper())
         .output()
@@ -711,7 +733,7 @@ fn members_build_without_debuginfo_while_the_seeded_dependencies_are_reused_as_b
 
 /// `anyhow`, which has a build script that asks to be rerun when a file
 /// or a variable changes, as pinned by Trellis's own lock file; with
-/// `itoa`'s entry from [`ITOA_LOCK`], the lock of `app` depending on both.
+/// `itoa`'s entry from [`support::ITOA_LOCK`], the lock of `app` depending on both.
 const ANYHOW_PACKAGE: &str = r#"
 [[package]]
 name = "anyhow"
@@ -729,7 +751,7 @@ fn a_seeded_slot_checks_and_tests_without_rebuilding_any_registry_dependency() {
         "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
          [dependencies]\nanyhow = \"1\"\nitoa = \"1\"\n",
     );
-    let lock = ITOA_LOCK.replace(
+    let lock = support::ITOA_LOCK.replace(
         "dependencies = [\"itoa\"]",
         "dependencies = [\"anyhow\", \"itoa\"]",
     );

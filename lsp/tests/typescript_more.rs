@@ -16,10 +16,7 @@ use support::workspace::{Workspace, branches, stage};
 /// `trellis <args> --format json` with `FLAKY_TEST_MARKER` naming a file in
 /// the private cache: the flaky fixture's test fails until it exists.
 fn json_with_marker(ws: &Workspace, args: &[&str]) -> (i32, Value) {
-    ws.json_with(
-        args,
-        &[("FLAKY_TEST_MARKER", ws.cache().join("flaky-marker"))],
-    )
+    ws.json_with(args, &[("FLAKY_TEST_MARKER", ws.flaky_marker())])
 }
 
 /// Item 1: `typescript.test` is declared nondeterministic by default, so
@@ -30,10 +27,7 @@ fn a_flaky_node_test_is_rerun_by_name_and_reported_flaky() {
     const FLAKY: &str = "clock > ticks (60 times) per minute?";
     let ws = Workspace::of_node_project("ts-flaky-test");
     let (code, doc) = json_with_marker(&ws, &["check"]);
-    assert!(
-        ws.cache().join("flaky-marker").exists(),
-        "the test ran and failed once"
-    );
+    assert!(ws.flaky_marker().exists(), "the test ran and failed once");
     assert_eq!(code, 1, "a flaky failure still fails the check: {doc:#}");
     let test = stage(&doc, "typescript.test");
     assert_eq!(test["status"], "failed", "{doc:#}");
@@ -192,5 +186,39 @@ fn the_trap_declaration_type_checks_but_fails_its_test_and_is_never_written() {
         files_under(ws.path(), &[".trellis"]),
         before,
         "the user's tree must stay byte-identical"
+    );
+}
+
+/// A project that keeps tsc's build information in `node_modules` (its
+/// own `tsBuildInfoFile`), which a slot's sandbox keeps read-only, is
+/// checked all the same, and its `node_modules` is left as it was: tsc
+/// keeps a slot's build information in the slot's own directory.
+#[test]
+fn an_incremental_project_whose_build_info_is_in_node_modules_is_checked_and_node_modules_untouched()
+ {
+    let ws = Workspace::of_node_project("ts-clean");
+    std::fs::write(
+        ws.path().join("tsconfig.json"),
+        r#"{
+  "compilerOptions": {
+    "target": "es2022",
+    "module": "nodenext",
+    "strict": true,
+    "noEmit": true,
+    "incremental": true,
+    "tsBuildInfoFile": "node_modules/.cache/tsbuildinfo"
+  },
+  "include": ["src"]
+}
+"#,
+    )
+    .unwrap();
+    let modules = support::files_under(&ws.path().join("node_modules"), &[]);
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(
+        support::files_under(&ws.path().join("node_modules"), &[]),
+        modules,
+        "tsc wrote into the user's node_modules"
     );
 }

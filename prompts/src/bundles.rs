@@ -101,8 +101,8 @@ pub type AcceptedSection = (PathBuf, &'static SectionSchema, SectionSpec);
 /// The codegen's validations over section texts already in memory (a
 /// bundle directory, or a version read back from the bundle store): front
 /// matter and placeholders parse, the id is a compiled section, the schema
-/// (role, required, priority, variables) is the compiled one, and no
-/// section is replaced twice. Every file is checked; all errors are returned.
+/// (role, required, priority, variables) and the `max_bytes` budget are the
+/// compiled ones, and no section is replaced twice. Every file is checked; all errors are returned.
 pub fn validate_sections(
     files: Vec<(PathBuf, String)>,
 ) -> Result<Vec<AcceptedSection>, Vec<BundleError>> {
@@ -236,7 +236,7 @@ fn check_file(file: &Path) -> Result<(&'static SectionSchema, SectionSpec), Vec<
 }
 
 /// One section text checked against the compiled library: a well-formed
-/// section, replacing a known section with its exact schema.
+/// section, replacing a known section with its exact schema and budget.
 fn check_section(
     file: &Path,
     text: &str,
@@ -280,6 +280,18 @@ fn check_section(
                 "must keep the compiled schema of `{}`: expected `{expected}`, found `{}`",
                 spec.id,
                 spec.schema_signature()
+            ),
+        ));
+    }
+    // The static body's budget is the compiled section's: a replacement
+    // changes text, never a budget.
+    if spec.max_bytes != schema.base.max_bytes {
+        return Err(refuse(
+            spec.id_line,
+            format!(
+                "declares `max_bytes: {}`, but the compiled `{}` has {}: a bundle replaces \
+                 text and cannot change a budget",
+                spec.max_bytes, spec.id, schema.base.max_bytes
             ),
         ));
     }

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod models;
+mod sandbox;
 
 use crate::gate::GateParams;
 use crate::language::{self, Language, StageRole};
@@ -27,6 +28,8 @@ use models::{
     ModelEndpoint, TurnLimits, TurnLimitsLayer, VerificationConfig, VerificationLayer,
     validate_models,
 };
+pub use sandbox::SandboxConfig;
+use sandbox::SandboxLayer;
 
 /// The file a workspace is configured by.
 pub const WORKSPACE_FILE: &str = "trellis.toml";
@@ -49,6 +52,7 @@ pub struct Config {
     pub verification: VerificationConfig,
     pub build: BuildConfig,
     pub python: PythonConfig,
+    pub sandbox: SandboxConfig,
 }
 
 /// `[python]`: how the Python stages run.
@@ -162,6 +166,7 @@ impl Default for Config {
             verification: VerificationConfig::default(),
             build: BuildConfig::default(),
             python: PythonConfig::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -175,6 +180,7 @@ struct Layer {
     exploration: Option<ExplorationLayer>,
     build: Option<BuildLayer>,
     python: Option<PythonLayer>,
+    sandbox: Option<SandboxLayer>,
     /// `[prompts]`: validated by `trellis-prompts` when a session starts
     /// (`Engine::open`), from the workspace file only.
     prompts: Option<toml::Value>,
@@ -397,10 +403,13 @@ impl Config {
             })?;
             origin = name;
         }
-        config.validate().map_err(|message| ConfigError {
-            source_name: origin,
-            message,
-        })?;
+        config
+            .validate()
+            .and_then(|()| config.sandbox.check_against(workspace))
+            .map_err(|message| ConfigError {
+                source_name: origin,
+                message,
+            })?;
         Ok(config)
     }
 
@@ -435,6 +444,9 @@ impl Config {
                 Some(i) => self.python.interpreter = Some(i),
                 None => {}
             }
+        }
+        if let Some(s) = layer.sandbox {
+            s.apply(&mut self.sandbox)?;
         }
         if let Some(g) = layer.gate {
             self.gate.rho = g.rho.unwrap_or(self.gate.rho);

@@ -195,13 +195,41 @@ pub enum RecoveryDirection {
     RolledBack,
 }
 
-/// Something was asked of the engine and refused; nothing was written.
+/// Something was asked of the engine and refused; nothing of it stays
+/// written (a promotion refused after its first rename was undone, and
+/// `rolled_back` says what that left).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Refused {
     pub repair_id: String,
     pub reason: RefusalReason,
     pub detail: String,
+    /// Absent from refusals that wrote nothing (and from older ledgers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<RolledBack>,
+}
+
+/// What undoing a promotion refused half way left in the user's files.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolledBack {
+    /// Files the promotion had replaced (or created), now as they were.
+    pub put_back: Vec<String>,
+    /// Files the user changed meanwhile, left as the user left them.
+    pub kept: Vec<String>,
+}
+
+impl fmt::Display for RolledBack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.put_back.as_slice() {
+            [] => f.write_str("no file had been replaced yet")?,
+            put_back => write!(f, "put back as they were: {}", put_back.join(", "))?,
+        }
+        if !self.kept.is_empty() {
+            write!(f, "; kept as you edited them: {}", self.kept.join(", "))?;
+        }
+        Ok(())
+    }
 }
 
 /// A cluster as the ledger remembers it: enough to explain, not to recompute.
@@ -276,6 +304,12 @@ pub enum RefusalReason {
     /// A proposed edit reaches outside the branch root.
     PathEscape {
         path: String,
+    },
+    /// Something outside every slot changed while the repair ran its
+    /// slots' code (`outside.rs`); what could be was put back.
+    OutsideChanged {
+        changed: Vec<String>,
+        restored: Vec<String>,
     },
 }
 
@@ -373,6 +407,9 @@ impl fmt::Display for LedgerEvent {
                 if !e.detail.is_empty() {
                     write!(f, " ({})", e.detail)?;
                 }
+                if let Some(rolled_back) = &e.rolled_back {
+                    write!(f, "; {rolled_back}")?;
+                }
                 Ok(())
             }
             LedgerEvent::PromotionRecovered(e) => {
@@ -418,6 +455,11 @@ impl fmt::Display for RefusalReason {
             RefusalReason::NoEligibleCandidate => f.write_str("no eligible candidate"),
             RefusalReason::NotHardPass => f.write_str("candidate does not hard-pass"),
             RefusalReason::PathEscape { path } => write!(f, "path escapes the branch: {path}"),
+            RefusalReason::OutsideChanged { changed, .. } => write!(
+                f,
+                "changed outside every branch while the repair ran: {}",
+                changed.join(", ")
+            ),
         }
     }
 }

@@ -26,8 +26,8 @@ pub(crate) mod test_support;
 pub use event::{
     AcceptedStateStored, BundleComponent, BundlesAttached, CandidateMeasured, ClusterSummary,
     DecodedRow, GateDecisionRecorded, GateVerdict, LedgerEvent, Promoted, PromotionRoute,
-    RefusalReason, Refused, SearchCounters, SearchEncoding, SearchEnvelopeV1, SearchEvent,
-    SelectionKeys, SessionStarted, SnapshotTaken, StageOutcome, StoredFile,
+    RefusalReason, Refused, RolledBack, SearchCounters, SearchEncoding, SearchEnvelopeV1,
+    SearchEvent, SelectionKeys, SessionStarted, SnapshotTaken, StageOutcome, StoredFile,
 };
 pub use fold::{
     AcceptedFold, CandidateKey, FoldError, FoldedCandidate, FoldedNoGood, InterruptedForest,

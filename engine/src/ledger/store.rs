@@ -167,8 +167,10 @@ impl Ledger {
 
     /// Opens (creating if needed) the ledger in the checked state directory
     /// `state`, refusing a link at the database or its journal files
-    /// ([`Dir::open_database`]).
+    /// ([`Dir::open_database`]) and at the head witness, which every append
+    /// rewrites and verification reads.
     pub fn open_in(state: Dir) -> Result<Ledger, LedgerError> {
+        state.refuse_link(witness::WITNESS_FILE)?;
         let path = state.join(LEDGER_FILE);
         let conn = state.open_database(LEDGER_FILE, &SCHEMA)?;
         conn.pragma_update(None, "synchronous", "NORMAL")

@@ -96,6 +96,7 @@ pub fn refused(repair_id: &str) -> LedgerEvent {
             found: root("edited"),
         },
         detail: "src/lib.rs changed since the search started".into(),
+        rolled_back: None,
     })
 }
 

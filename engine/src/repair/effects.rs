@@ -315,6 +315,7 @@ impl ForestRun<'_> {
             label,
             ctx.progress,
             ctx.cancel,
+            ctx.sandbox_policy(),
         )
         .await;
         let (receipt, _) = self.settle(verifier, ActionKind::VerifierRun)?;
@@ -342,6 +343,7 @@ impl ForestRun<'_> {
                         target_dir: &ctx.slots.branch_target(),
                         deadline: Duration::from_secs(ctx.config.stages.build_timeout_secs),
                         cancel: ctx.cancel.clone(),
+                        policy: ctx.sandbox_policy(),
                     })
                     .await,
             )),
@@ -808,6 +810,7 @@ impl MeterVerifier<'_, '_, '_> {
                     target_dir: &ctx.slots.branch_target(),
                     deadline: Duration::from_secs(ctx.config.stages.timeout_secs(sensor.stage())),
                     cancel: ctx.cancel.clone(),
+                    policy: ctx.sandbox_policy(),
                 })
                 .await;
             if let Err(e) = meter.run.settle(reservation, ActionKind::VerifierRun) {
@@ -1022,6 +1025,7 @@ impl ForestRun<'_> {
                         target_dir: &ctx.slots.branch_target(),
                         deadline: Duration::from_secs(ctx.config.stages.test_timeout_secs),
                         cancel: ctx.cancel.clone(),
+                        policy: ctx.sandbox_policy(),
                     })
                     .await;
                 self.settle(reservation, ActionKind::VerifierRun)?;
@@ -1066,6 +1070,10 @@ impl ForestRun<'_> {
         inputs: &PromptInputs,
         limits: &TurnLimits,
     ) -> Result<ActorOutcome, EngineError> {
+        // From the first turn on, the slots may hold what the model wrote.
+        self.ctx
+            .model_code
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let cancel = self.ctx.cancel;
         let meter = tokio::sync::Mutex::new(ModelMeter {
             run: self,

@@ -49,6 +49,7 @@ mod test_support;
 mod unfixed;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +58,7 @@ use crate::ledger::Ledger;
 use crate::report::{RepairStatus, StepReport, Unfixed};
 use crate::runtime::Progress;
 use crate::sensor::Sensor;
+use crate::sensor::sandbox::Policy;
 use crate::slots::Slots;
 
 pub(crate) use accepted::Accepted;
@@ -77,6 +79,23 @@ pub(crate) struct Ctx<'a> {
     pub cancel: &'a CancellationToken,
     /// The store bundles attached at the repair's start (frozen values).
     pub bundles: &'a [trellis_prompts::bundles::PinnedReplacement],
+    /// Set once code a model wrote may be in this repair's slots: from the
+    /// model actor's first turn, or from the start when it resumes states
+    /// a model may have written. Never cleared: what a model wrote stays
+    /// in the accepted states the later branches start from.
+    pub model_code: AtomicBool,
+}
+
+impl Ctx<'_> {
+    /// The sandbox policy of a branch's run now (`[sandbox]` once a model
+    /// may have written into the slots).
+    pub(crate) fn sandbox_policy(&self) -> Policy {
+        if self.model_code.load(Ordering::SeqCst) {
+            self.config.sandbox.for_model_code()
+        } else {
+            self.config.sandbox.for_user_code()
+        }
+    }
 }
 
 pub(crate) struct SearchResult {

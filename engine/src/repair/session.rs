@@ -182,6 +182,14 @@ impl Continuation {
 }
 
 impl Session {
+    /// Whether this attempt continues an interrupted generation from its
+    /// last accepted state, rather than starting from x₀.
+    pub(crate) fn continues_a_generation(&self) -> bool {
+        self.continuation.is_some()
+    }
+}
+
+impl Session {
     /// Folds the ledger for a repair starting at `start_root`. Refuses an
     /// unreadable or ambiguous ledger (two unclosed forests), or a
     /// contradictory record of the generation it would continue, rather

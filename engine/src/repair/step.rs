@@ -35,6 +35,7 @@ use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec, Expansion,
     ExpansionState, ForestError, Frontier, FrontierEntry, Seed, Service, Strategy, next_expansions,
 };
+use crate::sensor::sandbox;
 use crate::snapshot::{DirSource, Snapshot};
 
 use super::Ctx;
@@ -395,6 +396,13 @@ impl<'s, 'a> Step<'s, 'a> {
             ctx.prompts,
         );
         inputs.replacements = crate::prompt_policy::layered(&inputs.replacements, ctx.bundles);
+        if let Err(refusal) = sandbox::admit(&ctx.config.sandbox.for_model_code()) {
+            // What the model writes could not be confined: not run at all.
+            let reason = refusal.to_string();
+            self.run.abandon(branch_id, &reason)?;
+            report.outcome = BranchOutcome::ineligible(NotUsed::ModelUnavailable, reason);
+            return Ok(QuantumEnd::Ineligible);
+        }
         let outcome = self
             .run
             .run_model(branch_id, slot, chain, &inputs, limits)

@@ -19,14 +19,14 @@ use tokio_util::sync::CancellationToken;
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
 use super::mirror::{self, Mirror};
-use super::process::{self, ProcessLimits, ProcessOutput, run_bounded};
+use super::process::{self, Confinement, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, Compilation, WorkspacePaths};
+use super::sandbox;
 use super::{
     BoxFuture, Observation, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus,
-    check_units, seed,
+    check_units, seed, tree_target,
 };
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
-use crate::digest::CanonicalHasher;
 
 /// Environment set on every cargo run. Part of the fingerprint: it changes
 /// what the tool prints (colour codes, backtraces in test output).
@@ -214,24 +214,11 @@ async fn mirror_available() -> bool {
 /// Where the user's own builds of `workspace` go: `$CARGO_TARGET_DIR`
 /// (relative to the workspace, as cargo reads it there) or `target/`. Only
 /// ever read, to seed slots.
-fn user_target(workspace: &Path) -> PathBuf {
+pub fn user_target(workspace: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => workspace.join(dir),
         _ => workspace.join("target"),
     }
-}
-
-/// The target directory cargo uses for the slot `dir` below `base`: one per
-/// source tree, so two slots never share a workspace member's artifacts
-/// (cargo names those by their path relative to the workspace root, the
-/// same in every slot, and could take one slot's for another's). Slots
-/// share dependencies by seeding instead ([`seed`]).
-pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
-    let id = CanonicalHasher::new("trellis.slot-target.v1")
-        .bytes(dir.as_os_str().as_encoded_bytes())
-        .finish()
-        .short(12);
-    base.join(format!("tree-{id}"))
 }
 
 /// The slot's `Cargo.lock`, or the user's when the snapshot has none (a
@@ -310,12 +297,23 @@ fn warm(
                     && path
                         .file_name()
                         .is_some_and(|n| n.to_string_lossy().starts_with("tree-"))
+                    // What a model's code built is never trusted elsewhere.
+                    && !path.join(MODEL_CODE_RAN).exists()
             })
             .collect();
         siblings.sort();
         sources.extend(siblings);
     }
     let incremental = user.filter(|_| mirrored).map(|user| user.target.as_path());
+    let store = seed_store(base);
+    // A shared file must be read-only to the slot: only a sandbox makes it so.
+    let sharing = match user {
+        Some(user) if sandbox::support().confines_files() => seed::Sharing::Store {
+            store: &store,
+            from: &user.target,
+        },
+        _ => seed::Sharing::Copy,
+    };
     let started = Instant::now();
     match seed::seed_target(
         target,
@@ -323,6 +321,7 @@ fn warm(
         packages,
         incremental,
         generates_code,
+        sharing,
         stop,
     ) {
         Ok(report) if report.linked + report.copied > 0 => tracing::info!(
@@ -343,6 +342,20 @@ fn warm(
             "could not seed the slot's target directory; cargo builds what is missing"
         ),
     }
+}
+
+/// Written into a slot's target directory before model-written code is
+/// built or tested there: its artifacts are never seeded into another slot.
+const MODEL_CODE_RAN: &str = ".trellis-model-code";
+
+/// The store below the slots' target directories that holds the user's
+/// artifacts the slots share (`seed::Sharing::Store`); no sandbox may
+/// write it.
+const SEED_STORE: &str = "seeds";
+
+/// The seed store of the slots whose target directories are below `base`.
+pub fn seed_store(base: &Path) -> PathBuf {
+    base.join(SEED_STORE)
 }
 
 /// What every cargo stage of one workspace shares.
@@ -645,7 +658,16 @@ impl CargoStage {
         args: impl IntoIterator<Item = &'x str>,
         decide_build: bool,
     ) -> (Observation, Option<Observation>) {
-        let target = tree_target(run.target_dir, run.dir);
+        let target = run.own_target();
+        let sandbox = run.sandbox();
+        if run.policy.model_code {
+            let marked = std::fs::create_dir_all(&target)
+                .and_then(|()| std::fs::write(target.join(MODEL_CODE_RAN), b""));
+            if let Err(error) = marked {
+                let reason = format!("{}: {error}", target.display());
+                return (Observation::unavailable(reason), None);
+            }
+        }
         let (setup, base, dir, stop) = (
             self.setup.clone(),
             run.target_dir.to_path_buf(),
@@ -670,7 +692,7 @@ impl CargoStage {
                 stdout_cap: 32 * 1024 * 1024,
                 stderr_cap: 64 * 1024,
             };
-            match run_bounded(cmd, &limits, &run.cancel).await {
+            match run_bounded(cmd, Confinement::Slot(&sandbox, None), &limits, &run.cancel).await {
                 Ok(output) if output.status.success() && !output.truncated() => Some(output.stdout),
                 _ => None,
             }
@@ -688,7 +710,12 @@ impl CargoStage {
         let command =
             |mirror: Option<&Mirror>| self.command(run.dir, &args, &members, &target, mirror);
         let (mut output, metadata) = tokio::join!(
-            run_bounded(command(mirror.as_ref()), &limits, &run.cancel),
+            run_bounded(
+                command(mirror.as_ref()),
+                Confinement::Slot(&sandbox, mirror.as_ref()),
+                &limits,
+                &run.cancel
+            ),
             metadata
         );
         if let Some(plan) = &mirror {
@@ -697,7 +724,13 @@ impl CargoStage {
         if let (Some(_), Err(error @ process::ProcessError::Launch { .. })) = (&mirror, &output) {
             tracing::warn!(%error, "this slot cannot be built at the workspace's paths; building it at its own");
             mirror = None;
-            output = run_bounded(command(None), &limits, &run.cancel).await;
+            output = run_bounded(
+                command(None),
+                Confinement::Slot(&sandbox, None),
+                &limits,
+                &run.cancel,
+            )
+            .await;
         }
         if let Err(error) = lockfile.put_away() {
             return (Observation::unavailable(error), None);
@@ -752,9 +785,6 @@ impl CargoStage {
             .current_dir(dir)
             .env("CARGO_TARGET_DIR", target)
             .envs(ENVIRONMENT.iter().copied());
-        if let Some(mirror) = mirror {
-            mirror.install(cmd.as_std_mut());
-        }
         if let Some(wrapper) = &self.setup.rustc_wrapper {
             cmd.env("RUSTC_WRAPPER", wrapper);
         }

@@ -21,9 +21,8 @@
 //! allowed (other systems, hardened kernels, some containers), [`available`]
 //! says so once and slots build at their own paths, as before.
 //!
-//! Everything in [`Mirror::install`]'s closure runs between `fork` and
-//! `exec` of a multi-threaded program: only system calls on buffers made
-//! beforehand, no allocation.
+//! The mounts are made by the run's sandbox, in the namespaces it enters
+//! (`sensor/sandbox/namespace.rs`); this module plans them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -97,132 +96,17 @@ impl Mirror {
         }
     }
 
-    /// Makes `cmd` run in its own mount namespace with this plan's mounts,
-    /// in `root` (the slot, seen there). Replaces the command's working
-    /// directory: std changes directory before `pre_exec`, which would keep
-    /// the user's real directory.
-    #[cfg(target_os = "linux")]
-    pub fn install(&self, cmd: &mut Command) {
-        self.install_failing(cmd, crate::failpoint::fails("mirror-enter"));
+    /// The bind mounts that show the slot at the user's paths, in order:
+    /// `(source, mount point, recursive)`: the target directory first (its
+    /// source and mount point resolved before the workspace root is
+    /// covered), then the slot over the root. Made by the run's sandbox
+    /// (`sensor/sandbox/namespace.rs`), which then enters [`Mirror::root`].
+    pub(super) fn binds(&self) -> [(&Path, &Path, bool); 2] {
+        [
+            (&self.slot_target, &self.target_point, false),
+            (&self.slot, &self.root, true),
+        ]
     }
-
-    /// [`Self::install`], failing to enter when `injected_failure`.
-    #[cfg(target_os = "linux")]
-    fn install_failing(&self, cmd: &mut Command, injected_failure: bool) {
-        use std::os::unix::process::CommandExt;
-        let plan = Prepared {
-            injected_failure,
-            // SAFETY: getuid/getgid have no preconditions.
-            uid_map: format!("{0} {0} 1\n", unsafe { libc::getuid() }).into_bytes(),
-            gid_map: format!("{0} {0} 1\n", unsafe { libc::getgid() }).into_bytes(),
-            slot_target: c_path(&self.slot_target),
-            target_point: c_path(&self.target_point),
-            slot: c_path(&self.slot),
-            root: c_path(&self.root),
-        };
-        cmd.current_dir(&self.slot);
-        // SAFETY: the closure only makes system calls on `plan`'s buffers,
-        // made before the fork; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || plan.enter());
-        }
-    }
-
-    /// Never called: [`available`] is false on other systems.
-    #[cfg(not(target_os = "linux"))]
-    pub fn install(&self, _: &mut Command) {}
-}
-
-/// The mounts of a [`Mirror`], as the system calls want them.
-#[cfg(target_os = "linux")]
-struct Prepared {
-    /// The `mirror-enter` failpoint: entering fails as a refused
-    /// `unshare` would.
-    injected_failure: bool,
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
-    slot_target: std::ffi::CString,
-    target_point: std::ffi::CString,
-    slot: std::ffi::CString,
-    root: std::ffi::CString,
-}
-
-#[cfg(target_os = "linux")]
-impl Prepared {
-    /// In the forked child: a new user and mount namespace, the identity
-    /// uid/gid maps, the target mount (its source and mount point resolved
-    /// before the workspace root is covered), then the slot over the root
-    /// with it, then into the root.
-    fn enter(&self) -> std::io::Result<()> {
-        let check = |status: libc::c_int| {
-            if status == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        };
-        if self.injected_failure {
-            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
-        }
-        // SAFETY: plain system calls on NUL-terminated buffers owned by self.
-        unsafe {
-            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
-            write_file(c"/proc/self/setgroups", b"deny")?;
-            write_file(c"/proc/self/uid_map", &self.uid_map)?;
-            write_file(c"/proc/self/gid_map", &self.gid_map)?;
-            // Nothing mounted here propagates back to the user's namespace.
-            check(libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ))?;
-            for (source, point, flags) in [
-                (&self.slot_target, &self.target_point, libc::MS_BIND),
-                (&self.slot, &self.root, libc::MS_BIND | libc::MS_REC),
-            ] {
-                check(libc::mount(
-                    source.as_ptr(),
-                    point.as_ptr(),
-                    std::ptr::null(),
-                    flags,
-                    std::ptr::null(),
-                ))?;
-            }
-            check(libc::chdir(self.root.as_ptr()))
-        }
-    }
-}
-
-/// Writes `bytes` to the file `path` with one `write`.
-///
-/// # Safety
-/// Only system calls; callable between `fork` and `exec`.
-#[cfg(target_os = "linux")]
-unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
-    // SAFETY: `path` is NUL-terminated and `bytes` outlives the call.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-        let error = std::io::Error::last_os_error();
-        libc::close(fd);
-        if usize::try_from(written).ok() == Some(bytes.len()) {
-            Ok(())
-        } else {
-            Err(error)
-        }
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn c_path(path: &Path) -> std::ffi::CString {
-    use std::os::unix::ffi::OsStrExt;
-    // A path from the file system has no interior NUL.
-    std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap_or_default()
 }
 
 /// Whether this process may build in a mirror: tried once, by mounting a
@@ -231,7 +115,11 @@ fn c_path(path: &Path) -> std::ffi::CString {
 pub fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let found = probe();
+        // Its mounts are made in the sandbox's user namespace.
+        let found = super::sandbox::support()
+            .namespaces
+            .clone()
+            .and_then(|()| probe());
         if let Err(reason) = &found {
             tracing::info!(
                 %reason,
@@ -259,8 +147,9 @@ fn probe() -> Result<(), String> {
     let mirror = Mirror::plan(&root, &slot, &root.join("target"), &target)
         .ok_or("the scratch mounts could not be planned")?;
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", "test -e seen && test -e target"]);
-    mirror.install_failing(&mut cmd, false);
+    cmd.args(["-c", "test -e seen && test -e target"])
+        .current_dir(&mirror.slot);
+    super::sandbox::enter_mirror(&mut cmd, &mirror);
     let status = cmd.status().map_err(|e| e.to_string())?;
     if status.success() {
         Ok(())

@@ -12,13 +12,14 @@ mod mirror;
 pub mod process;
 pub mod python;
 pub mod rustc_json;
-mod seed;
+pub mod sandbox;
+pub(crate) mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
 pub mod typescript;
 pub mod unavailable;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -96,10 +97,57 @@ pub struct StageReport {
 pub struct SensorRun<'a> {
     /// The workspace copy to measure.
     pub dir: &'a Path,
-    /// Build output directory, kept apart from the user's `target/`.
+    /// The base of the slots' own build output directories, kept apart
+    /// from the user's `target/` ([`SensorRun::own_target`]).
     pub target_dir: &'a Path,
     pub deadline: Duration,
     pub cancel: CancellationToken,
+    /// What the run's sandbox allows: whose code `dir` holds decides it.
+    pub policy: sandbox::Policy,
+}
+
+impl SensorRun<'_> {
+    /// The measured tree's own directory below [`SensorRun::target_dir`]:
+    /// its cargo target directory, its reports, anything its tools write.
+    pub fn own_target(&self) -> PathBuf {
+        tree_target(self.target_dir, self.dir)
+    }
+
+    /// The measured tree's private temporary directory below
+    /// [`SensorRun::target_dir`], beside [`SensorRun::own_target`].
+    fn own_tmp(&self) -> PathBuf {
+        self.target_dir.join(format!("tmp-{}", tree_id(self.dir)))
+    }
+
+    /// The sandbox every process of this run is confined by: it may write
+    /// the measured tree, its own target directory and a private
+    /// temporary directory beside that, no more.
+    pub fn sandbox(&self) -> sandbox::Sandbox {
+        sandbox::Sandbox::new(
+            self.dir,
+            &self.own_target(),
+            &self.own_tmp(),
+            self.policy.clone(),
+        )
+    }
+}
+
+/// The directory of the measured tree `dir` below `base` (the slots'
+/// [`SensorRun::target_dir`]): one per source tree, so two slots never
+/// share a workspace member's artifacts (cargo names those by their path
+/// relative to the workspace root, the same in every slot, and could take
+/// one slot's for another's). Slots share dependencies by seeding instead
+/// (`seed.rs`).
+pub fn tree_target(base: &Path, dir: &Path) -> PathBuf {
+    base.join(format!("tree-{}", tree_id(dir)))
+}
+
+/// The short id naming the directories of the measured tree `dir`.
+fn tree_id(dir: &Path) -> String {
+    CanonicalHasher::new("trellis.slot-target.v1")
+        .bytes(dir.as_os_str().as_encoded_bytes())
+        .finish()
+        .short(12)
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -16,6 +16,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
+use super::mirror::Mirror;
+use super::sandbox::{Sandbox, SandboxError, Tmp};
+
 /// Bytes of each stream retained by default (2 MiB).
 pub const DEFAULT_OUTPUT_CAP: usize = 2 * 1024 * 1024;
 
@@ -68,6 +71,17 @@ impl ProcessOutput {
     }
 }
 
+/// Whose code a process runs, and so whether it is sandboxed.
+#[derive(Clone, Copy, Debug)]
+pub enum Confinement<'a> {
+    /// A tool asked about itself or the user's own workspace (a version
+    /// probe, `cargo locate-project`): it runs none of a slot's code.
+    Unconfined,
+    /// Runs in a slot, in this sandbox, built at the workspace's paths
+    /// when a mirror is given.
+    Slot(&'a Sandbox, Option<&'a Mirror>),
+}
+
 /// Why a process produced no [`ProcessOutput`].
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
@@ -81,6 +95,12 @@ pub enum ProcessError {
     Timeout { program: String, after: Duration },
     #[error("`{program}` was cancelled")]
     Cancelled { program: String },
+    #[error("`{program}` was not started: {source}")]
+    Sandbox {
+        program: String,
+        #[source]
+        source: SandboxError,
+    },
 }
 
 /// `300s`, `2.5s`: the form used in timeout messages.
@@ -101,16 +121,21 @@ pub async fn probe(
     limits: &ProcessLimits,
     remedy: &str,
 ) -> Result<ProcessOutput, String> {
-    let output = run_bounded(cmd, limits, &CancellationToken::new())
-        .await
-        .map_err(|error| match error {
-            ProcessError::Launch { program, source }
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                format!("`{program}` was not found{remedy}")
-            }
-            error => format!("`{shown}` failed: {error}"),
-        })?;
+    let output = run_bounded(
+        cmd,
+        Confinement::Unconfined,
+        limits,
+        &CancellationToken::new(),
+    )
+    .await
+    .map_err(|error| match error {
+        ProcessError::Launch { program, source }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            format!("`{program}` was not found{remedy}")
+        }
+        error => format!("`{shown}` failed: {error}"),
+    })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let said = match stderr.trim() {
@@ -122,7 +147,8 @@ pub async fn probe(
     Ok(output)
 }
 
-/// Run `cmd` to completion within `limits`, or kill it.
+/// Run `cmd` to completion within `limits`, or kill it, confined as
+/// `confinement` says.
 ///
 /// Stdin is closed, stdout and stderr are piped and drained concurrently.
 /// The child runs in its own process group; on timeout or cancellation the
@@ -133,10 +159,11 @@ pub async fn probe(
 /// returns, or when its future is dropped, is killed.
 pub async fn run_bounded(
     cmd: Command,
+    confinement: Confinement<'_>,
     limits: &ProcessLimits,
     cancel: &CancellationToken,
 ) -> Result<ProcessOutput, ProcessError> {
-    run_bounded_reading(cmd, Stdio::null(), limits, cancel).await
+    run_bounded_reading(cmd, confinement, Stdio::null(), limits, cancel).await
 }
 
 /// [`run_bounded`] with `input` (a file of requests, read to its end) as
@@ -144,15 +171,44 @@ pub async fn run_bounded(
 /// answers requests until its input ends, such as `tsserver`.
 pub async fn run_bounded_with_input(
     cmd: Command,
+    confinement: Confinement<'_>,
     input: std::fs::File,
     limits: &ProcessLimits,
     cancel: &CancellationToken,
 ) -> Result<ProcessOutput, ProcessError> {
-    run_bounded_reading(cmd, Stdio::from(input), limits, cancel).await
+    run_bounded_reading(cmd, confinement, Stdio::from(input), limits, cancel).await
+}
+
+/// Confines `cmd` as `confinement` says, then puts it under the
+/// supervisor: the sandbox is entered first, so the supervisor and
+/// everything the tool starts are inside it. The process's temporary
+/// directory, if it has one, lives as long as what is returned.
+fn prepare(
+    cmd: &mut Command,
+    confinement: Confinement<'_>,
+    program: &str,
+) -> Result<Option<Tmp>, ProcessError> {
+    let tmp = match confinement {
+        Confinement::Unconfined => None,
+        Confinement::Slot(sandbox, mirror) => Some(
+            sandbox
+                .install(cmd.as_std_mut(), mirror)
+                .map_err(|source| ProcessError::Sandbox {
+                    program: program.to_owned(),
+                    source,
+                })?,
+        ),
+    };
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    super::supervisor::install(cmd);
+    Ok(tmp)
 }
 
 async fn run_bounded_reading(
     mut cmd: Command,
+    confinement: Confinement<'_>,
     stdin: Stdio,
     limits: &ProcessLimits,
     cancel: &CancellationToken,
@@ -163,10 +219,8 @@ async fn run_bounded_reading(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    #[cfg(unix)]
-    cmd.process_group(0);
-    #[cfg(target_os = "linux")]
-    super::supervisor::install(&mut cmd);
+    // Removed when this returns, after the group is gone.
+    let _tmp = prepare(&mut cmd, confinement, &program)?;
 
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|source| ProcessError::Launch {
@@ -237,20 +291,20 @@ pub struct Interactive {
     // Declared after the pipes: they close before the group is killed.
     child: Child,
     _group: GroupKiller,
+    // Last: removed once the group is gone.
+    _tmp: Option<Tmp>,
 }
 
 impl Interactive {
-    /// Starts `cmd` with piped stdin and stdout.
-    pub fn spawn(mut cmd: Command) -> Result<Self, ProcessError> {
+    /// Starts `cmd` with piped stdin and stdout, confined as
+    /// `confinement` says.
+    pub fn spawn(mut cmd: Command, confinement: Confinement<'_>) -> Result<Self, ProcessError> {
         let program = program_name(&cmd);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        #[cfg(unix)]
-        cmd.process_group(0);
-        #[cfg(target_os = "linux")]
-        super::supervisor::install(&mut cmd);
+        let tmp = prepare(&mut cmd, confinement, &program)?;
         let mut child = cmd
             .spawn()
             .map_err(|source| ProcessError::Launch { program, source })?;
@@ -260,6 +314,7 @@ impl Interactive {
             stdout: child.stdout.take().expect("stdout is piped"),
             child,
             _group: group,
+            _tmp: tmp,
         })
     }
 

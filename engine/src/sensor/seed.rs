@@ -15,12 +15,20 @@
 //! slot's, and cargo, which compares mtimes, could take it for fresh. They
 //! are always built from the slot's own sources.
 //!
-//! This module never writes into a source directory, and links a file only
+//! This module never writes into a source directory, and shares a file only
 //! where whoever rebuilds it replaces it instead of writing into it:
 //! `.rlib` and `.rmeta` files, which rustc writes to a temporary file and
 //! renames over the output, and rustc's own files in an incremental
 //! session (its dependency graph and query cache), which rustc deletes
-//! before saving again. Together they are most of the bytes.
+//! before saving again. Together they are most of the bytes. A shared file
+//! is hard-linked from the user's `target/` into a store beside the slots
+//! ([`Sharing::Store`]), which no sandbox may write, and the slot gets a
+//! symbolic link to the store's name: a build in the slot that replaces it
+//! replaces the link, and anything that opens it for writing is refused by
+//! the slot's sandbox (`sensor/sandbox`), so no slot can write into the
+//! user's artifacts or another slot's. Where no sandbox confines the slot,
+//! nothing is shared ([`Sharing::Copy`]). A slot's own builds are never
+//! shared: what another slot built is copied.
 //! Everything else (fingerprints and cargo's dep-info in them,
 //! build-script output and executables, proc-macro libraries written by
 //! whatever linker is configured) is copied, because cargo, build scripts
@@ -59,14 +67,19 @@ use crate::snapshot::fsutil::remove_if_present;
 /// Written once a target directory has been seeded with everything a build
 /// without code generation (`cargo check`) reads, so that is seeded once:
 /// afterwards cargo keeps it current itself.
-const SEEDED: &str = ".trellis-seeded";
+const SEEDED: &str = ".trellis-seeded-2";
+
+/// The marker of a target directory seeded by a Trellis that hard-linked
+/// the user's files into it: such a directory is removed and seeded anew,
+/// since a link there would be writable through the slot.
+const SEEDED_BY_LINKS: &str = ".trellis-seeded";
 
 /// Written once the rest of the incremental state has been seeded too,
 /// before the first build that generates code (`cargo test`): the sessions
 /// holding generated code (object files) of the crates a `cargo check`
 /// only checks. A check never reads those, and a slot whose check fails
 /// never runs a test.
-const SEEDED_CODE: &str = ".trellis-seeded-code";
+const SEEDED_CODE: &str = ".trellis-seeded-code-2";
 
 /// Cargo's cache of what rustc said about itself (its version, the
 /// target's configuration), keyed by the rustc asked and the flags: seeded,
@@ -77,6 +90,18 @@ const RUSTC_INFO: &str = ".rustc_info.json";
 /// The profile directories seeded: those `cargo check` and `cargo test`
 /// build into.
 const PROFILES: &[&str] = &["debug"];
+
+/// How a seeding gives a slot the files it may share with its sources.
+#[derive(Clone, Copy, Debug)]
+pub enum Sharing<'a> {
+    /// The files of the source `from` (the user's `target/`; never another
+    /// slot's, whose files that slot may write) hard-linked into `store`
+    /// (a directory no sandbox may write) and given to the slot as
+    /// symbolic links to the store's names; any other source's copied.
+    Store { store: &'a Path, from: &'a Path },
+    /// Copied: nothing keeps a shared file read-only to the slot.
+    Copy,
+}
 
 /// What one seeding did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -212,14 +237,25 @@ pub fn seed_target(
     packages: &BTreeSet<String>,
     incremental: Option<&Path>,
     generates_code: bool,
+    sharing: Sharing<'_>,
     stop: &CancellationToken,
 ) -> io::Result<SeedReport> {
+    if target.join(SEEDED_BY_LINKS).exists() {
+        fs::remove_dir_all(target)?;
+    }
     let checked = target.join(SEEDED).exists();
     if checked && (!generates_code || target.join(SEEDED_CODE).exists()) {
         return Ok(SeedReport::default());
     }
     fs::create_dir_all(target)?;
-    let mut plan = Plan::default();
+    if let Sharing::Store { store, .. } = sharing {
+        fs::create_dir_all(store)?;
+    }
+    let mut plan = Plan {
+        sharing,
+        tasks: Vec::new(),
+        planned: HashSet::new(),
+    };
     if let Some(user) = incremental {
         let sessions = match (checked, generates_code) {
             (false, false) => Sessions::ForCheck,
@@ -252,6 +288,12 @@ pub fn seed_target(
                     let entry = entry?;
                     let name = entry.file_name();
                     if let Some(how) = name.to_str().and_then(|n| classify(dir, n, packages)) {
+                        let how = match (how, sharing) {
+                            (Seed::Link, Sharing::Store { from, .. }) if source != from => {
+                                Seed::Copy
+                            }
+                            (how, _) => how,
+                        };
                         plan.add(entry.path(), to.join(&name), how);
                     }
                 }
@@ -313,8 +355,8 @@ fn check_runs_code_of(deps: &Path) -> impl Fn(&str) -> bool + use<> {
 /// independently of the others, so that several threads share the work
 /// (creating files is most of a seeding's time, and a slot's first build
 /// waits for it).
-#[derive(Default)]
-struct Plan {
+struct Plan<'a> {
+    sharing: Sharing<'a>,
     tasks: Vec<Task>,
     /// Every destination planned: an entry two sources have is taken from
     /// the first.
@@ -332,7 +374,7 @@ struct Task {
     session: bool,
 }
 
-impl Plan {
+impl Plan<'_> {
     /// Plans `from` (which exists) at `to`, unless `to` exists already.
     fn add(&mut self, from: PathBuf, to: PathBuf, how: Seed) {
         let files = match how {
@@ -451,7 +493,11 @@ impl Plan {
             .clamp(1, SEEDING_THREADS);
         let next = AtomicUsize::new(0);
         let worker = || -> io::Result<SeedReport> {
-            let mut seeding = Seeding::default();
+            let mut seeding = Seeding {
+                sharing: self.sharing,
+                report: SeedReport::default(),
+                copies: HashMap::new(),
+            };
             while let Some(task) = self.tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
                 if stop.is_cancelled() {
                     return Err(interrupted());
@@ -505,13 +551,13 @@ const SEEDING_THREADS: usize = 4;
 /// made in the current entry of files that have other names in the source
 /// (cargo links each build script under two, in one directory), so that a
 /// later name becomes a link to the slot's copy instead of a second copy.
-#[derive(Default)]
-struct Seeding {
+struct Seeding<'a> {
+    sharing: Sharing<'a>,
     report: SeedReport,
     copies: HashMap<(u64, u64), PathBuf>,
 }
 
-impl Seeding {
+impl Seeding<'_> {
     /// Seeds one planned entry whole or not at all: into a staging name
     /// beside it, renamed into place once complete, so a seeding that
     /// stops half-way (an error, the process killed) never leaves a part
@@ -539,11 +585,10 @@ impl Seeding {
     }
 
     /// Recreates `from` (a file or a directory tree) at `to`, each file as
-    /// `files` says by its name: linked (copied where it cannot be:
-    /// another file system), copied, or left out. It keeps the links
-    /// between the files it copies and every file's and directory's mtime
-    /// (cargo compares them), never follows a symlink and never opens an
-    /// existing file for writing.
+    /// `files` says by its name: shared as [`Sharing`] says, copied, or
+    /// left out. It keeps the links between the files it copies and every
+    /// file's and directory's mtime (cargo compares them), never follows a
+    /// symlink and never opens an existing file for writing.
     fn tree(
         &mut self,
         from: &Path,
@@ -566,9 +611,12 @@ impl Seeding {
         let Some(how) = from.file_name().map_or(Some(Seed::Copy), files) else {
             return Ok(());
         };
-        if how == Seed::Link && fs::hard_link(from, to).is_ok() {
+        if let (Seed::Link, Sharing::Store { store, .. }) = (how, self.sharing)
+            && let Some(stored) = stored(store, from, &meta)?
+        {
+            std::os::unix::fs::symlink(stored, to)?;
             self.report.linked += 1;
-            return Ok(()); // one inode: its times are the source's
+            return Ok(()); // the store's inode: its times are the source's
         }
         let inode = (meta.dev(), meta.ino());
         if let Some(copy) = self.copies.get(&inode).filter(|_| meta.nlink() > 1)
@@ -584,6 +632,86 @@ impl Seeding {
         }
         Ok(())
     }
+}
+
+/// The name in `store` of the file `from` (whose metadata is `meta`):
+/// a hard link to it, made unless the store has it already, named by its
+/// device and inode, so a file the user rebuilt (a new inode) is a new
+/// name, and by its size and modification time, so one written in place
+/// since is found ([`written_in_place`]). `None` where it cannot be
+/// linked (another file system): then it is copied into the slot instead.
+fn stored(store: &Path, from: &Path, meta: &fs::Metadata) -> io::Result<Option<PathBuf>> {
+    let mut name = OsString::from(store_stamp(meta));
+    name.push("-");
+    name.push(from.file_name().unwrap_or_default());
+    let entry = store.join(name);
+    let same = |entry: &Path| {
+        fs::symlink_metadata(entry).is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()))
+    };
+    if same(&entry) {
+        return Ok(Some(entry));
+    }
+    // A name left by a file whose inode number was reused.
+    remove_if_present(&entry)?;
+    match fs::hard_link(from, &entry) {
+        Ok(()) => Ok(Some(entry)),
+        // Another seeding thread linked it first.
+        Err(err) if err.kind() == ErrorKind::AlreadyExists && same(&entry) => Ok(Some(entry)),
+        Err(err) if err.raw_os_error() == Some(libc::EXDEV) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// What a store entry's name begins with: the device, inode, size and
+/// modification time (in nanoseconds) of the file it links.
+fn store_stamp(meta: &fs::Metadata) -> String {
+    format!(
+        "{:x}-{:x}-{:x}-{:x}",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime() as i128 * 1_000_000_000 + i128::from(meta.mtime_nsec())
+    )
+}
+
+/// A store entry whose file is no longer what it was when it was linked:
+/// the user's build artifact itself, written in place through a link
+/// (nothing that rebuilds one does so: cargo and rustc replace files).
+#[derive(Debug, PartialEq, Eq)]
+pub struct WrittenInPlace {
+    /// The store's name for it.
+    pub entry: PathBuf,
+    /// Its device and inode: the user's file of the same.
+    pub inode: (u64, u64),
+}
+
+/// The entries of `store` whose size or modification time no longer
+/// matches their name: each a file of the user's written in place.
+pub fn written_in_place(store: &Path) -> io::Result<Vec<WrittenInPlace>> {
+    let entries = match fs::read_dir(store) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !name
+            .as_encoded_bytes()
+            .starts_with(store_stamp(&meta).as_bytes())
+        {
+            found.push(WrittenInPlace {
+                entry: entry.path(),
+                inode: (meta.dev(), meta.ino()),
+            });
+        }
+    }
+    found.sort_by(|a, b| a.entry.cmp(&b.entry));
+    Ok(found)
 }
 
 /// Copies the file `from` (whose metadata is `meta`) to a new file `to`,
@@ -645,7 +773,9 @@ fn session_file(name: &OsStr) -> Option<Seed> {
 mod tests {
     use super::*;
 
-    /// [`seed_target`] with a stop that is never cancelled.
+    /// [`seed_target`] with a stop that is never cancelled, sharing the
+    /// files of the user's target directory (the first source, or the
+    /// incremental state's) through a store beside `target`.
     fn seed(
         target: &Path,
         sources: &[PathBuf],
@@ -653,14 +783,34 @@ mod tests {
         incremental: Option<&Path>,
         generates_code: bool,
     ) -> io::Result<SeedReport> {
+        let store = store_of(target);
+        let from = sources.first().map(PathBuf::as_path).or(incremental);
+        let sharing = from.map_or(Sharing::Copy, |from| Sharing::Store {
+            store: &store,
+            from,
+        });
         seed_target(
             target,
             sources,
             packages,
             incremental,
             generates_code,
+            sharing,
             &CancellationToken::new(),
         )
+    }
+
+    fn store_of(target: &Path) -> PathBuf {
+        target.with_file_name("store")
+    }
+
+    /// Whether `slot_file` shares `user_file`'s bytes: a symbolic link to
+    /// the store's hard link of it, never a hard link in the slot.
+    fn shared(slot_file: &Path, user_file: &Path, store: &Path) -> bool {
+        let link = fs::symlink_metadata(slot_file).unwrap();
+        link.is_symlink()
+            && fs::read_link(slot_file).unwrap().starts_with(store)
+            && ino(slot_file) == ino(user_file)
     }
 
     fn ino(path: &Path) -> u64 {
@@ -765,10 +915,13 @@ version = "0.1.0"
         assert_eq!(report, seeded(1, 2));
         let crate_dir = slot.join("debug/incremental/app-1x2y");
         let seeded = crate_dir.join(done.file_name().unwrap());
-        assert_eq!(
-            ino(&seeded.join("dep-graph.bin")),
-            ino(&done.join("dep-graph.bin")),
-            "rustc's own file is shared"
+        assert!(
+            shared(
+                &seeded.join("dep-graph.bin"),
+                &done.join("dep-graph.bin"),
+                &store_of(&slot)
+            ),
+            "rustc's own file is shared through the store"
         );
         assert_ne!(
             ino(&seeded.join("metadata.rmeta")),
@@ -981,6 +1134,7 @@ version = "0.1.0"
             &packages,
             None,
             false,
+            Sharing::Copy,
             &stop,
         )
         .unwrap_err();
@@ -1092,5 +1246,125 @@ version = "0.1.0"
         write(&format!("deps/libregex-{hash}.rmeta"));
         let again = seed(&slot, &[user], &packages, None, false).unwrap();
         assert_eq!(again, SeedReport::default(), "seeded once");
+    }
+
+    /// Every regular file of `dir`'s tree, with its inode.
+    fn inodes(dir: &Path) -> Vec<(PathBuf, u64)> {
+        let mut found = Vec::new();
+        for entry in fs::read_dir(dir).into_iter().flatten() {
+            let entry = entry.unwrap();
+            let meta = fs::symlink_metadata(entry.path()).unwrap();
+            if meta.is_dir() {
+                found.extend(inodes(&entry.path()));
+            } else if meta.is_file() {
+                found.push((entry.path(), meta.ino()));
+            }
+        }
+        found
+    }
+
+    /// A user target directory with one registry rlib and one incremental
+    /// session, as a slot built at the user's paths seeds them.
+    fn user_target(dir: &Path) -> (PathBuf, PathBuf) {
+        let user = dir.join("user");
+        let rlib = user.join("debug/deps/libregex-0123456789abcdef.rlib");
+        fs::create_dir_all(rlib.parent().unwrap()).unwrap();
+        fs::write(&rlib, b"rlib").unwrap();
+        session(&user.join("debug/incremental/app-1x2y"), "hooqxktvt0");
+        (user, rlib)
+    }
+
+    #[test]
+    fn no_file_of_the_slot_is_a_hard_link_to_the_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, rlib) = user_target(dir.path());
+        let slot = dir.path().join("slot");
+        let packages = BTreeSet::from(["regex".to_owned()]);
+
+        let report = seed(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            Some(&user),
+            true,
+        )
+        .unwrap();
+        assert_eq!(report.linked, 2, "the rlib and the dependency graph");
+        let users: Vec<u64> = inodes(&user).into_iter().map(|(_, ino)| ino).collect();
+        for (file, ino) in inodes(&slot) {
+            assert!(
+                !users.contains(&ino),
+                "{} is the user's file",
+                file.display()
+            );
+        }
+        let seeded = slot.join("debug/deps/libregex-0123456789abcdef.rlib");
+        assert!(shared(&seeded, &rlib, &store_of(&slot)));
+        // A rebuild in the slot replaces the link, never the user's bytes.
+        fs::remove_file(&seeded).unwrap();
+        fs::write(&seeded, b"rebuilt").unwrap();
+        assert_eq!(fs::read(&rlib).unwrap(), b"rlib");
+    }
+
+    #[test]
+    fn without_a_sandbox_nothing_is_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, _) = user_target(dir.path());
+        let slot = dir.path().join("slot");
+        let packages = BTreeSet::from(["regex".to_owned()]);
+
+        let report = seed_target(
+            &slot,
+            std::slice::from_ref(&user),
+            &packages,
+            Some(&user),
+            true,
+            Sharing::Copy,
+            &CancellationToken::new(),
+        )
+        .unwrap();
+        assert_eq!(report.linked, 0);
+        let users: Vec<u64> = inodes(&user).into_iter().map(|(_, ino)| ino).collect();
+        assert!(inodes(&slot).iter().all(|(_, ino)| !users.contains(ino)));
+        assert!(!store_of(&slot).exists(), "no store without sharing");
+        let seeded = slot.join("debug/deps/libregex-0123456789abcdef.rlib");
+        assert!(fs::symlink_metadata(&seeded).unwrap().is_file());
+    }
+
+    #[test]
+    fn what_another_slot_built_is_copied_never_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, other) = (dir.path().join("user"), dir.path().join("other-slot"));
+        fs::create_dir_all(&user).unwrap();
+        let built = other.join("debug/deps/libregex-0123456789abcdef.rlib");
+        fs::create_dir_all(built.parent().unwrap()).unwrap();
+        fs::write(&built, b"built in the other slot").unwrap();
+        let slot = dir.path().join("slot");
+        let packages = BTreeSet::from(["regex".to_owned()]);
+
+        let report = seed(&slot, &[user, other], &packages, None, false).unwrap();
+        assert_eq!((report.linked, report.copied), (0, 1));
+        let seeded = slot.join("debug/deps/libregex-0123456789abcdef.rlib");
+        assert!(fs::symlink_metadata(&seeded).unwrap().is_file());
+        assert_ne!(ino(&seeded), ino(&built));
+    }
+
+    #[test]
+    fn a_target_an_older_trellis_seeded_with_hard_links_is_seeded_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, rlib) = user_target(dir.path());
+        let slot = dir.path().join("slot");
+        let old = slot.join("debug/deps/libregex-0123456789abcdef.rlib");
+        fs::create_dir_all(old.parent().unwrap()).unwrap();
+        fs::hard_link(&rlib, &old).unwrap();
+        fs::write(slot.join(SEEDED_BY_LINKS), b"").unwrap();
+        let packages = BTreeSet::from(["regex".to_owned()]);
+
+        seed(&slot, std::slice::from_ref(&user), &packages, None, false).unwrap();
+        assert!(!slot.join(SEEDED_BY_LINKS).exists());
+        assert!(
+            shared(&old, &rlib, &store_of(&slot)),
+            "relinked through the store"
+        );
     }
 }

@@ -131,7 +131,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::Command;
-    use crate::sensor::process::{ProcessLimits, run_bounded};
+    use crate::sensor::process::{Confinement, ProcessLimits, run_bounded};
 
     fn sh(script: &str) -> Command {
         let mut cmd = Command::new("sh");
@@ -141,10 +141,15 @@ mod tests {
 
     async fn run(script: &str) -> std::process::ExitStatus {
         let limits = ProcessLimits::with_deadline(Duration::from_secs(60));
-        run_bounded(sh(script), &limits, &CancellationToken::new())
-            .await
-            .unwrap()
-            .status
+        run_bounded(
+            sh(script),
+            Confinement::Unconfined,
+            &limits,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .status
     }
 
     #[tokio::test]
@@ -153,6 +158,7 @@ mod tests {
         // The tool's parent is the supervisor, which leads the group.
         let output = run_bounded(
             sh("echo $PPID; ps -o pgid= -p $$"),
+            Confinement::Unconfined,
             &limits,
             &CancellationToken::new(),
         )

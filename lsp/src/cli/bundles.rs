@@ -12,7 +12,7 @@ use similar::TextDiff;
 use trellis_engine::bundles::{BundleRef, Draft, WriteOptions};
 use trellis_engine::{Engine, PromptPolicy};
 
-use super::{EXIT_OK, fail, open, print_json};
+use super::{EXIT_OK, fail, open, print_json, terminal};
 use crate::Format;
 
 /// What the subcommands share: the workspace and the output format.
@@ -142,7 +142,7 @@ pub fn run(command: BundlesCommand, prompts: PromptPolicy) -> u8 {
         Ok(out) => {
             match format {
                 Format::Json => print_json(out.json),
-                Format::Human => print!("{}", out.human),
+                Format::Human => terminal::print(&out.human),
             }
             EXIT_OK
         }
@@ -229,7 +229,7 @@ fn execute(engine: &Engine, command: BundlesCommand) -> Result<Output, String> {
                 if row.is_default { " (default)" } else { "" },
                 row.checksum,
                 utc(row.created_at),
-                row.origin,
+                terminal::line(&row.origin),
                 row.parent.map_or("nothing".to_owned(), |p| format!("v{p}")),
                 row.reason
             );
@@ -244,7 +244,7 @@ fn execute(engine: &Engine, command: BundlesCommand) -> Result<Output, String> {
             let sections: Vec<_> = draft
                 .sections()
                 .map(|(file, text)| {
-                    human.push_str(&format!("\n== {file}\n{text}"));
+                    human.push_str(&format!("\n== {}\n{text}", terminal::line(file)));
                     serde_json::json!({ "file": file, "text": text })
                 })
                 .collect();
@@ -369,7 +369,7 @@ fn render(draft: &Draft) -> String {
         m.id, m.description, m.requires.tools, m.requires.stages
     );
     for (file, text) in draft.sections() {
-        out.push_str(&format!("== {file}\n{text}"));
+        out.push_str(&format!("== {}\n{text}", terminal::line(file)));
         if !text.ends_with('\n') {
             out.push('\n');
         }

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, View};
 
 use super::render::Detail;
-use super::{Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code};
+use super::{Spinner, cancel_on_interrupt, fail, open, print_json, render, terminal, verdict_code};
 use crate::Format;
 
 pub async fn run(
@@ -39,13 +39,16 @@ pub async fn run(
                 "clusters": report.clusters,
                 "diagnostics": report.diagnostics,
                 "failures": report.failures,
+                "sandbox": render::sandbox_json(engine.sandbox()),
             });
             print_json(doc);
         }
-        Format::Human => print!(
-            "{}",
-            render::check_report(&report, detail, render::Then::Check)
-        ),
+        Format::Human => {
+            terminal::print(&render::check_report(&report, detail, render::Then::Check));
+            if detail == Detail::Verbose {
+                terminal::print(&format!("sandbox: {}\n", engine.sandbox().describe()));
+            }
+        }
     }
     verdict_code(&report)
 }

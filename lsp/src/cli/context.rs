@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use trellis_engine::context::{Outcome, PagePlan, TurnContext, context_turns};
 
 use super::prompts::session_rows;
-use super::{EXIT_OK, fail, print_json};
+use super::{EXIT_OK, fail, print_json, terminal};
 use crate::Format;
 
 /// `trellis context` subcommands.
@@ -63,10 +63,12 @@ pub fn run(command: ContextCommand) -> u8 {
             "attempts": attempts,
         })),
         Format::Human => {
-            let mut out = std::io::stdout().lock();
+            // Collected, so it is escaped whole: pages quote the workspace.
+            let mut out = Vec::new();
             if let Err(e) = explain(&session, turn, &attempts, &mut out) {
                 return fail(e);
             }
+            terminal::print(&String::from_utf8_lossy(&out));
         }
     }
     EXIT_OK

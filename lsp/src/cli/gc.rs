@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use trellis_engine::gc::{GcReport, RemoveReason};
 use trellis_engine::{Engine, PromptPolicy};
 
+use super::terminal::{self, eprintln_escaped};
 use super::{EXIT_OK, fail, open};
 use crate::Format;
 
@@ -23,7 +24,7 @@ pub fn run(path: Option<PathBuf>, dry_run: bool, format: Format, prompts: Prompt
             "{}",
             serde_json::to_string_pretty(&report).expect("serializable")
         ),
-        Format::Human => print!("{}", render(&report)),
+        Format::Human => terminal::print(&render(&report)),
     }
     EXIT_OK
 }
@@ -34,10 +35,10 @@ pub fn run(path: Option<PathBuf>, dry_run: bool, format: Format, prompts: Prompt
 pub fn after_repair(engine: &Engine) {
     match engine.collect_garbage(false) {
         Ok(report) if report.bytes_freed > 0 || !report.slot_sets.is_empty() => {
-            eprint!("{}", render(&report));
+            terminal::eprint(&render(&report));
         }
         Ok(_) => {}
-        Err(e) => eprintln!("warning: collecting unused storage failed: {e}"),
+        Err(e) => eprintln_escaped!("warning: collecting unused storage failed: {e}"),
     }
 }
 
@@ -58,10 +59,22 @@ pub(crate) fn render(report: &GcReport) -> String {
             objects.kept
         )),
     }
+    let seeds = &report.seeds;
+    match &seeds.skipped {
+        Some(why) => out.push_str(&format!("seed store: left alone: {why}\n")),
+        None if seeds.removed + seeds.kept > 0 => out.push_str(&format!(
+            "seed store: {verb} {} build artifacts your target/ no longer has ({}), kept {}\n",
+            seeds.removed,
+            bytes(seeds.bytes),
+            seeds.kept
+        )),
+        None => {}
+    }
     for set in &report.slot_sets {
         let why = match (set.reason, &set.workspace) {
             (RemoveReason::WorkspaceGone, Some(ws)) => {
-                format!("its workspace {} no longer exists", ws.display())
+                let ws = ws.to_string_lossy();
+                format!("its workspace {} no longer exists", terminal::line(&ws))
             }
             (RemoveReason::WorkspaceGone, None) | (RemoveReason::NoOwner, _) => {
                 "it records no workspace and was idle for an hour".to_owned()
@@ -72,7 +85,7 @@ pub(crate) fn render(report: &GcReport) -> String {
         };
         out.push_str(&format!(
             "slots: {verb} {} ({}): {why}\n",
-            set.path.display(),
+            terminal::line(&set.path.to_string_lossy()),
             bytes(set.bytes)
         ));
     }

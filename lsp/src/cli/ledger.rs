@@ -6,7 +6,8 @@ use trellis_engine::ledger::{
     DecodedRow, Head, Ledger, LedgerEvent, fold_accepted, rederive_selections,
 };
 
-use super::{EXIT_OK, EXIT_RESIDUALS, fail, workspace};
+use super::terminal::{eprintln_escaped, println_escaped};
+use super::{EXIT_OK, EXIT_RESIDUALS, fail, render, workspace};
 use crate::{Format, LedgerCommand};
 
 pub fn run(command: LedgerCommand) -> u8 {
@@ -38,16 +39,16 @@ fn verify(root: &std::path::Path, expect_head: Option<Head>) -> u8 {
     match ledger.verify_expecting(expect_head) {
         Ok(report) => match report.last() {
             Some(head) => {
-                println!("ledger intact: {} events, head {head}", report.events);
+                println_escaped!("ledger intact: {} events, head {head}", report.events);
                 EXIT_OK
             }
             None => {
-                println!("ledger intact: no events yet");
+                println_escaped!("ledger intact: no events yet");
                 EXIT_OK
             }
         },
         Err(e) => {
-            eprintln!(
+            eprintln_escaped!(
                 "error: {}: the hash chain is broken: {e}",
                 ledger.path().display()
             );
@@ -62,7 +63,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
         Err(code) => return code,
     };
     if let Err(e) = ledger.verify() {
-        eprintln!(
+        eprintln_escaped!(
             "error: {}: refusing to replay a broken chain: {e}",
             ledger.path().display()
         );
@@ -134,9 +135,9 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
             );
         }
         Format::Human => {
-            println!("{} decision(s):", decisions.len());
+            println_escaped!("{} decision(s):", decisions.len());
             for d in &decisions {
-                println!(
+                println_escaped!(
                     "  {:<22} {:<24} energy {:.2} (best before {:.2})  root {}",
                     d.candidate_id,
                     d.verdict.as_str(),
@@ -146,20 +147,29 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                 );
             }
             for p in &fold.promotions {
-                println!(
+                println_escaped!(
                     "promoted {} via {:?}: {}",
                     p.repair_id,
                     p.via,
-                    p.files.join(", ")
+                    render::names(&p.files)
                 );
             }
             for r in &fold.refusals {
-                println!("refused {}: {}", r.repair_id, r.detail);
+                match &r.rolled_back {
+                    Some(undone) => println_escaped!(
+                        "refused {}: {}; put back: {}; kept as edited: {}",
+                        r.repair_id,
+                        r.detail,
+                        render::names(&undone.put_back),
+                        render::names(&undone.kept)
+                    ),
+                    None => println_escaped!("refused {}: {}", r.repair_id, r.detail),
+                }
             }
             for r in &fold.recoveries {
-                println!("{}", LedgerEvent::PromotionRecovered(r.clone()));
+                println_escaped!("{}", LedgerEvent::PromotionRecovered(r.clone()));
             }
-            println!(
+            println_escaped!(
                 "{} selection(s) re-derived from the recorded keys{}",
                 selections.len(),
                 if unkeyed > 0 {
@@ -169,7 +179,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                 }
             );
             for c in &calls {
-                println!(
+                println_escaped!(
                     "model call #{} {}/{} turn {} at {}: request reproduced ({} bytes, programs {})",
                     c.seq,
                     c.forest_id,

@@ -4,12 +4,14 @@
 pub mod bundles;
 pub mod check;
 pub mod context;
+pub mod doctor;
 pub mod gc;
 pub mod ledger;
 pub mod prompts;
 pub mod render;
 pub mod repair;
 pub mod status;
+pub mod terminal;
 pub mod why;
 
 use std::io::IsTerminal;
@@ -28,6 +30,9 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_RESIDUALS: u8 = 1;
 /// Exit status: usage, configuration or infrastructure error.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit status: something outside every branch changed while a repair ran
+/// its branches' code (what could be was put back; nothing was written).
+pub const EXIT_OUTSIDE_CHANGED: u8 = 3;
 
 /// The exit status of a sensed state: 0 hard pass, 2 when a required stage
 /// could not run (missing tool, timeout: infrastructure), else 1.
@@ -89,7 +94,7 @@ pub fn print_json(mut doc: serde_json::Value) {
 
 /// Prints an error the way cargo does and returns the error exit status.
 pub fn fail(message: impl std::fmt::Display) -> u8 {
-    eprintln!("error: {message}");
+    terminal::eprintln_escaped!("error: {message}");
     EXIT_ERROR
 }
 
@@ -107,7 +112,7 @@ pub fn workspace(path: Option<PathBuf>) -> Result<PathBuf, u8> {
 pub fn open(path: Option<PathBuf>, prompts: PromptPolicy) -> Result<Engine, u8> {
     let engine = Engine::open_with(&workspace(path)?, None, prompts).map_err(fail)?;
     if let Some(recovered) = engine.recovered() {
-        eprintln!(
+        terminal::eprintln_escaped!(
             "warning: {}",
             LedgerEvent::PromotionRecovered(recovered.clone())
         );
@@ -164,10 +169,11 @@ impl Spinner {
 
 impl Progress for Spinner {
     fn report(&self, message: &str, _percent: Option<u32>) {
+        // A message names files and quotes the compiler, so it is escaped.
         match &mut *self.sink.lock().expect("spinner lock") {
-            Sink::Bar(bar) => bar.set_message(message.to_owned()),
+            Sink::Bar(bar) => bar.set_message(terminal::line(message).into_owned()),
             Sink::Lines { last } if last != message => {
-                eprintln!("trellis: {message}");
+                terminal::eprintln_escaped!("trellis: {}", terminal::line(message));
                 message.clone_into(last);
             }
             Sink::Lines { .. } | Sink::Silent => {}

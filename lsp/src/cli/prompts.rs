@@ -17,7 +17,7 @@ use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, Row};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
 use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
 
-use super::{EXIT_ERROR, fail};
+use super::{EXIT_ERROR, fail, terminal};
 
 /// `trellis prompts` subcommands.
 #[derive(Debug, Clone, PartialEq, clap::Subcommand)]
@@ -72,8 +72,24 @@ pub enum PromptsCommand {
 /// 2 an error, printed on stderr).
 pub fn run(command: PromptsCommand) -> u8 {
     let workspace = Path::new(".");
-    let mut out = std::io::stdout().lock();
-    match execute(command, workspace, &mut out) {
+    let json = matches!(
+        command,
+        PromptsCommand::ExplainSession {
+            format: crate::Format::Json,
+            ..
+        }
+    );
+    // Collected, so the human form can be escaped whole (it quotes the
+    // workspace's files, in a session's model requests); JSON is exact.
+    let mut out = Vec::new();
+    let result = execute(command, workspace, &mut out);
+    let out = String::from_utf8_lossy(&out);
+    if json {
+        print!("{out}");
+    } else {
+        terminal::print(&out);
+    }
+    match result {
         Ok(code) => u8::try_from(code).unwrap_or(EXIT_ERROR),
         Err(e) => fail(e),
     }

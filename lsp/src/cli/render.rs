@@ -1,4 +1,6 @@
-//! Human renderings of engine results for the terminal.
+//! Human renderings of engine results for the terminal. File names and
+//! the values that may quote one go through [`terminal::line`]; the caller
+//! prints the result through [`terminal::print`], which escapes the rest.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -7,8 +9,10 @@ use trellis_engine::change::FileChange;
 use trellis_engine::cluster::ResidualClass;
 use trellis_engine::gate::Verdict;
 use trellis_engine::sensor::StageStatus;
+use trellis_engine::sensor::sandbox::Support;
 use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
 
+use super::terminal;
 use super::why::plain_reason;
 
 /// How much of the machinery the text shows. The default speaks the user's
@@ -28,17 +32,23 @@ fn stage_line(stages: &[StageSummary]) -> String {
             let status = match &s.status {
                 StageStatus::Passed => "passed".to_owned(),
                 StageStatus::Failed => "failed".to_owned(),
-                StageStatus::Unavailable { reason } => format!("could not run ({reason})"),
+                StageStatus::Unavailable { reason } => {
+                    format!("could not run ({})", terminal::line(reason))
+                }
             };
             let advisory = if s.required { "" } else { ", advisory" };
             // Still failing the stage, but not evidence against the fix.
             let flaky = if s.flaky.is_empty() {
                 String::new()
             } else {
-                format!("; flaky, passed when re-run: {}", s.flaky.join(", "))
+                format!("; flaky, passed when re-run: {}", names(&s.flaky))
             };
             match &s.not_run {
-                Some(why) => format!("{} {status} (not run: {why}{advisory})", s.stage),
+                Some(why) => format!(
+                    "{} {status} (not run: {}{advisory})",
+                    s.stage,
+                    terminal::line(why)
+                ),
                 None => format!(
                     "{} {status} ({:.1}s{advisory}{flaky})",
                     s.stage,
@@ -110,13 +120,21 @@ pub fn check_report(report: &CheckReport, detail: Detail, then: Then) -> String 
                 .sites
                 .iter()
                 .find_map(|s| s.span.as_ref())
-                .map(|s| format!("  {}:{}:{}", s.path, s.line_start, s.col_start))
+                .map(|s| {
+                    let path = terminal::line(s.path.as_str());
+                    format!("  {path}:{}:{}", s.line_start, s.col_start)
+                })
                 .unwrap_or_default();
             let class = match detail {
                 Detail::Plain => plain_class(c.class),
                 Detail::Verbose => c.class.as_str(),
             };
-            let _ = writeln!(out, "  {}  {class:<18} {}{at}", c.id, c.title);
+            let _ = writeln!(
+                out,
+                "  {}  {class:<18} {}{at}",
+                c.id,
+                terminal::line(&c.title)
+            );
         }
     }
     let verdict = match (report.hard_pass, then) {
@@ -126,6 +144,21 @@ pub fn check_report(report: &CheckReport, detail: Detail, then: Then) -> String 
     };
     let _ = writeln!(out, "result: {verdict}");
     out
+}
+
+/// What `--format json` says of the sandbox: whether a slot's writes and
+/// its network are confined, why not, and the line `--verbose` prints.
+pub fn sandbox_json(support: &Support) -> serde_json::Value {
+    let unavailable: Vec<&String> = [&support.files, &support.namespaces]
+        .into_iter()
+        .filter_map(|found| found.as_ref().err())
+        .collect();
+    serde_json::json!({
+        "files": support.confines_files(),
+        "network": support.confines_network(),
+        "unavailable": unavailable,
+        "summary": support.describe(),
+    })
 }
 
 fn verdict_text(v: Verdict, detail: Detail) -> &'static str {
@@ -209,14 +242,14 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                 out,
                 "step {}: {} [{}]",
                 n + 1,
-                step.cluster_title,
+                terminal::line(&step.cluster_title),
                 step.cluster_id
             ),
             Detail::Verbose => writeln!(
                 out,
                 "step {}: {} [{}], energy {:.2}",
                 n + 1,
-                step.cluster_title,
+                terminal::line(&step.cluster_title),
                 step.cluster_id,
                 step.energy_before
             ),
@@ -240,10 +273,11 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
             } else {
                 &b.branch_id
             };
-            let outcome = branch_outcome(&b.outcome, step, detail);
+            let outcome = terminal::line(&branch_outcome(&b.outcome, step, detail)).into_owned();
+            let label = terminal::line(&b.label);
             match detail {
                 Detail::Plain => {
-                    let _ = writeln!(out, "  {branch:<4} {}", b.label);
+                    let _ = writeln!(out, "  {branch:<4} {label}");
                     let _ = writeln!(out, "       {outcome}");
                 }
                 Detail::Verbose => {
@@ -257,8 +291,8 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                     let outcome = wrap(&outcome, OUTCOME_WIDTH);
                     let _ = writeln!(
                         out,
-                        "  {:<6} {:<8} {:<5} {:<17} {:<OUTCOME_WIDTH$} {}",
-                        branch, energy, hard, b.strategy, outcome[0], b.label
+                        "  {:<6} {:<8} {:<5} {:<17} {:<OUTCOME_WIDTH$} {label}",
+                        branch, energy, hard, b.strategy, outcome[0]
                     );
                     for more in &outcome[1..] {
                         let _ = writeln!(out, "{:OUTCOME_COLUMN$}{more}", "");
@@ -275,7 +309,7 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                 let _ = writeln!(
                     out,
                     "       flaky: {} failed, then passed when re-run (not held against this fix)",
-                    flaky.join(", ")
+                    names(&flaky)
                 );
             }
         }
@@ -283,21 +317,41 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
     out
 }
 
-/// A unified diff of `changes`, old text read from `root`.
+/// `names` joined with commas, each escaped as a file name.
+pub(super) fn names(names: &[impl AsRef<str>]) -> String {
+    let escaped: Vec<_> = names.iter().map(|n| terminal::line(n.as_ref())).collect();
+    escaped.join(", ")
+}
+
+/// A unified diff of `changes`, old text read from `root`, safe to print:
+/// names escaped whole, each line's content escaped up to its line end
+/// (a carriage return, which the diff also ends a line at, shows as `\r`).
 pub fn unified_diff(root: &Path, changes: &[FileChange]) -> String {
     let mut out = String::new();
     for change in changes {
-        let path = change.path();
-        let old = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+        let path = terminal::line(change.path().as_str());
+        let old = std::fs::read_to_string(root.join(change.path())).unwrap_or_default();
         let new = change.new_text().unwrap_or_default();
         let diff = similar::TextDiff::from_lines(old.as_str(), new);
-        let _ = write!(
-            out,
-            "{}",
-            diff.unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{path}"), &format!("b/{path}"))
-        );
+        for (n, hunk) in diff
+            .unified_diff()
+            .context_radius(3)
+            .iter_hunks()
+            .enumerate()
+        {
+            if n == 0 {
+                let _ = writeln!(out, "--- a/{path}\n+++ b/{path}");
+            }
+            let _ = writeln!(out, "{}", hunk.header());
+            for line in hunk.iter_changes() {
+                let value = line.value();
+                let content = value.strip_suffix('\n').unwrap_or(value);
+                let _ = writeln!(out, "{}{}", line.tag(), terminal::text(content));
+                if !value.ends_with(['\n', '\r']) {
+                    let _ = writeln!(out, "\\ No newline at end of file");
+                }
+            }
+        }
     }
     out
 }

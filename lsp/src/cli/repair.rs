@@ -3,11 +3,13 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::{PromptPolicy, RepairOptions, RepairStatus, View};
+use trellis_engine::{EngineError, PromptPolicy, RepairOptions, RepairStatus, View};
 
 use super::render::{Detail, Then};
+use super::terminal::{self, println_escaped};
 use super::{
-    EXIT_ERROR, EXIT_OK, Spinner, cancel_on_interrupt, fail, open, print_json, render, verdict_code,
+    EXIT_ERROR, EXIT_OK, EXIT_OUTSIDE_CHANGED, Spinner, cancel_on_interrupt, fail, open,
+    print_json, render, verdict_code,
 };
 use crate::Format;
 
@@ -32,6 +34,10 @@ pub async fn run(
     spinner.finish();
     let outcome = match outcome {
         Ok(outcome) => outcome,
+        Err(e @ EngineError::OutsideChanged { .. }) => {
+            fail(e);
+            return EXIT_OUTSIDE_CHANGED;
+        }
         Err(e) => return fail(e),
     };
     let diff = render::unified_diff(engine.root(), &outcome.changes);
@@ -63,6 +69,9 @@ pub async fn run(
                 "unfixed": outcome.unfixed,
                 "promotion": match &promotion {
                     Some(Ok(p)) => serde_json::to_value(p).expect("serializable"),
+                    Some(Err(e @ EngineError::PromotionRolledBack { rolled_back, .. })) => {
+                        serde_json::json!({ "error": e.to_string(), "rolled_back": rolled_back })
+                    }
                     Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
                     None => serde_json::Value::Null,
                 },
@@ -71,13 +80,14 @@ pub async fn run(
             print_json(doc);
         }
         Format::Human => {
-            print!(
-                "{}",
-                render::check_report(&outcome.initial, detail, Then::Repair)
-            );
-            print!("{}", render::repair_steps(&outcome, detail));
+            terminal::print(&render::check_report(
+                &outcome.initial,
+                detail,
+                Then::Repair,
+            ));
+            terminal::print(&render::repair_steps(&outcome, detail));
             if !diff.is_empty() {
-                println!(
+                println_escaped!(
                     "{}",
                     match (outcome.status, detail) {
                         (RepairStatus::HardPass, _) => "verified diff:",
@@ -86,7 +96,7 @@ pub async fn run(
                         (_, Detail::Verbose) => "accepted so far (not promotable):",
                     }
                 );
-                print!("{diff}");
+                terminal::print(&diff);
             }
             let verbose = detail == Detail::Verbose;
             let verdict = match outcome.status {
@@ -96,12 +106,13 @@ pub async fn run(
                 // Named as the editor's Preview names it.
                 RepairStatus::HardPass => format!(
                     "verified repair: {} (by {})",
-                    outcome.summary,
+                    terminal::line(&outcome.summary),
                     outcome.routes()
                 ),
-                RepairStatus::ResidualsRemain if verbose => {
-                    format!("residuals remain: {}; nothing written", outcome.summary)
-                }
+                RepairStatus::ResidualsRemain if verbose => format!(
+                    "residuals remain: {}; nothing written",
+                    terminal::line(&outcome.summary)
+                ),
                 RepairStatus::ResidualsRemain => {
                     "problems remain after the fixes kept so far; nothing written".to_owned()
                 }
@@ -119,10 +130,10 @@ pub async fn run(
                 }
                 RepairStatus::Cancelled => "cancelled; nothing written".to_owned(),
             };
-            println!("{verdict}");
-            print!("{}", super::why::unfixed(&outcome.unfixed));
+            println_escaped!("{verdict}");
+            terminal::print(&super::why::unfixed(&outcome.unfixed));
             match &promotion {
-                Some(Ok(p)) => println!("written: {}", p.files.join(", ")),
+                Some(Ok(p)) => println_escaped!("written: {}", render::names(&p.files)),
                 Some(Err(_)) => {}
                 None if outcome.status == RepairStatus::HardPass => {
                     println!("not written: run with --commit to apply it")

@@ -8,6 +8,7 @@ use trellis_engine::ledger::Ledger;
 use trellis_engine::{BranchState, ForestStatus, SearchStatus};
 
 use super::render::Detail;
+use super::terminal::{self, println_escaped};
 use super::{EXIT_OK, fail, print_json, workspace};
 use crate::Format;
 
@@ -102,15 +103,22 @@ fn print_context(turns: &[TurnContext]) {
     if turns.is_empty() {
         return;
     }
-    println!("model context, per turn:");
+    println_escaped!("model context, per turn:");
     for f in context_figures(turns) {
         let used = match f.request_tokens {
             Some(tokens) => format!("{tokens} of {} tokens", f.allowance),
             None => format!("did not fit {} tokens, not sent", f.allowance),
         };
-        println!(
+        println_escaped!(
             "  {}/{} turn {} at `{}`: {used}; {} pinned, {} resident, {} evicted, {} stale",
-            f.forest_id, f.branch_id, f.turn, f.endpoint, f.pinned, f.resident, f.evicted, f.stale
+            f.forest_id,
+            f.branch_id,
+            f.turn,
+            f.endpoint,
+            f.pinned,
+            f.resident,
+            f.evicted,
+            f.stale
         );
     }
 }
@@ -177,7 +185,7 @@ fn plain_state(state: BranchState) -> &'static str {
 fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
     let verbose = detail == Detail::Verbose;
     if status.forests.is_empty() {
-        println!("no search recorded yet");
+        println_escaped!("no search recorded yet");
     }
     for forest in &status.forests {
         // A forest commits into the repair's private staging; only a
@@ -196,16 +204,16 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
             (None, _, _) => "open (interrupted?)".to_owned(),
         };
         if verbose {
-            println!(
+            println_escaped!(
                 "forest {}  root {}  {state}",
                 forest.forest_id,
                 forest.accepted_root.short(12)
             );
         } else {
-            println!("search {}  {state}", forest.forest_id);
+            println_escaped!("search {}  {state}", forest.forest_id);
         }
         if let Some(from) = &forest.resumed_from {
-            println!("  resumed from {from}");
+            println_escaped!("  resumed from {from}");
         }
         let name = |s: BranchState| {
             if verbose {
@@ -221,13 +229,13 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
             .map(|&s| format!("{} {}", forest.count(s), name(s)))
             .collect();
         if verbose {
-            println!(
+            println_escaped!(
                 "  branches: {} opened; {}",
                 forest.branches.len(),
                 counts.join(", ")
             );
         } else {
-            println!(
+            println_escaped!(
                 "  candidate fixes tried: {}; {}",
                 forest.branches.len(),
                 counts.join(", ")
@@ -240,8 +248,12 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
                 plain_state(b.state)
             };
             match &b.reason {
-                Some(reason) => println!("    {:<4} {state:<16} {reason}", b.branch_id),
-                None => println!("    {:<4} {state}", b.branch_id),
+                Some(reason) => println_escaped!(
+                    "    {:<4} {state:<16} {}",
+                    b.branch_id,
+                    terminal::line(reason)
+                ),
+                None => println_escaped!("    {:<4} {state}", b.branch_id),
             }
         }
         let remaining: Vec<String> = forest
@@ -252,18 +264,18 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
             .collect();
         let model = model_limits(forest, models);
         if verbose {
-            println!("  remaining: {}", remaining.join(", "));
-            println!("  remaining for a model: {model}");
-            println!("  no-goods recorded here: {}", forest.no_goods);
+            println_escaped!("  remaining: {}", remaining.join(", "));
+            println_escaped!("  remaining for a model: {model}");
+            println_escaped!("  no-goods recorded here: {}", forest.no_goods);
         } else {
-            println!("  limits left: {}", remaining.join(", "));
-            println!("  limits left for a model: {model}");
+            println_escaped!("  limits left: {}", remaining.join(", "));
+            println_escaped!("  limits left for a model: {model}");
         }
     }
     if verbose {
-        println!("no-goods in the ledger: {}", status.no_goods);
+        println_escaped!("no-goods in the ledger: {}", status.no_goods);
     } else if status.no_goods > 0 {
-        println!(
+        println_escaped!(
             "{}: the same fix on the same files is not tried again",
             match status.no_goods {
                 1 => "1 failed attempt remembered".to_owned(),
@@ -272,7 +284,7 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
         );
     }
     if status.unreadable_rows > 0 {
-        println!(
+        println_escaped!(
             "{} search row(s) from a newer trellis were not interpreted",
             status.unreadable_rows
         );

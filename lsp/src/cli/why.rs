@@ -99,7 +99,7 @@ pub fn unfixed(unfixed: &[Unfixed]) -> String {
         let _ = writeln!(
             out,
             "  {} [{}]: {}",
-            u.cluster_title,
+            super::terminal::line(&u.cluster_title),
             u.cluster_id,
             unfixed_reason(&u.reason)
         );

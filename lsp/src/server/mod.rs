@@ -13,6 +13,8 @@
 //! - [`storage`]: storage collection after repairs, at quiet moments.
 //! - [`framing`]: the stdio framing layer; tower-lsp-server only ever sees
 //!   frames it can decode, and stdout has one writer.
+//! - [`dollar_requests`]: `$/` requests, which tower-lsp-server leaves
+//!   unanswered, are answered MethodNotFound.
 //! - pure cores, unit-tested without a client: [`encoding`] (positions ↔
 //!   bytes), [`document`] (incremental sync), [`capabilities`],
 //!   [`diagnostics`], [`workspace_edit`], [`preview`], [`sensing`]
@@ -26,6 +28,7 @@ mod backend;
 mod capabilities;
 mod diagnostics;
 mod document;
+mod dollar_requests;
 mod encoding;
 mod framing;
 #[cfg(test)]
@@ -82,7 +85,7 @@ pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
         tokio::io::stdout(),
     ));
     Server::new(server_in, server_out, socket)
-        .serve(service)
+        .serve(dollar_requests::AnswerDollarRequests(service))
         .await;
     // After `exit` the client may keep stdin open; nothing more is read
     // (the detached stdin thread ends with the process).

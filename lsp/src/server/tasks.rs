@@ -160,15 +160,16 @@ pub struct RepairJob {
     pub bundles: Vec<String>,
 }
 
+/// How long a repair waits for the client to create its progress token
+/// before it goes on without progress: a client that never answers
+/// `window/workDoneProgress/create` must not hold the search.
+const PROGRESS_CREATE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Runs one repair search with work-done progress and returns its outcome.
 pub async fn repair(shared: Arc<Shared>, job: RepairJob) -> Result<Box<RepairOutcome>, String> {
     let token = ProgressToken::String(job.id.clone());
     let progress = shared.facts.work_done_progress
-        && shared
-            .client
-            .create_work_done_progress(token.clone())
-            .await
-            .is_ok();
+        && progress_created(&shared.client, &token, &job.cancel).await;
     if progress {
         send_progress(
             &shared.client,
@@ -220,6 +221,34 @@ pub async fn repair(shared: Arc<Shared>, job: RepairJob) -> Result<Box<RepairOut
         .await;
     }
     result.map(Box::new).map_err(|e| e.to_string())
+}
+
+/// Asks the client to create `token`. False when it refuses, when it has
+/// not answered within [`PROGRESS_CREATE_TIMEOUT`], or when the repair is
+/// cancelled meanwhile: the token is then never used.
+async fn progress_created(
+    client: &Client,
+    token: &ProgressToken,
+    cancel: &CancellationToken,
+) -> bool {
+    let create = tokio::time::timeout(
+        PROGRESS_CREATE_TIMEOUT,
+        client.create_work_done_progress(token.clone()),
+    );
+    tokio::select! {
+        created = create => match created {
+            Ok(answer) => answer.is_ok(),
+            Err(_) => {
+                tracing::warn!(
+                    "the client did not answer window/workDoneProgress/create within {}s; \
+                     the repair goes on without progress",
+                    PROGRESS_CREATE_TIMEOUT.as_secs()
+                );
+                false
+            }
+        },
+        () = cancel.cancelled() => false,
+    }
 }
 
 /// A few words for a repair's final status.

@@ -155,12 +155,59 @@ impl Workspace {
         std::fs::write(file, toml).unwrap();
     }
 
-    /// Every search event of the workspace's ledger, in order.
-    pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
-        let ledger = trellis_engine::ledger::Ledger::open(&self.path().join(".trellis")).unwrap();
-        ledger
+    /// The file a fixture's flaky test (`FLAKY_TEST_MARKER`) writes to
+    /// remember that it failed once: outside every slot, in a directory
+    /// the user configuration lets a slot's processes write (`[sandbox]
+    /// writable`), as a user whose tests keep state outside their tree
+    /// must configure it.
+    pub fn flaky_marker(&self) -> PathBuf {
+        let dir = self.cache.path().join("markers");
+        std::fs::create_dir_all(&dir).unwrap();
+        self.write_user_config(&format!("[sandbox]\nwritable = [\"{}\"]\n", dir.display()));
+        dir.join("flaky-marker")
+    }
+
+    /// Makes `.venv` in the workspace, a virtualenv whose packages are the
+    /// tests' interpreter's (pytest is there), and returns its path.
+    pub fn make_venv(&self) -> PathBuf {
+        let made = Command::new("python3")
+            .args([
+                "-m",
+                "venv",
+                "--system-site-packages",
+                "--without-pip",
+                ".venv",
+            ])
+            .current_dir(self.path())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        self.path().join(".venv")
+    }
+
+    /// Every row of the workspace's ledger, in order.
+    fn ledger_rows(&self) -> Vec<trellis_engine::ledger::Row> {
+        trellis_engine::ledger::Ledger::open(&self.path().join(".trellis"))
+            .unwrap()
             .rows()
             .unwrap()
+    }
+
+    /// Every refusal in the workspace's ledger, as the ledger shows it.
+    pub fn ledger_refusals(&self) -> Vec<String> {
+        use trellis_engine::ledger::{DecodedRow, LedgerEvent};
+        self.ledger_rows()
+            .into_iter()
+            .filter_map(|row| match row.event {
+                DecodedRow::Ledger(event @ LedgerEvent::Refused(_)) => Some(event.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every search event of the workspace's ledger, in order.
+    pub fn search_events(&self) -> Vec<trellis_engine::ledger::SearchEvent> {
+        self.ledger_rows()
             .into_iter()
             .filter_map(|row| match row.event {
                 trellis_engine::ledger::DecodedRow::Search { event, .. } => Some(event),

@@ -14,6 +14,7 @@ H.run("health", function()
   local expected = {
     "OK trellis binary: " .. vim.fn.exepath("trellis"),
     "OK version: " .. version,
+    "OK sandbox: on: a branch's builds and tests write only the branch",
     "OK server attached: client ",
     "root " .. t.root .. ", 1 buffer(s)",
     "OK rust: sensor cargo (cargo check, cargo test), `cargo` at ",

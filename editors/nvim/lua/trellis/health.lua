@@ -34,6 +34,29 @@ local function check_binary()
   end
 end
 
+-- What `trellis doctor` says of the sandbox a branch's builds and tests run in.
+local function check_sandbox()
+  local binary = type(config.current.cmd) == "table" and config.current.cmd[1] or nil
+  if type(binary) ~= "string" or vim.fn.executable(binary) ~= 1 then
+    return
+  end
+  local output = vim.fn.system({ binary, "doctor", "--format", "json" })
+  local decoded, doc = pcall(vim.json and vim.json.decode or vim.fn.json_decode, output)
+  if vim.v.shell_error ~= 0 or not decoded or type(doc) ~= "table" or type(doc.sandbox) ~= "table" then
+    warn(("`%s doctor` said nothing readable: %s"):format(binary, vim.trim(output)))
+    return
+  end
+  local sandbox = doc.sandbox
+  if sandbox.files and sandbox.network then
+    ok("sandbox: " .. sandbox.summary)
+  else
+    warn("sandbox: " .. sandbox.summary, {
+      "Trellis needs Linux with Landlock and unprivileged user namespaces to confine a branch",
+      "set `[sandbox] require = false` in trellis.toml only if you accept model-written code running as you",
+    })
+  end
+end
+
 local function check_attached()
   local attached = 0
   for _, client in pairs(compat.clients()) do
@@ -76,6 +99,7 @@ function M.check()
     warn("setup() needs Neovim 0.8+")
   end
   check_binary()
+  check_sandbox()
   check_attached()
   start("trellis: sensors")
   check_sensors()

@@ -107,6 +107,30 @@ fn identify(text: &str) -> Option<(OsString, String)> {
 /// relative path is the workspace's; a configured path that does not exist
 /// is still chosen, so running it says so instead of quietly measuring
 /// another environment.
+/// The package directories (`lib/python*/site-packages`) of the
+/// virtualenv the workspace's interpreter belongs to, if it belongs to
+/// one: what every slot imports from in place.
+pub fn site_packages(workspace: &Path, configured: Option<&Path>) -> Vec<PathBuf> {
+    let virtual_env = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty());
+    let (chosen, _) = choose(workspace, configured, virtual_env.as_deref());
+    let Some(prefix) = Path::new(&chosen).parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    if !prefix.join("pyvenv.cfg").is_file() {
+        return Vec::new();
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(prefix.join("lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("python"))
+        .map(|entry| entry.path().join("site-packages"))
+        .filter(|dir| dir.is_dir())
+        .collect();
+    found.sort();
+    found
+}
+
 fn choose(
     workspace: &Path,
     configured: Option<&Path>,

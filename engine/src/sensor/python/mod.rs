@@ -32,13 +32,13 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
-use super::process::{self, ProcessLimits, ProcessOutput, run_bounded};
+use super::process::{self, Confinement, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::WorkspacePaths;
 use super::unavailable::UnavailableStage;
 use super::{Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::diagnostic::{Diagnostic, Level, TestFailure};
 
-pub use interpreter::Interpreter;
+pub use interpreter::{Interpreter, site_packages};
 
 /// Environment set on every Python tool run. Part of the fingerprint.
 /// No bytecode: `__pycache__` written into a branch slot would become part
@@ -212,8 +212,10 @@ async fn measure(
         .current_dir(run.dir)
         .envs(ENVIRONMENT.iter().copied())
         .envs(invocation.env);
+    let sandbox = run.sandbox();
     let output = run_bounded(
         cmd,
+        Confinement::Slot(&sandbox, None),
         &ProcessLimits::with_deadline(run.deadline),
         &run.cancel,
     )

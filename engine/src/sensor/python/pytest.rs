@@ -19,7 +19,6 @@ use super::interpreter::Interpreter;
 use super::junit::{self, Case, Outcome};
 use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
-use crate::sensor::cargo::tree_target;
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
@@ -114,7 +113,7 @@ impl Pytest {
 
     /// One pytest run over `node_ids` (every test when empty).
     async fn measure_selected(&self, run: SensorRun<'_>, node_ids: &[&str]) -> StageReport {
-        let own = tree_target(run.target_dir, run.dir);
+        let own = run.own_target();
         let report_path = own.join(REPORT);
         if let Err(error) = std::fs::create_dir_all(&own) {
             return super::report(

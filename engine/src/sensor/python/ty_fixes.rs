@@ -31,6 +31,7 @@ use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Replacement, Suggestion, SuggestionGroup,
 };
 use crate::sensor::SensorRun;
+use crate::sensor::process::Confinement;
 use crate::sensor::process::Interactive;
 use crate::workspace_path::WorkspacePath;
 
@@ -67,7 +68,9 @@ pub async fn attach(
     if let Some(env) = virtual_env {
         cmd.env("VIRTUAL_ENV", env);
     }
-    let server = Interactive::spawn(cmd).map_err(|e| format!("no import fixes from ty: {e}"))?;
+    let sandbox = run.sandbox();
+    let server = Interactive::spawn(cmd, Confinement::Slot(&sandbox, None))
+        .map_err(|e| format!("no import fixes from ty: {e}"))?;
     let exchange = exchange(server, run.dir, &sites, diagnostics);
     tokio::select! {
         biased;

@@ -28,9 +28,10 @@ use super::tap::{self, Outcome, TapResult};
 use super::tsc::span_of;
 use super::{NodeTools, Observation, Tool, tail};
 use crate::diagnostic::{Span, TestFailure};
-use crate::digest::CanonicalHasher;
 use crate::sensor::libtest::cap_output;
-use crate::sensor::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
+use crate::sensor::process::{
+    Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
+};
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
@@ -197,7 +198,7 @@ impl NodeTest {
             return (Observation::unavailable(reason), None);
         };
         let report = report_path(run);
-        if let Err(error) = std::fs::create_dir_all(run.target_dir).and_then(|()| {
+        if let Err(error) = std::fs::create_dir_all(run.own_target()).and_then(|()| {
             match std::fs::remove_file(&report) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
                 _ => Ok(()),
@@ -220,7 +221,9 @@ impl NodeTest {
             .env("NODE_OPTIONS", options)
             .env("FORCE_COLOR", "0");
         let limits = ProcessLimits::with_deadline(run.deadline);
-        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+        let sandbox = run.sandbox();
+        let confinement = Confinement::Slot(&sandbox, None);
+        let output = match run_bounded(cmd, confinement, &limits, &run.cancel).await {
             Ok(output) => output,
             Err(error @ ProcessError::Launch { .. }) => {
                 let reason = format!("the test command cannot start: {error}");
@@ -270,14 +273,10 @@ impl Sensor for NodeTest {
     }
 }
 
-/// The report file of a run in `run.dir`: one per measured tree, below the
-/// slots' target directory.
+/// The report file of a run in `run.dir`: in the measured tree's own
+/// directory, where its sandbox lets Node write it.
 fn report_path(run: &SensorRun<'_>) -> PathBuf {
-    let id = CanonicalHasher::new("trellis.node-test-report.v1")
-        .bytes(run.dir.as_os_str().as_encoded_bytes())
-        .finish()
-        .short(12);
-    run.target_dir.join(format!("node-test-{id}.tap"))
+    run.own_target().join("node-test.tap")
 }
 
 /// `PATH` as `npm test` sets it: the project's `node_modules/.bin` first.

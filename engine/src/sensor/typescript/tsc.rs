@@ -8,6 +8,11 @@
 //! from the tool's own fix the way rustc's suggestions repair Rust. A
 //! project whose configuration tsc refuses (unknown options, no inputs) was
 //! not checked: the stage is unavailable, its messages kept.
+//!
+//! tsc always runs incrementally, its build information in the measured
+//! tree's own directory ([`SensorRun::own_target`]): a project's own
+//! `tsBuildInfoFile` may lie in `node_modules`, which a slot's sandbox
+//! keeps read-only, and each slot's next check reuses its own.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,13 +24,20 @@ use super::tsc_output::{self, Category, Location, TscMessage};
 use super::tsserver;
 use super::{NodeTools, Observation, TSC_MISSING, Tool, tail};
 use crate::diagnostic::{Diagnostic, Level, Note, Span};
-use crate::sensor::process::{ProcessError, ProcessLimits, ProcessOutput, run_bounded};
+use crate::sensor::process::{
+    Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
+};
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
 
 const STAGE: &str = "typescript.typecheck";
 const ARGS: &[&str] = &["--noEmit", "--pretty", "false"];
+
+/// Where tsc keeps its build information: the measured tree's own
+/// directory, never the project's `tsBuildInfoFile`.
+const BUILD_INFO: &[&str] = &["--incremental", "--tsBuildInfoFile"];
+const BUILD_INFO_FILE: &str = "tsc.tsbuildinfo";
 
 /// What tsserver needs beyond loading the program: starting Node and
 /// answering the requests.
@@ -59,7 +71,11 @@ impl TscCheck {
             fingerprint: SensorFingerprint {
                 tool: "tsc".into(),
                 version: tools.compiler_identity(),
-                config: format!("tsc {}; tsserver code fixes", ARGS.join(" ")),
+                config: format!(
+                    "tsc {} {} <own>/{BUILD_INFO_FILE}; tsserver code fixes",
+                    ARGS.join(" "),
+                    BUILD_INFO.join(" ")
+                ),
             },
         }
     }
@@ -76,9 +92,14 @@ impl TscCheck {
     async fn observe(&self, run: &SensorRun<'_>) -> Observation {
         let started = Instant::now();
         let mut cmd = Command::new(&self.tsc.program);
-        cmd.args(ARGS).current_dir(run.dir);
+        cmd.args(ARGS)
+            .args(BUILD_INFO)
+            .arg(run.own_target().join(BUILD_INFO_FILE))
+            .current_dir(run.dir);
         let limits = ProcessLimits::with_deadline(run.deadline);
-        let output = match run_bounded(cmd, &limits, &run.cancel).await {
+        let sandbox = run.sandbox();
+        let confinement = Confinement::Slot(&sandbox, None);
+        let output = match run_bounded(cmd, confinement, &limits, &run.cancel).await {
             Ok(output) => output,
             Err(ProcessError::Launch { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>

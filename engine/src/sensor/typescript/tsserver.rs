@@ -31,9 +31,8 @@ use super::tsc::span_of;
 use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Level, Replacement, Suggestion, SuggestionGroup,
 };
-use crate::digest::CanonicalHasher;
 use crate::sensor::SensorRun;
-use crate::sensor::process::{ProcessLimits, run_bounded_with_input};
+use crate::sensor::process::{Confinement, ProcessLimits, run_bounded_with_input};
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::workspace_path::WorkspacePath;
 
@@ -350,8 +349,10 @@ pub(super) async fn code_fixes(
     let input = requests_file(run, &requests(run.dir, &sites))?;
     let mut cmd = Command::new(program);
     cmd.args(ARGS).current_dir(run.dir);
+    let sandbox = run.sandbox();
     let output = run_bounded_with_input(
         cmd,
+        Confinement::Slot(&sandbox, None),
         input,
         &ProcessLimits::with_deadline(deadline),
         &run.cancel,
@@ -377,15 +378,12 @@ pub(super) async fn code_fixes(
         .collect())
 }
 
-/// The request file for a run in `run.dir`, below the slot's target
+/// The request file for a run in `run.dir`, in the measured tree's own
 /// directory (never in the measured tree), opened for reading.
 fn requests_file(run: &SensorRun<'_>, requests: &str) -> Result<std::fs::File, String> {
-    let id = CanonicalHasher::new("trellis.tsserver-requests.v1")
-        .bytes(run.dir.as_os_str().as_encoded_bytes())
-        .finish()
-        .short(12);
-    let path = run.target_dir.join(format!("tsserver-{id}.requests"));
-    std::fs::create_dir_all(run.target_dir)
+    let own = run.own_target();
+    let path = own.join("tsserver.requests");
+    std::fs::create_dir_all(&own)
         .and_then(|()| std::fs::write(&path, requests))
         .and_then(|()| std::fs::File::open(&path))
         .map_err(|error| format!("cannot write {}: {error}", path.display()))
