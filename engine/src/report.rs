@@ -193,6 +193,9 @@ pub struct BranchReport {
     /// The gate's pure preview; never a decision.
     pub preview: Option<Verdict>,
     pub stages: Vec<StageSummary>,
+    /// `external-oracle`'s verdict on the branch's state, when one judged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<crate::sensor::oracle::OracleVerdict>,
     /// Titles of the clusters left in the branch.
     pub clusters: Vec<String>,
     #[serde(flatten)]
@@ -221,6 +224,7 @@ impl BranchReport {
             hard_pass: false,
             preview: None,
             stages: Vec::new(),
+            oracle: None,
             clusters: Vec::new(),
             outcome: BranchOutcome::NotSelected,
         }

@@ -458,6 +458,7 @@ mod tests {
             reports,
             assessment,
             profile: Digest::ZERO,
+            oracle: None,
         }
     }
 

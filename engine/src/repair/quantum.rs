@@ -293,7 +293,7 @@ impl QuantumRun<'_, '_> {
         }
 
         let label = format!("branch {branch_id}");
-        let Some((m, receipt)) = self.run.measure(y.root, &self.slot, &label).await? else {
+        let Some((m, receipt)) = self.run.measure(&y, &self.slot, &label).await? else {
             self.run
                 .abandon(&branch_id, "no verifier run left in the budget")?;
             self.report.outcome = BranchOutcome::ineligible(
@@ -317,6 +317,7 @@ impl QuantumRun<'_, '_> {
             hard_pass: m.hard_pass(),
         }));
         report.stages = m.stage_summaries(ctx.config);
+        report.oracle = m.oracle.clone();
         report.clusters = m
             .assessment
             .clusters

@@ -9,6 +9,7 @@ pub mod cargo;
 mod check_units;
 mod libtest;
 mod mirror;
+pub mod oracle;
 pub mod process;
 pub mod python;
 pub mod rustc_json;
