@@ -128,6 +128,9 @@ pub enum NotUsed {
     /// The tests as they were fail against it (`backward-compatible`): a
     /// changed test does not make a fix.
     OriginalTestsFail,
+    /// It removes, renames or switches off tests that existed when the
+    /// repair started (any test policy); `tests` names some of them.
+    TestsWeakened { tests: Vec<String> },
     /// The configured model could not be used for it.
     ModelUnavailable,
     /// Its private copy or its edits could not be made.

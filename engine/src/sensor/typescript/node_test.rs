@@ -432,6 +432,15 @@ fn interpret(
         .filter(|result| result.outcome == Outcome::Passed && !result.suite)
         .map(|result| key(result, &prefixes, sources.paths))
         .collect();
+    let tests_run = run
+        .results
+        .iter()
+        .filter(|result| result.outcome != Outcome::Skipped && !result.suite)
+        .map(|result| {
+            let (file, name) = key(result, &prefixes, sources.paths);
+            format!("{file}::{name}")
+        })
+        .collect();
     let mut notes = Vec::new();
     if report.is_none() {
         notes.push(format!(
@@ -484,6 +493,7 @@ fn interpret(
         diagnostics: Vec::new(),
         failures,
         tests_passed: run.passed(),
+        tests_run,
         truncated: output.truncated(),
         notes,
         blocks_tests: None,
