@@ -77,8 +77,8 @@ pub struct StageReport {
     /// How many tests passed (0 for non-test stages).
     pub tests_passed: u32,
     /// Every test that ran to an outcome, passed or failed, by the id its
-    /// runner reports (`<binary>::<name>`, a pytest node id, `<file>::<suite
-    /// > test>`), sorted; a skipped, ignored, `xfail` or `todo` test is not
+    /// runner reports (`<binary>::<name>`, a pytest node id, Node's `suite >
+    /// test`), sorted; a skipped, ignored, `xfail` or `todo` test is not
     /// here. What [`test_inventory::no_longer_run`] compares.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests_run: Vec<String>,
