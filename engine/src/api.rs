@@ -28,6 +28,7 @@ use crate::repair::{Accepted, Ctx, Session, search};
 use crate::report::{CheckReport, Promotion, RepairOptions, RepairOutcome, RepairStatus};
 use crate::runtime::{Progress, blocking, in_idle_time};
 use crate::sensor::Sensor;
+use crate::sensor::oracle::Oracle;
 use crate::slots::Slots;
 use crate::snapshot::{
     CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, View, diff, materialize,
@@ -111,6 +112,10 @@ impl Engine {
         let mut snapshotter = Snapshotter::new(&root, Some(state.join("index")));
         let limits = &config.exploration;
         snapshotter.bound(limits.workspace_files, limits.workspace_bytes);
+        if let Some(oracle) = Oracle::of(&config.verification, &root) {
+            // Never in a view, so never in a slot, a diff or a promotion.
+            snapshotter.withhold(oracle.path());
+        }
         let ledger = Ledger::open_in(state)?;
         let recovered = promote::journal::recover(&root, &ledger)?;
         if let Some(r) = &recovered {
@@ -422,6 +427,13 @@ impl Engine {
         cancel: CancellationToken,
     ) -> Result<RepairOutcome, EngineError> {
         let _repair = self.repair_lock.lock().await;
+        if let Some(oracle) = Oracle::of(&self.config.verification, &self.root) {
+            // Fails closed before anything is measured or spent.
+            blocking(|| oracle.check()).map_err(|message| EngineError::Config {
+                path: self.root.join(crate::config::WORKSPACE_FILE),
+                message,
+            })?;
+        }
         let _branch_slots = slot_lock(&self.slots, "branches").await?;
         // Resolved once, here: nothing the store does later reaches this repair.
         let bundles = crate::prompt_policy::session_bundles(

@@ -54,6 +54,7 @@ pub use api::Engine;
 pub use apply::ApplyOffer;
 pub use error::EngineError;
 pub use measure::StageSummary;
+pub use promote::{InterruptedPromotion, interrupted_promotion};
 pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
 pub use repair::{BranchState, BranchStatus, ForestStatus, SearchStatus};
 pub use report::{

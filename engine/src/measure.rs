@@ -10,6 +10,7 @@ use crate::cluster::{Assessment, EnergyModel, assess};
 use crate::config::Config;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::runtime::Progress;
+use crate::sensor::oracle::OracleVerdict;
 use crate::sensor::sandbox::Policy;
 use crate::sensor::{Sensor, SensorRun, StageReport, StageStatus};
 
@@ -40,6 +41,11 @@ pub struct Measurement {
     /// The sensor profile (fingerprints, required stages, energy model):
     /// energies are comparable only under one profile.
     pub profile: Digest,
+    /// `external-oracle`'s verdict on this state, when it was judged by
+    /// one: a verdict that did not pass blocks hard pass. No energy: the
+    /// oracle's tests are not evidence a repair is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<OracleVerdict>,
 }
 
 impl Measurement {
@@ -47,8 +53,10 @@ impl Measurement {
         self.assessment.energy
     }
 
+    /// Every required stage ran and passed, and the oracle, if one judged
+    /// the state, passed too.
     pub fn hard_pass(&self) -> bool {
-        self.assessment.hard_pass
+        self.assessment.hard_pass && self.oracle.as_ref().is_none_or(OracleVerdict::passed)
     }
 
     /// Stages that could not run.
@@ -113,6 +121,16 @@ pub fn profile(sensors: &[Box<dyn Sensor>], config: &Config, model: &EnergyModel
     h.u64(config.stages.required.len() as u64);
     for stage in &config.stages.required {
         h.str(stage);
+    }
+    // An oracle is one more verdict on every state: measurements under
+    // another oracle (or none) are not comparable. Without one the digest
+    // is what it always was.
+    let verification = &config.verification;
+    if let (Some(path), Some(command)) = (&verification.oracle_path, &verification.oracle_command) {
+        h.str("external-oracle").str(path).u64(command.len() as u64);
+        for word in command {
+            h.str(word);
+        }
     }
     h.finish()
 }
@@ -324,6 +342,7 @@ fn measured(
         reports,
         assessment,
         profile: profile(sensors, config, &model),
+        oracle: None,
     }
 }
 
@@ -382,6 +401,7 @@ mod cache_tests {
                 hard_pass: true,
             },
             profile: Digest::ZERO,
+            oracle: None,
         }
     }
 

@@ -41,6 +41,18 @@ use crate::statedir::{self, Dir, Kind, StateError, TEMP_PREFIX};
 
 use journal::{Journal, JournalTarget};
 
+pub use journal::InterruptedPromotion;
+
+/// The promotion a crash interrupted in the workspace at `root` (its
+/// journal is in `ledger`'s state directory), read without recovering it:
+/// what `trellis status` reports until the next engine start finishes it.
+pub fn interrupted_promotion(
+    root: &Path,
+    ledger: &crate::ledger::Ledger,
+) -> Result<Option<InterruptedPromotion>, crate::error::EngineError> {
+    Ok(journal::interrupted(root, ledger.state_dir())?)
+}
+
 /// Mode of a file a promotion creates.
 const NEW_FILE_MODE: u32 = 0o644;
 

@@ -128,6 +128,9 @@ pub enum NotUsed {
     /// The tests as they were fail against it (`backward-compatible`): a
     /// changed test does not make a fix.
     OriginalTestsFail,
+    /// It removes, renames or switches off tests that existed when the
+    /// repair started (any test policy); `tests` names some of them.
+    TestsWeakened { tests: Vec<String> },
     /// The configured model could not be used for it.
     ModelUnavailable,
     /// Its private copy or its edits could not be made.
@@ -193,6 +196,9 @@ pub struct BranchReport {
     /// The gate's pure preview; never a decision.
     pub preview: Option<Verdict>,
     pub stages: Vec<StageSummary>,
+    /// `external-oracle`'s verdict on the branch's state, when one judged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<crate::sensor::oracle::OracleVerdict>,
     /// Titles of the clusters left in the branch.
     pub clusters: Vec<String>,
     #[serde(flatten)]
@@ -221,6 +227,7 @@ impl BranchReport {
             hard_pass: false,
             preview: None,
             stages: Vec::new(),
+            oracle: None,
             clusters: Vec::new(),
             outcome: BranchOutcome::NotSelected,
         }

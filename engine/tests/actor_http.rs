@@ -383,6 +383,7 @@ mod run_over_http {
             &limits,
             ActorContext {
                 branch: branch.path(),
+                withheld: &[],
                 verifier: &mut Passing,
                 ledger: &mut ledger,
                 cancel: &cancel,

@@ -14,12 +14,7 @@ fn a_committed_repair_of_a_crate_without_a_lockfile_writes_no_lockfile() {
     let ws = Workspace::of("no-lockfile");
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
-    let changed: Vec<&str> = doc["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["path"].as_str().unwrap())
-        .collect();
+    let changed = support::workspace::changed_paths(&doc);
     assert_eq!(changed, ["src/lib.rs"]);
     assert_eq!(doc["promotion"]["files"], serde_json::json!(["src/lib.rs"]));
     assert!(!ws.path().join("Cargo.lock").exists());

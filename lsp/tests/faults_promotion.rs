@@ -409,3 +409,123 @@ fn an_edit_right_after_the_first_rename_undoes_it_and_says_what_was_put_back() {
     let refusal = replay["refusals"].as_array().unwrap().last().unwrap();
     assert_eq!(refusal["rolled_back"], rolled_back, "{replay:#}");
 }
+
+/// The repair id the journal of an interrupted promotion names.
+fn journal_repair_id(ws: &Workspace) -> String {
+    let journal: Value = serde_json::from_slice(
+        &std::fs::read(ws.path().join(".trellis/promotion.journal")).expect("the journal stays"),
+    )
+    .unwrap();
+    journal["repair_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn status_after_a_kill_mid_promotion_names_the_repair_and_what_will_finish_it() {
+    let ws = Workspace::of(FIXTURE);
+    let out = commit_with(&ws, "promote-after-rename:1:abort")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", text(&out));
+    let repair_id = journal_repair_id(&ws);
+    let torn_tree = ws.tree();
+
+    let out = ws.trellis(&["status"]);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        human.contains(&format!("interrupted write: repair {repair_id}"))
+            && human.contains("1 of 3 files hold the verified content")
+            && human.contains(
+                "the next `trellis check`, `trellis repair` or language-server start finishes it"
+            )
+            && human.contains("it will roll it forward"),
+        "{human}"
+    );
+    assert!(
+        !human.contains("not written"),
+        "a half-written tree is never called not written: {human}"
+    );
+    let (code, doc) = ws.json(&["status"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let interrupted = &doc["interrupted_promotion"];
+    assert_eq!(interrupted["repair_id"], repair_id.as_str(), "{doc:#}");
+    assert_eq!(interrupted["files"].as_array().unwrap().len(), 3, "{doc:#}");
+    assert_eq!(
+        interrupted["written"].as_array().unwrap().len(),
+        1,
+        "{doc:#}"
+    );
+    assert_eq!(interrupted["next_start"], "rolled_forward", "{doc:#}");
+    assert_eq!(interrupted["in_progress"], false, "{doc:#}");
+    assert_eq!(ws.tree(), torn_tree, "status changes nothing");
+
+    // A user edit to a file not yet replaced: the next start must roll
+    // back, and status says so before it happens.
+    let untouched = TARGETS
+        .iter()
+        .find(|t| {
+            !std::fs::read_to_string(ws.path().join(t))
+                .unwrap()
+                .contains("let mut ")
+        })
+        .unwrap();
+    std::fs::write(ws.path().join(untouched), USER_EDIT).unwrap();
+    let out = ws.trellis(&["status"]);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        human.contains("it will roll it back") && human.contains("stays as you left it"),
+        "{human}"
+    );
+
+    restart_and_recover(&ws, "rolled_back");
+    let out = ws.trellis(&["status"]);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        !human.contains("interrupted"),
+        "recovered: nothing is pending any more: {human}"
+    );
+}
+
+#[test]
+fn the_language_servers_status_request_reports_a_promotion_killed_while_it_runs() {
+    let ws = Workspace::of(FIXTURE);
+    let cache = ws.cache().as_os_str().to_owned();
+    let (mut client, response) = support::Client::start_with_env(
+        ws.path(),
+        None,
+        &[("TRELLIS_CACHE_DIR", &cache)],
+        support::vscode_capabilities(),
+        None,
+    );
+    assert!(response.get("error").is_none(), "{response}");
+    let status = client.request("trellis/status", serde_json::json!({}));
+    assert_eq!(status["interrupted_promotion"], Value::Null, "{status:#}");
+
+    let out = commit_with(&ws, "promote-after-rename:2:abort")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", text(&out));
+    let repair_id = journal_repair_id(&ws);
+
+    let status = client.request("trellis/status", serde_json::json!({}));
+    let interrupted = &status["interrupted_promotion"];
+    assert_eq!(interrupted["repair_id"], repair_id.as_str(), "{status:#}");
+    assert_eq!(
+        interrupted["written"].as_array().unwrap().len(),
+        2,
+        "{status:#}"
+    );
+    assert_eq!(interrupted["next_start"], "roll_forward", "{status:#}");
+    let states: Vec<&Value> = status["searches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["state"])
+        .collect();
+    assert!(
+        states.contains(&&Value::from("write_interrupted"))
+            && !states.contains(&&Value::from("verified_not_written")),
+        "{status:#}"
+    );
+    client.shutdown();
+}

@@ -63,12 +63,7 @@ fn an_ignored_test_chooses_the_repair_and_is_never_written() {
         serde_json::json!(["src/lib.rs"]),
         "the ignored file is context, never promoted: {doc:#}"
     );
-    let changed: Vec<&str> = doc["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["path"].as_str().unwrap())
-        .collect();
+    let changed = support::workspace::changed_paths(&doc);
     assert_eq!(changed, ["src/lib.rs"], "{doc:#}");
     assert_eq!(ws.read("tests/local.rs"), local);
     assert!(

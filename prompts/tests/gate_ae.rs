@@ -392,3 +392,20 @@ fn gate_ae_experimental_use_is_ledgered_in_the_program_record() {
     assert_ne!(default.program_digest, program.program_digest);
     assert!(default.sections().all(|s| !s.experimental));
 }
+
+#[test]
+fn a_tightened_noninferiority_margin_refuses_a_wider_epsilon() {
+    let (_dir, library) = fixture_library();
+    assert_eq!(
+        evaluate(passing_results(&library), &PromptsConfig::default()).decision,
+        Decision::Activate
+    );
+    let tight = PromptsConfig {
+        noninferiority_margin: 0.01,
+        ..PromptsConfig::default()
+    };
+    assert_eq!(
+        refusal(passing_results(&library), &tight),
+        ["margin: ε = 0.02 is outside [0, 0.01]"]
+    );
+}

@@ -185,6 +185,9 @@ pub struct ActorOutcome {
 pub struct ActorContext<'a> {
     /// The branch directory every file tool is confined to.
     pub branch: &'a Path,
+    /// Paths in it no tool may read, list or change (the verification
+    /// oracle's overlay, `verification.oracle_path`).
+    pub withheld: &'a [String],
     pub verifier: &'a mut dyn BranchVerifier,
     pub ledger: &'a mut dyn TurnLedger,
     pub cancel: &'a CancellationToken,
@@ -209,6 +212,7 @@ pub async fn run_actor(
 ) -> ActorOutcome {
     let ActorContext {
         branch,
+        withheld,
         verifier,
         ledger,
         cancel,
@@ -398,7 +402,7 @@ pub async fn run_actor(
                                 &reply,
                                 dialect,
                                 limits,
-                                branch,
+                                (branch, withheld),
                                 verifier,
                                 &mut conversation,
                                 &mut paging,
@@ -444,7 +448,7 @@ async fn act(
     reply: &ChatReply,
     dialect: &ModelDialect,
     limits: &TurnLimits,
-    branch: &Path,
+    (branch, withheld): (&Path, &[String]),
     verifier: &mut dyn BranchVerifier,
     conversation: &mut Vec<ChatMessage>,
     paging: &mut Paging,
@@ -502,7 +506,7 @@ async fn act(
                     ToolRequest::ContextRecall(key) => {
                         paging.recall(record.turn, conversation, key)
                     }
-                    _ => execute(&r, branch, verifier, limits.result_bytes).await,
+                    _ => execute(&r, branch, withheld, verifier, limits.result_bytes).await,
                 };
                 match result.as_ref().map(|o| &o.effect) {
                     Ok(ToolEffect::Mutated { .. }) => record.usage.mutations += 1,
@@ -833,6 +837,7 @@ mod tests {
             &limits,
             ActorContext {
                 branch,
+                withheld: &[],
                 verifier: &mut verifier,
                 ledger: &mut recorder,
                 cancel: &cancel,
@@ -1396,6 +1401,7 @@ mod tests {
             &LIMITS,
             ActorContext {
                 branch: dir.path(),
+                withheld: &[],
                 verifier: &mut verifier,
                 ledger: &mut recorder,
                 cancel: &cancel,

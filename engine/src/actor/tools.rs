@@ -376,13 +376,16 @@ pub struct ToolOutput {
 }
 
 /// Runs a parsed call against `branch`. `result_bytes` bounds the data a
-/// call returns.
+/// call returns. `withheld` are branch paths (files or directories) no
+/// tool may read, list, search or change: the verification oracle's.
 pub async fn execute(
     request: &ToolRequest,
     branch: &Path,
+    withheld: &[String],
     verifier: &mut dyn BranchVerifier,
     result_bytes: usize,
 ) -> Result<ToolOutput, ToolError> {
+    let branch = &Governed { branch, withheld };
     let output = |note: String, data: String, effect| {
         let (data, truncated_bytes) = bound(data, result_bytes);
         ToolOutput {
@@ -472,7 +475,7 @@ pub async fn execute(
             ))
         }
         ToolRequest::RunBuild => {
-            let report = verifier.run_build(branch).await.map_err(ToolError)?;
+            let report = verifier.run_build(branch.branch).await.map_err(ToolError)?;
             let note = format!("build {}", if report.passed { "passed" } else { "failed" });
             let effect = ToolEffect::Verified {
                 stage: "build",
@@ -482,7 +485,7 @@ pub async fn execute(
         }
         ToolRequest::RunTests { filter } => {
             let report = verifier
-                .run_tests(branch, filter.as_deref())
+                .run_tests(branch.branch, filter.as_deref())
                 .await
                 .map_err(ToolError)?;
             let note = format!("tests {}", if report.passed { "passed" } else { "failed" });
@@ -581,13 +584,20 @@ fn dir_arg(path: Option<&str>) -> Option<&str> {
 
 /// Resolves a model-supplied path in the branch, refusing what a tool must
 /// never touch. Confinement itself is `fsutil::confine`'s.
-fn governed_path(branch: &Path, rel: &str) -> Result<PathBuf, ToolError> {
+fn governed_path(branch: &Governed<'_>, rel: &str) -> Result<PathBuf, ToolError> {
     if let Some(dir) = rel.split('/').find(|c| PROTECTED_DIRS.contains(c)) {
         return Err(ToolError(format!(
             "`{rel}` is under `{dir}/`, which no tool may read or change"
         )));
     }
-    let path = confine(branch, rel).map_err(|e| ToolError(e.to_string()))?;
+    if branch.withholds(rel) {
+        return Err(ToolError(format!(
+            "`{rel}` is withheld: it is the verification oracle's \
+             (`verification.oracle_path`), which no tool may read, list or change; \
+             the oracle judges the branch after you finish"
+        )));
+    }
+    let path = confine(branch.branch, rel).map_err(|e| ToolError(e.to_string()))?;
     match fs::symlink_metadata(&path) {
         Ok(meta) if meta.file_type().is_symlink() => Err(ToolError(format!(
             "`{rel}` is a symlink; tools do not follow symlinks"
@@ -596,7 +606,7 @@ fn governed_path(branch: &Path, rel: &str) -> Result<PathBuf, ToolError> {
     }
 }
 
-fn read_text(branch: &Path, rel: &str) -> Result<String, ToolError> {
+fn read_text(branch: &Governed<'_>, rel: &str) -> Result<String, ToolError> {
     let path = governed_path(branch, rel)?;
     let meta = fs::metadata(&path).map_err(|e| match e.kind() {
         ErrorKind::NotFound => ToolError(format!("`{rel}` does not exist")),
@@ -615,7 +625,7 @@ fn read_text(branch: &Path, rel: &str) -> Result<String, ToolError> {
     String::from_utf8(bytes).map_err(|_| ToolError(format!("`{rel}` is not UTF-8 text")))
 }
 
-fn write_text(branch: &Path, rel: &str, content: &str) -> Result<(), ToolError> {
+fn write_text(branch: &Governed<'_>, rel: &str, content: &str) -> Result<(), ToolError> {
     if content.len() > MAX_FILE_BYTES {
         return Err(ToolError(format!(
             "the content is {} bytes, over the {MAX_FILE_BYTES}-byte limit of the file tools",
@@ -625,7 +635,7 @@ fn write_text(branch: &Path, rel: &str, content: &str) -> Result<(), ToolError> 
     if governed_path(branch, rel)?.is_dir() {
         return Err(ToolError(format!("`{rel}` is a directory")));
     }
-    write_atomic(branch, rel, content.as_bytes()).map_err(|e| ToolError(e.to_string()))
+    write_atomic(branch.branch, rel, content.as_bytes()).map_err(|e| ToolError(e.to_string()))
 }
 
 /// Lines `start..=end` (1-based) of `text`, and a note saying which.
@@ -665,10 +675,10 @@ fn select_lines(
 /// order, as branch-relative paths; directories end in `/` only when
 /// empty, symlinks are listed with a trailing `@` and never followed, and
 /// protected directories are skipped.
-fn walk(branch: &Path, dir: Option<&str>, out: &mut Vec<String>) -> Result<(), ToolError> {
+fn walk(branch: &Governed<'_>, dir: Option<&str>, out: &mut Vec<String>) -> Result<(), ToolError> {
     let (path, prefix) = match dir {
         Some(rel) => (governed_path(branch, rel)?, format!("{rel}/")),
-        None => (branch.to_path_buf(), String::new()),
+        None => (branch.branch.to_path_buf(), String::new()),
     };
     let meta = fs::symlink_metadata(&path).map_err(|e| match e.kind() {
         ErrorKind::NotFound => ToolError(format!("`{}` does not exist", dir.unwrap_or("."))),
@@ -679,7 +689,25 @@ fn walk(branch: &Path, dir: Option<&str>, out: &mut Vec<String>) -> Result<(), T
         return Ok(());
     }
     walk_dir(&path, &prefix, out)
-        .map_err(|e| ToolError(format!("listing `{}`: {e}", dir.unwrap_or("."))))
+        .map_err(|e| ToolError(format!("listing `{}`: {e}", dir.unwrap_or("."))))?;
+    // Nothing withheld is there outside an oracle's run, but a listing
+    // must not even name it.
+    out.retain(|rel| !branch.withholds(rel.trim_end_matches(['/', '@'])));
+    Ok(())
+}
+
+/// The branch a call acts on, and what in it the tools may not touch.
+struct Governed<'a> {
+    branch: &'a Path,
+    withheld: &'a [String],
+}
+
+impl Governed<'_> {
+    fn withholds(&self, rel: &str) -> bool {
+        self.withheld
+            .iter()
+            .any(|w| crate::snapshot::withholds(w, rel))
+    }
 }
 
 fn walk_dir(path: &Path, prefix: &str, out: &mut Vec<String>) -> std::io::Result<()> {
@@ -757,7 +785,7 @@ mod tests {
         result_bytes: usize,
     ) -> Result<ToolOutput, ToolError> {
         let request = parse_call(name, &args.to_string())?;
-        execute(&request, dir, &mut NoVerifier, result_bytes).await
+        execute(&request, dir, &[], &mut NoVerifier, result_bytes).await
     }
 
     #[tokio::test]

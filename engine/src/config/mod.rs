@@ -709,6 +709,18 @@ mod tests {
     }
 
     #[test]
+    fn initial_branches_other_than_one_is_refused_by_name() {
+        let c = load_with("[exploration]\ninitial_branches = 1\n").unwrap();
+        assert_eq!(c.exploration.initial_branches, 1);
+        let err = load_with("[exploration]\ninitial_branches = 2\n").unwrap_err();
+        assert!(
+            err.message
+                .contains("`exploration.initial_branches` must be 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_legacy_ensemble_section_gets_a_migration_message() {
         let err = load_with("[ensemble]\nsize = 4\n").unwrap_err();
         assert!(err.message.contains("replaced by `[exploration]`"), "{err}");
@@ -820,5 +832,9 @@ mod tests {
     }
 }
 
+#[cfg(test)]
+mod effects;
+#[cfg(test)]
+mod keys;
 #[cfg(test)]
 mod model_tables;

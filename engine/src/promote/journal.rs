@@ -98,6 +98,21 @@ impl Drop for Lock {
 }
 
 pub fn lock(state: &Dir) -> Result<Lock, StateError> {
+    Ok(
+        lock_with(state, rustix::fs::FlockOperation::LockExclusive)?
+            .expect("a blocking lock waits"),
+    )
+}
+
+/// The lock if no other process holds it; `None` while one does.
+fn try_lock(state: &Dir) -> Result<Option<Lock>, StateError> {
+    lock_with(state, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+}
+
+fn lock_with(
+    state: &Dir,
+    operation: rustix::fs::FlockOperation,
+) -> Result<Option<Lock>, StateError> {
     let io = |e: rustix::io::Errno| StateError::Io {
         path: state.path().to_path_buf(),
         source: e.into(),
@@ -111,8 +126,11 @@ pub fn lock(state: &Dir) -> Result<Lock, StateError> {
         rustix::fs::Mode::empty(),
     )
     .map_err(io)?;
-    rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive).map_err(io)?;
-    Ok(Lock(fd))
+    match rustix::fs::flock(&fd, operation) {
+        Ok(()) => Ok(Some(Lock(fd))),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(io(e)),
+    }
 }
 
 /// What a target holds now, relative to the journal.
@@ -201,46 +219,128 @@ fn is_temp_name(name: &str) -> bool {
     name.starts_with(TEMP_PREFIX) && !name.contains(['/', '\0'])
 }
 
-pub fn recover(root: &Path, ledger: &Ledger) -> Result<Option<PromotionRecovered>, PromoteError> {
-    let state = ledger.state_dir();
-    let _lock = lock(state)?;
+/// The journal in `state`, read and checked; `None` when there is none.
+fn read_journal(state: &Dir) -> Result<Option<Journal>, PromoteError> {
     let Some(bytes) = state.read_at_most(JOURNAL_FILE, MAX_JOURNAL_BYTES)? else {
         return Ok(None);
     };
-    let unreadable = |reason: String| {
+    parse(&bytes).map(Some).map_err(|reason| {
         PromoteError::Interrupted(format!(
             "{}: cannot read the promotion journal ({reason}); move it away to start without recovering",
             state.join(JOURNAL_FILE).display()
         ))
+    })
+}
+
+/// The directory holding the target `path` (created when `create`) and
+/// the target's name in it.
+fn target_dir(
+    workspace: &Dir,
+    root: &Path,
+    path: &str,
+    create: bool,
+) -> Result<(Dir, String), StateError> {
+    match path.rsplit_once('/') {
+        Some((dir, name)) => Ok((workspace.descend(dir, create)?, name.to_owned())),
+        None => Ok((Dir::open_trusted(root)?, path.to_owned())),
+    }
+}
+
+/// What `target` holds now (in `at`, its directory and name; `None`: the
+/// directory is gone), relative to the journal.
+fn target_state(
+    target: &JournalTarget,
+    at: Option<(&Dir, &String)>,
+) -> Result<TargetState, StateError> {
+    let digest = |name: &str| -> Result<Option<Digest>, StateError> {
+        match at {
+            Some((dir, _)) => Ok(dir.read(name)?.as_deref().map(blob_digest)),
+            None => Ok(None),
+        }
     };
-    let mut journal = parse(&bytes).map_err(unreadable)?;
+    let content = match at {
+        Some((_, name)) => digest(name)?,
+        None => None,
+    };
+    let staged_intact = match &target.staged {
+        Some(staged) => target.new.is_some() && digest(staged)? == target.new,
+        None => target.new.is_none(),
+    };
+    Ok(TargetState {
+        found: classify(content, target.old, target.new),
+        staged_intact,
+        aside_intact: target.old.is_some() && digest(&target.aside)? == target.old,
+    })
+}
+
+/// A promotion a crash interrupted, as `trellis status` reports it before
+/// anything recovers it: read only, nothing moved or ledgered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterruptedPromotion {
+    pub repair_id: String,
+    /// Every file the promotion writes or removes.
+    pub files: Vec<String>,
+    /// The files already holding the verified content.
+    pub written: Vec<String>,
+    /// What the next engine start (`trellis check`, `trellis repair`, the
+    /// language server) will do with it, as the files stand now.
+    pub next_start: RecoveryDirection,
+    /// Another process holds the promotion lock: the promotion is being
+    /// written (or recovered) right now, not interrupted.
+    pub in_progress: bool,
+}
+
+/// The promotion the journal in `state` says was interrupted, if any, with
+/// how far it got; reads the workspace at `root`, changes nothing.
+pub fn interrupted(root: &Path, state: &Dir) -> Result<Option<InterruptedPromotion>, PromoteError> {
+    // Held while a promotion or a recovery writes; taken for the reads
+    // only, so neither starts halfway through them.
+    let held = try_lock(state)?;
+    let Some(journal) = read_journal(state)? else {
+        return Ok(None);
+    };
+    let workspace = Dir::open_trusted(root)?;
+    let mut states = Vec::with_capacity(journal.targets.len());
+    let mut written = Vec::new();
+    for target in &journal.targets {
+        // A directory that is gone holds none of the target's files.
+        let at = match target_dir(&workspace, root, &target.path, false) {
+            Ok(at) => Some(at),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e.into()),
+        };
+        let found = target_state(target, at.as_ref().map(|(dir, name)| (dir, name)))?;
+        if found.found == Found::New {
+            written.push(target.path.clone());
+        }
+        states.push(found);
+    }
+    Ok(Some(InterruptedPromotion {
+        repair_id: journal.repair_id.clone(),
+        files: journal.targets.iter().map(|t| t.path.clone()).collect(),
+        written,
+        next_start: journal.decided.unwrap_or_else(|| decide(&states)),
+        in_progress: held.is_none(),
+    }))
+}
+
+pub fn recover(root: &Path, ledger: &Ledger) -> Result<Option<PromotionRecovered>, PromoteError> {
+    let state = ledger.state_dir();
+    let _lock = lock(state)?;
+    let Some(mut journal) = read_journal(state)? else {
+        return Ok(None);
+    };
     let workspace = Dir::open_trusted(root)?;
     let mut opened = Vec::with_capacity(journal.targets.len());
     for target in &journal.targets {
-        let (dir, name) = match target.path.rsplit_once('/') {
-            Some((dir, name)) => (Some(dir), name.to_owned()),
-            None => (None, target.path.clone()),
-        };
-        let parent = match dir {
-            Some(dir) => workspace.descend(dir, true)?,
-            None => Dir::open_trusted(root)?,
-        };
-        opened.push((parent, name));
+        opened.push(target_dir(&workspace, root, &target.path, true)?);
     }
     let digest = |dir: &Dir, name: &str| -> Result<Option<Digest>, StateError> {
         Ok(dir.read(name)?.as_deref().map(blob_digest))
     };
     let mut states = Vec::with_capacity(opened.len());
     for (target, (parent, name)) in journal.targets.iter().zip(&opened) {
-        let staged_intact = match &target.staged {
-            Some(staged) => target.new.is_some() && digest(parent, staged)? == target.new,
-            None => target.new.is_none(),
-        };
-        states.push(TargetState {
-            found: classify(digest(parent, name)?, target.old, target.new),
-            staged_intact,
-            aside_intact: target.old.is_some() && digest(parent, &target.aside)? == target.old,
-        });
+        states.push(target_state(target, Some((parent, name)))?);
     }
     let direction = match journal.decided {
         Some(direction) => direction,

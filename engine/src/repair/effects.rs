@@ -41,6 +41,7 @@ use crate::search::{
     NoGoodComponents, NoGoodRefusal, PartialCheckpointRef, Receipt, Reservation, SearchBranch,
     SearchForest, Seed, Selection, Support,
 };
+use crate::sensor::oracle::{Oracle, OracleVerdict};
 use crate::sensor::{Sensor, SensorRun, StageReport};
 use crate::snapshot::{
     self, CopyLimits, DirSource, MaterializeReport, Overlay, Snapshot, SnapshotError, Snapshotter,
@@ -293,12 +294,14 @@ impl ForestRun<'_> {
         }))
     }
 
-    /// Measures `slot` (state `root`) by every configured stage under a
-    /// verifier-run reservation, settled after. `None` when the budget
-    /// refuses the reservation.
+    /// Measures `slot` (holding `state`) by every configured stage under a
+    /// verifier-run reservation, settled after; under `external-oracle`,
+    /// the oracle judges it in the same run when its stages pass (a state
+    /// they fail is no hard pass whatever the oracle says). `None` when the
+    /// budget refuses the reservation.
     pub(super) async fn measure(
         &mut self,
-        root: Digest,
+        state: &Snapshot,
         slot: &Path,
         label: &str,
     ) -> Result<Option<(Measurement, Receipt)>, EngineError> {
@@ -306,10 +309,11 @@ impl ForestRun<'_> {
             return Ok(None);
         };
         let ctx = self.ctx;
-        let m = measure(
-            root,
+        let target_dir = ctx.slots.branch_target();
+        let mut m = measure(
+            state.root,
             slot,
-            &ctx.slots.branch_target(),
+            &target_dir,
             ctx.sensors,
             ctx.config,
             label,
@@ -318,6 +322,20 @@ impl ForestRun<'_> {
             ctx.sandbox_policy(),
         )
         .await;
+        if let Some(oracle) = Oracle::of(&ctx.config.verification, ctx.root) {
+            m.oracle = Some(if !m.assessment.hard_pass {
+                OracleVerdict::NotRun {
+                    reason: "the candidate's own checks do not pass".into(),
+                }
+            } else {
+                ctx.progress.report(&format!("{label}: oracle"), None);
+                let deadline = Duration::from_secs(ctx.config.stages.test_timeout_secs);
+                let target_dir = crate::sensor::cargo::tree_target(&target_dir, slot);
+                oracle
+                    .run(slot, state, &target_dir, deadline, ctx.cancel)
+                    .await
+            });
+        }
         let (receipt, _) = self.settle(verifier, ActionKind::VerifierRun)?;
         Ok(Some((m, receipt)))
     }
@@ -1075,6 +1093,10 @@ impl ForestRun<'_> {
             .model_code
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let cancel = self.ctx.cancel;
+        let withheld: Vec<String> = Oracle::of(&self.ctx.config.verification, self.ctx.root)
+            .map(|oracle| oracle.path().to_owned())
+            .into_iter()
+            .collect();
         let meter = tokio::sync::Mutex::new(ModelMeter {
             run: self,
             branch_id: branch_id.to_owned(),
@@ -1090,6 +1112,7 @@ impl ForestRun<'_> {
             limits,
             ActorContext {
                 branch: slot,
+                withheld: &withheld,
                 verifier: &mut verifier,
                 ledger: &mut ledger,
                 cancel,

@@ -27,6 +27,8 @@
 //!   hypothesis;
 //! - [`original_tests`]: pure: the tests of a repair's start put back into
 //!   a candidate's file (`backward-compatible`);
+//! - [`kept_tests`]: under every policy, the start's tests a candidate
+//!   removed or switched off (read here, compared by the sensors' rooms);
 //! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;
 //! - [`effects`]: the only code that copies, measures or moves the budget;
 //! - [`accepted`]: the accepted-state store and its rebuild;
@@ -36,6 +38,7 @@
 
 mod accepted;
 mod effects;
+mod kept_tests;
 mod model;
 mod original_tests;
 mod plan;

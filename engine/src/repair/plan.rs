@@ -493,6 +493,7 @@ mod tests {
             reports,
             assessment,
             profile: Digest::ZERO,
+            oracle: None,
         }
     }
 

@@ -25,10 +25,11 @@ use crate::search::{
     NoGoodComponents, NoGoodRefusal, Seed, Support, same_route,
 };
 use crate::sensor::{StageReport, StageStatus};
-use crate::snapshot::{DirSource, Snapshot};
+use crate::snapshot::{DirSource, Overlay, Snapshot};
 
 use super::accepted::Accepted;
 use super::effects::{ForestRun, Probed, realize};
+use super::kept_tests;
 use super::plan::{
     KeptPartial, Plan, ProbeVerdict, Quantum, Track, cluster_signature, correction_is_empty,
     dominant_cluster, evidence_digest, obligations, packet_energy,
@@ -78,6 +79,9 @@ pub(super) struct QuantumRun<'q, 'a> {
     pub(super) accepted: &'q Accepted,
     /// The step's plan: its targeted cluster.
     pub(super) plan: &'q Plan,
+    /// The repair's start and the content realizing it: the tests no
+    /// candidate may remove or switch off.
+    pub(super) start: &'q (Snapshot, Overlay),
     pub(super) measured_roots: &'q mut BTreeSet<Digest>,
     /// The targeted cluster's energy at the accepted state.
     pub(super) targeted_before: f64,
@@ -313,7 +317,7 @@ impl QuantumRun<'_, '_> {
         }
 
         let label = format!("branch {branch_id}");
-        let Some((m, receipt)) = self.run.measure(y.root, &self.slot, &label).await? else {
+        let Some((m, receipt)) = self.run.measure(&y, &self.slot, &label).await? else {
             self.run
                 .abandon(&branch_id, "no verifier run left in the budget")?;
             self.report.outcome = BranchOutcome::ineligible(
@@ -337,6 +341,7 @@ impl QuantumRun<'_, '_> {
             hard_pass: m.hard_pass(),
         }));
         report.stages = m.stage_summaries(ctx.config);
+        report.oracle = m.oracle.clone();
         report.clusters = m
             .assessment
             .clusters
@@ -359,6 +364,26 @@ impl QuantumRun<'_, '_> {
             self.run.abandon(&branch_id, "cancelled")?;
             self.report.outcome = BranchOutcome::ineligible(NotUsed::Stopped, "cancelled");
             return Ok(QuantumEnd::Stop);
+        }
+        // Under every test policy: the tests of the repair's start are to be
+        // satisfied, never removed or switched off.
+        let (start, overlay) = self.start;
+        let source = DirSource::new(ctx.root.to_path_buf(), overlay.clone());
+        let weakened = kept_tests::weakened(
+            (start, &source),
+            (&y, &self.slot),
+            &self.accepted.measurement,
+            &m,
+        )?;
+        if !weakened.is_empty() {
+            let tests: Vec<String> = weakened.iter().take(4).map(|w| w.test.clone()).collect();
+            let reason = format!(
+                "it removes or switches off tests that existed when the repair started: {}; \
+                 a repair satisfies the tests, it never removes them",
+                crate::sensor::test_inventory::describe(&weakened)
+            );
+            self.reject(NotUsed::TestsWeakened { tests }, reason)?;
+            return Ok(QuantumEnd::Ineligible);
         }
         let observation = CandidateObservation {
             root: y.root,

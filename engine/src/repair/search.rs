@@ -424,7 +424,7 @@ async fn remeasure(
         }
         Ok(_) => {}
     }
-    let Some((m, _)) = run.measure(state.root, &slot, "the accepted state").await? else {
+    let Some((m, _)) = run.measure(state, &slot, "the accepted state").await? else {
         return Ok(Remeasured::Refused(
             "the resumed budget has no verifier run left to re-measure the accepted state".into(),
         ));

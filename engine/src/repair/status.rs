@@ -110,6 +110,13 @@ pub struct SearchStatus {
     /// (`trellis repair` without `--commit`, an editor Preview not applied).
     #[serde(default)]
     pub written: bool,
+    /// A promotion the journal says a crash cut off, not yet finished or
+    /// undone: read from `.trellis/promotion.journal` by the front end
+    /// ([`crate::interrupted_promotion`]), never by the fold. While it is
+    /// there the user's files are neither the verified tree nor the one
+    /// the repair started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_promotion: Option<crate::promote::InterruptedPromotion>,
 }
 
 /// The fold's accumulator: every forest so far, and the distinct no-good
@@ -188,6 +195,7 @@ impl Fold {
             no_goods: self.keys.len(),
             unreadable_rows: self.unreadable_rows,
             written: self.written,
+            interrupted_promotion: None,
         }
     }
 }

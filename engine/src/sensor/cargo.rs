@@ -968,6 +968,7 @@ fn interpret(
             diagnostics,
             failures,
             tests_passed: tests.passed,
+            tests_run: tests.ran,
             truncated: output.truncated(),
             notes,
             blocks_tests: messages.blocks_tests,

@@ -32,6 +32,11 @@ pub struct ParsedFailure {
 pub struct TestRun {
     pub failures: Vec<ParsedFailure>,
     pub passed: u32,
+    /// Every test that passed or failed, as `<binary>::<name>` with the
+    /// binary as cargo announced it (`unittests src/lib.rs (demo)`) and a
+    /// doc test's name without its line (`src/lib.rs - add (line 3)` →
+    /// `src/lib.rs - add`), so an edit above a test does not rename it.
+    pub ran: Vec<String>,
 }
 
 /// Captured output kept per failing test.
@@ -169,6 +174,12 @@ pub fn parse_test_run<'a>(lines: impl IntoIterator<Item = &'a str>, stderr: &str
         let Some((name, outcome)) = result_line(line) else {
             continue;
         };
+        if matches!(outcome, "ok" | "FAILED") {
+            let binary = block
+                .and_then(|index| binaries.get(index))
+                .map_or("unknown test binary", |b| b.description.as_str());
+            run.ran.push(format!("{binary}::{}", without_line(name)));
+        }
         match outcome {
             "ok" => run.passed += 1,
             "FAILED" => {
@@ -199,6 +210,21 @@ pub fn parse_test_run<'a>(lines: impl IntoIterator<Item = &'a str>, stderr: &str
         }
     }
     run
+}
+
+/// A doc test's name without the line libtest appends: `src/lib.rs -
+/// add (line 3)` → `src/lib.rs - add`.
+fn without_line(name: &str) -> &str {
+    match name.rsplit_once(" (line ") {
+        Some((item, line))
+            if line
+                .strip_suffix(')')
+                .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())) =>
+        {
+            item
+        }
+        _ => name,
+    }
 }
 
 /// `running 3 tests` / `running 1 test`.
@@ -489,6 +515,24 @@ Caused by:
         assert_eq!(
             describe_running("tests/it.rs (/t/debug/deps/it-e78ea17bd32e905b)"),
             "tests/it.rs (it)"
+        );
+    }
+
+    #[test]
+    fn every_test_that_passed_or_failed_is_named_by_its_binary_and_doc_tests_without_lines() {
+        let stderr = "     Running unittests src/lib.rs (target/debug/deps/demo-1a2b3c)\n   \
+                      Doc-tests demo\n";
+        let stdout = "running 3 tests\ntest tests::adds ... ok\ntest tests::slow ... ignored\n\
+                      test tests::subs ... FAILED\n\nrunning 1 test\n\
+                      test src/lib.rs - add (line 3) ... ok\n";
+        let run = parse_test_run(stdout.lines(), stderr);
+        assert_eq!(
+            run.ran,
+            [
+                "unittests src/lib.rs (demo)::tests::adds",
+                "unittests src/lib.rs (demo)::tests::subs",
+                "Doc-tests demo::src/lib.rs - add",
+            ]
         );
     }
 

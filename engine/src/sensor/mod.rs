@@ -9,13 +9,16 @@ pub mod cargo;
 mod check_units;
 mod libtest;
 mod mirror;
+pub mod oracle;
 pub mod process;
 pub mod python;
+mod rust_tests;
 pub mod rustc_json;
 pub mod sandbox;
 pub(crate) mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
+pub mod test_inventory;
 pub mod typescript;
 pub mod unavailable;
 
@@ -74,6 +77,12 @@ pub struct StageReport {
     pub failures: Vec<TestFailure>,
     /// How many tests passed (0 for non-test stages).
     pub tests_passed: u32,
+    /// Every test that ran to an outcome, passed or failed, by the id its
+    /// runner reports (`<binary>::<name>`, a pytest node id, Node's `suite >
+    /// test`), sorted; a skipped, ignored, `xfail` or `todo` test is not
+    /// here. What [`test_inventory::no_longer_run`] compares.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests_run: Vec<String>,
     pub duration_ms: u64,
     /// True when an output stream exceeded its retained-byte cap.
     pub truncated: bool,
@@ -219,6 +228,8 @@ pub(crate) struct Observation {
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) failures: Vec<TestFailure>,
     pub(crate) tests_passed: u32,
+    /// See [`StageReport::tests_run`]; in any order.
+    pub(crate) tests_run: Vec<String>,
     pub(crate) truncated: bool,
     pub(crate) notes: Vec<String>,
     /// See [`StageReport::blocks_tests`].
@@ -238,6 +249,7 @@ impl Observation {
             diagnostics: Vec::new(),
             failures: Vec::new(),
             tests_passed: 0,
+            tests_run: Vec::new(),
             truncated: false,
             notes: Vec::new(),
             blocks_tests: None,
@@ -251,6 +263,8 @@ impl Observation {
         fingerprint: &SensorFingerprint,
         started: std::time::Instant,
     ) -> StageReport {
+        let mut tests_run = self.tests_run;
+        tests_run.sort();
         StageReport {
             stage: stage.to_owned(),
             fingerprint: fingerprint.clone(),
@@ -258,6 +272,7 @@ impl Observation {
             diagnostics: self.diagnostics,
             failures: self.failures,
             tests_passed: self.tests_passed,
+            tests_run,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             truncated: self.truncated,
             notes: self.notes,
@@ -286,6 +301,7 @@ pub(crate) fn test_report(
         diagnostics,
         failures,
         tests_passed: 0,
+        tests_run: Vec::new(),
         duration_ms: 1,
         truncated: false,
         notes: Vec::new(),

@@ -52,6 +52,7 @@ impl Sensor for UnavailableStage {
                 diagnostics: Vec::new(),
                 failures: Vec::new(),
                 tests_passed: 0,
+                tests_run: Vec::new(),
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 truncated: false,
                 notes: Vec::new(),

@@ -38,6 +38,13 @@ pub use watch::RescanReason;
 /// The domain tag of [`state_root`]; a change of encoding is a change of tag.
 pub const STATE_ROOT_DOMAIN: &str = "trellis.state-root.v1";
 
+/// Whether the withheld path `withheld` ([`Snapshotter::withhold`]) is
+/// `rel` or a directory above it.
+pub fn withholds(withheld: &str, rel: &str) -> bool {
+    rel.strip_prefix(withheld)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// The content of a workspace view at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
@@ -324,6 +331,16 @@ impl From<crate::workspace_path::InvalidPath> for SnapshotError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_withheld_path_covers_itself_and_what_is_below_it_only() {
+        assert!(withholds("oracle", "oracle"));
+        assert!(withholds("oracle", "oracle/test_hidden.py"));
+        assert!(withholds("tests/hidden.rs", "tests/hidden.rs"));
+        assert!(!withholds("oracle", "oracles/x"));
+        assert!(!withholds("oracle", "src/oracle"));
+        assert!(!withholds("tests/hidden.rs", "tests/hidden.rs.bak"));
+    }
     use crate::digest::blob_digest;
 
     fn file(content: &[u8], executable: bool) -> Entry {

@@ -72,6 +72,9 @@ pub struct Snapshotter {
     backoff: WatchBackoff,
     state: State,
     last_reroot: ReRoot,
+    /// Workspace-relative paths left out of every snapshot with everything
+    /// below them ([`Snapshotter::withhold`]).
+    withheld: Vec<String>,
 }
 
 /// Re-roots to wait before trying to watch again after watching failed
@@ -193,7 +196,17 @@ impl Snapshotter {
             backoff: WatchBackoff::default(),
             state: State::Unloaded,
             last_reroot: ReRoot::NotYet,
+            withheld: Vec::new(),
         }
+    }
+
+    /// Leaves `rel` (a file or a directory, workspace-relative) and
+    /// everything below it out of every snapshot, whatever the ignore rules
+    /// say and whatever a buffer holds: an `external-oracle` overlay, which
+    /// no slot, diff or promotion may carry. The walk still reads it, so the
+    /// stat cache and watches stay those of the whole tree.
+    pub fn withhold(&mut self, rel: &str) {
+        self.withheld.push(rel.to_owned());
     }
 
     /// Switches to watched mode, for a long-lived process: from the next
@@ -245,11 +258,17 @@ impl Snapshotter {
             // trusted entry is kept as it was.
             self.save_cache(&files)?;
         }
+        let withheld = |path: &str| self.withheld.iter().any(|w| super::withholds(w, path));
         let mut entries: BTreeMap<String, Entry> = files
             .into_iter()
+            .filter(|(path, _)| !withheld(path))
             .map(|(path, cached)| (path.clone(), cached.entry))
             .collect();
-        apply_overlay(&self.root, &mut entries, overlay)?;
+        let mut overlay = std::borrow::Cow::Borrowed(overlay);
+        if overlay.buffers.keys().any(|path| withheld(path)) {
+            overlay.to_mut().buffers.retain(|path, _| !withheld(path));
+        }
+        apply_overlay(&self.root, &mut entries, &overlay)?;
         super::check_shape(&entries)?;
         // Watched re-roots list only what changed, so the total is checked
         // here too, not only by the walk.

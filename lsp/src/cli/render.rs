@@ -9,6 +9,7 @@ use trellis_engine::change::FileChange;
 use trellis_engine::cluster::ResidualClass;
 use trellis_engine::gate::Verdict;
 use trellis_engine::sensor::StageStatus;
+use trellis_engine::sensor::oracle::OracleVerdict;
 use trellis_engine::sensor::sandbox::Support;
 use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
 
@@ -298,6 +299,16 @@ pub fn repair_steps(outcome: &RepairOutcome, detail: Detail) -> String {
                         let _ = writeln!(out, "{:OUTCOME_COLUMN$}{more}", "");
                     }
                 }
+            }
+            if let Some(oracle) = &b.oracle {
+                let said = match oracle {
+                    OracleVerdict::Passed { .. } => "passed".to_owned(),
+                    OracleVerdict::Failed { reason, .. } => {
+                        format!("failed, so this is no verified fix: {reason}")
+                    }
+                    OracleVerdict::NotRun { reason } => format!("not run: {reason}"),
+                };
+                let _ = writeln!(out, "       oracle: {said}");
             }
             let flaky: Vec<&str> = b
                 .stages

@@ -5,7 +5,8 @@ use std::path::Path;
 use trellis_engine::config::Config;
 use trellis_engine::context::{Outcome, Residency, TurnContext, context_turns};
 use trellis_engine::ledger::Ledger;
-use trellis_engine::{BranchState, ForestStatus, SearchStatus};
+use trellis_engine::ledger::event::RecoveryDirection;
+use trellis_engine::{BranchState, ForestStatus, InterruptedPromotion, SearchStatus};
 
 use super::render::Detail;
 use super::terminal::{self, println_escaped};
@@ -53,7 +54,10 @@ fn read(root: &Path) -> Result<(SearchStatus, Vec<TurnContext>), String> {
         .rows()
         .map_err(|e| format!("{}: {e}", ledger.path().display()))?;
     let context = context_turns(&rows).map_err(|e| format!("{}: {e}", ledger.path().display()))?;
-    Ok((SearchStatus::from_rows(&rows), context))
+    let mut status = SearchStatus::from_rows(&rows);
+    status.interrupted_promotion =
+        trellis_engine::interrupted_promotion(root, &ledger).map_err(|e| e.to_string())?;
+    Ok((status, context))
 }
 
 /// One model request's context, in figures.
@@ -168,6 +172,42 @@ fn model_limits(forest: &ForestStatus, models: &str) -> String {
     format!("{} ({models}; {used} here)", left.join(", "))
 }
 
+/// A promotion a crash cut off: which repair, how far it got, and what
+/// finishes it. The user's files are then neither the old tree nor the
+/// verified one, so this is said before anything else about them.
+fn print_interrupted(interrupted: &InterruptedPromotion) {
+    if interrupted.in_progress {
+        println!(
+            "repair {} is being written to your files right now by another trellis process \
+             ({} of {} files written so far)",
+            interrupted.repair_id,
+            interrupted.written.len(),
+            interrupted.files.len()
+        );
+        return;
+    }
+    println!(
+        "interrupted write: repair {} was being written to your files when it stopped; \
+         {} of {} files hold the verified content ({}), and `.trellis/promotion.journal` \
+         records the rest",
+        interrupted.repair_id,
+        interrupted.written.len(),
+        interrupted.files.len(),
+        interrupted.files.join(", ")
+    );
+    let how = match interrupted.next_start {
+        RecoveryDirection::RolledForward => "roll it forward: every file gets the verified content",
+        RecoveryDirection::RolledBack => {
+            "roll it back: every file gets its content from before the repair, and a file \
+             you changed since stays as you left it"
+        }
+    };
+    println!(
+        "  the next `trellis check`, `trellis repair` or language-server start finishes it: \
+         it will {how}"
+    );
+}
+
 /// A branch state as a user names it: a candidate fix and what became of it.
 fn plain_state(state: BranchState) -> &'static str {
     match state {
@@ -191,6 +231,11 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
         // A forest commits into the repair's private staging; only a
         // promotion writes the user's files.
         let state = match (&forest.closed, status.written, verbose) {
+            (Some(reason), _, _)
+                if reason == "committed" && status.interrupted_promotion.is_some() =>
+            {
+                "closed: verified, its writing was interrupted (see below)".to_owned()
+            }
             (Some(reason), false, true) if reason == "committed" => {
                 "closed: committed (not written)".to_owned()
             }
@@ -271,6 +316,9 @@ fn print_human(status: &SearchStatus, models: &str, detail: Detail) {
             println_escaped!("  limits left: {}", remaining.join(", "));
             println_escaped!("  limits left for a model: {model}");
         }
+    }
+    if let Some(interrupted) = &status.interrupted_promotion {
+        print_interrupted(interrupted);
     }
     if verbose {
         println_escaped!("no-goods in the ledger: {}", status.no_goods);

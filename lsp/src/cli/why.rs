@@ -27,6 +27,10 @@ pub(super) fn plain_reason(cause: &NotUsed) -> String {
         NotUsed::OriginalTestsFail => {
             "the tests as they were fail with it (changing a test does not fix the code)".into()
         }
+        NotUsed::TestsWeakened { tests } => format!(
+            "it removes or switches off tests the repair must satisfy, not the code's bug: {}",
+            tests.join(", ")
+        ),
         NotUsed::ModelUnavailable => "the model could not be used".into(),
         NotUsed::NotMade => "its edits could not be made in the private copy".into(),
         NotUsed::Barrier => "a safety check on it does not hold".into(),

@@ -26,7 +26,8 @@ use super::capabilities::{ClientFacts, server_capabilities};
 use super::paths::WorkspacePaths;
 use super::protocol::{
     ApplyActionData, BranchChange, BranchFileParams, BranchFileResult, BundleVersionsParams,
-    BundleVersionsResult, ListBundlesParams, ListBundlesResult, ServerCommand,
+    BundleVersionsResult, ListBundlesParams, ListBundlesResult, ServerCommand, StatusParams,
+    StatusResult,
 };
 use super::tasks::{Shared, prepare_apply, report_refusal};
 
@@ -147,6 +148,23 @@ impl Backend {
             versions: versions.into_iter().map(Into::into).collect(),
             defaults: defaults.into_iter().map(Into::into).collect(),
         })
+    }
+
+    /// `trellis/status`: the last search and an interrupted write, read
+    /// from the ledger and the promotion journal as they are now.
+    pub async fn status(&self, _params: StatusParams) -> jsonrpc::Result<StatusResult> {
+        let shared = self.running()?.shared.clone();
+        let status = tokio::task::spawn_blocking(move || {
+            let engine = &shared.engine;
+            let mut status = trellis_engine::SearchStatus::from_rows(&engine.ledger().rows()?);
+            status.interrupted_promotion =
+                trellis_engine::interrupted_promotion(engine.root(), engine.ledger())?;
+            Ok::<_, trellis_engine::EngineError>(status)
+        })
+        .await
+        .map_err(|e| internal(&e.to_string()))?
+        .map_err(|e| internal(&e.to_string()))?;
+        Ok(StatusResult::from(&status))
     }
 
     /// `window/workDoneProgress/cancel` (the trait has no slot for it).

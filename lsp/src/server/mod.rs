@@ -67,6 +67,10 @@ pub async fn serve_stdio(prompts: PromptPolicy) -> anyhow::Result<()> {
             Backend::bundle_versions,
         )
         .custom_method(
+            <protocol::Status as tower_lsp_server::ls_types::request::Request>::METHOD,
+            Backend::status,
+        )
+        .custom_method(
             "window/workDoneProgress/cancel",
             Backend::work_done_progress_cancel,
         )

@@ -14,6 +14,7 @@
 
 mod bundles;
 mod forest;
+mod status;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,6 +26,7 @@ pub use bundles::{
     ListBundlesResult,
 };
 pub use forest::{ForestStep, forest};
+pub use status::{Status, StatusParams, StatusResult};
 
 /// The commands `workspace/executeCommand` accepts.
 pub struct Commands;
@@ -372,6 +374,8 @@ mod tests {
             <BranchFile as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
             <ListBundles as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
             <BundleVersions as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
+            <Status as tower_lsp_server::ls_types::request::Request>::METHOD.to_owned(),
+            "interrupted_promotion".to_owned(),
             "bundles".to_owned(),
             format!(
                 "experimental.trellis.{}",
@@ -384,6 +388,8 @@ mod tests {
         names.extend(Commands::ALL.iter().map(|c| (*c).to_owned()));
         names.extend(SearchState::ALL.iter().map(wire_name));
         names.extend(BranchChange::ALL.iter().map(wire_name));
+        names.extend(status::WriteState::ALL.iter().map(wire_name));
+        names.extend(status::NextStart::ALL.iter().map(wire_name));
         for name in names {
             assert!(
                 doc.contains(&format!("`{name}`")),

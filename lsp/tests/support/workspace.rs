@@ -44,6 +44,16 @@ pub fn branches(doc: &Value) -> impl Iterator<Item = &Value> {
         .flat_map(|step| step["branches"].as_array().into_iter().flatten())
 }
 
+/// The paths a `repair` JSON document's changes touch, in order.
+pub fn changed_paths(doc: &Value) -> Vec<&str> {
+    doc["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["path"].as_str().unwrap_or_default())
+        .collect()
+}
+
 /// The report of stage `name` in a `check` or `repair` JSON document.
 pub fn stage<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["stages"]

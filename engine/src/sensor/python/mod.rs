@@ -23,6 +23,7 @@ mod lsp_position;
 mod pyright;
 mod pytest;
 mod ruff;
+pub(crate) mod test_inventory;
 mod ty;
 mod ty_fixes;
 
@@ -142,6 +143,8 @@ struct Observation {
     diagnostics: Vec<Diagnostic>,
     failures: Vec<TestFailure>,
     tests_passed: u32,
+    /// Node ids of the cases that passed or failed.
+    tests_run: Vec<String>,
     notes: Vec<String>,
     /// Set when the tool could not measure; otherwise the status follows
     /// from the evidence.
@@ -271,6 +274,11 @@ fn report(
         diagnostics: observation.diagnostics,
         failures: observation.failures,
         tests_passed: observation.tests_passed,
+        tests_run: {
+            let mut run = observation.tests_run;
+            run.sort();
+            run
+        },
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         truncated,
         notes: observation.notes,

@@ -203,6 +203,12 @@ fn interpret(output: &ProcessOutput, xml: Option<&str>, paths: &mut WorkspacePat
     };
     let mut observation = Observation::default();
     for case in cases {
+        if matches!(
+            case.outcome,
+            Outcome::Passed | Outcome::Failed { .. } | Outcome::Errored { .. }
+        ) {
+            observation.tests_run.push(case.node_id.clone());
+        }
         match &case.outcome {
             Outcome::Passed => observation.tests_passed += 1,
             Outcome::Skipped => {}

@@ -18,6 +18,7 @@ mod node_test;
 mod position;
 mod rerun;
 mod tap;
+pub(crate) mod test_inventory;
 mod tsc;
 mod tsc_output;
 mod tsserver;

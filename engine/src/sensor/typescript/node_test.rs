@@ -431,6 +431,14 @@ fn interpret(
         .filter(|result| result.outcome == Outcome::Passed && !result.suite)
         .map(|result| key(result, &prefixes, sources.paths))
         .collect();
+    // By name alone: Node reports where a test is declared only when it
+    // fails, so a file in the id would rename a test that starts passing.
+    let tests_run = run
+        .results
+        .iter()
+        .filter(|result| result.outcome != Outcome::Skipped && !result.suite)
+        .map(|result| relative_text(&result.name(), &prefixes))
+        .collect();
     let mut notes = Vec::new();
     if report.is_none() {
         notes.push(format!(
@@ -483,6 +491,7 @@ fn interpret(
         diagnostics: Vec::new(),
         failures,
         tests_passed: run.passed(),
+        tests_run,
         truncated: output.truncated(),
         notes,
         blocks_tests: None,
@@ -539,6 +548,24 @@ mod tests {
             &mut paths,
         )
         .0
+    }
+
+    #[test]
+    fn every_test_that_passed_or_failed_is_listed_by_name_and_skips_and_suites_are_not() {
+        let (dir, report) = workspace();
+        let mut run = interpret_in(dir.path(), 1, Some(&report)).tests_run;
+        run.sort();
+        assert_eq!(
+            run,
+            [
+                "adds",
+                "ok",
+                "suite > inner fails",
+                "suite > inner passes",
+                "suite > nested # hash > deepest fails",
+                "test/broken.test.mjs",
+            ]
+        );
     }
 
     #[test]

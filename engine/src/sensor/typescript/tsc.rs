@@ -299,13 +299,10 @@ fn interpret(output: &ProcessOutput, paths: &mut WorkspacePaths) -> Observation 
         }
     };
     Observation {
-        status,
         diagnostics,
-        failures: Vec::new(),
-        tests_passed: 0,
         truncated: output.truncated(),
         notes,
-        blocks_tests: None,
+        ..Observation::of_status(status)
     }
 }
 

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use trellis_engine::gate::{GateDecision, Verdict};
 use trellis_engine::sensor::StageStatus;
+use trellis_engine::sensor::oracle::OracleVerdict;
 use trellis_engine::{BranchOutcome, BranchReport, StageSummary, StepReport};
 
 /// One step of the repair: one forest over one cluster.
@@ -122,7 +123,12 @@ impl From<&BranchReport> for ForestBranch {
             energy: branch.energy,
             hard_pass: branch.hard_pass,
             preview: branch.preview.map(GateVerdict::from),
-            stages: branch.stages.iter().map(ForestStage::from).collect(),
+            stages: branch
+                .stages
+                .iter()
+                .map(ForestStage::from)
+                .chain(branch.oracle.as_ref().and_then(oracle_stage))
+                .collect(),
             clusters: branch.clusters.clone(),
             outcome: ForestBranchOutcome::from(&branch.outcome),
         }
@@ -171,6 +177,22 @@ impl From<&StageSummary> for ForestStage {
     }
 }
 
+/// `external-oracle`'s verdict as one more required stage, `oracle`; one
+/// that did not run (the branch's own stages fail) is left out.
+fn oracle_stage(verdict: &OracleVerdict) -> Option<ForestStage> {
+    let (status, duration_ms) = match verdict {
+        OracleVerdict::Passed { duration_ms } => (ForestStageStatus::Passed, *duration_ms),
+        OracleVerdict::Failed { duration_ms, .. } => (ForestStageStatus::Failed, *duration_ms),
+        OracleVerdict::NotRun { .. } => return None,
+    };
+    Some(ForestStage {
+        stage: "oracle".into(),
+        required: true,
+        status,
+        duration_ms,
+    })
+}
+
 impl From<&GateDecision> for ForestDecision {
     fn from(decision: &GateDecision) -> ForestDecision {
         ForestDecision {
@@ -209,6 +231,7 @@ mod tests {
                 flaky: Vec::new(),
                 not_run: None,
             }],
+            oracle: None,
             clusters: vec!["unused import".into()],
             outcome,
         }
