@@ -329,11 +329,14 @@ impl ForestRun<'_> {
                 }
             } else {
                 ctx.progress.report(&format!("{label}: oracle"), None);
-                let deadline = Duration::from_secs(ctx.config.stages.test_timeout_secs);
-                let target_dir = crate::sensor::cargo::tree_target(&target_dir, slot);
-                oracle
-                    .run(slot, state, &target_dir, deadline, ctx.cancel)
-                    .await
+                let run = SensorRun {
+                    dir: slot,
+                    target_dir: &target_dir,
+                    deadline: Duration::from_secs(ctx.config.stages.test_timeout_secs),
+                    cancel: ctx.cancel.clone(),
+                    policy: ctx.sandbox_policy(),
+                };
+                oracle.run(&run, state).await
             });
         }
         let (receipt, _) = self.settle(verifier, ActionKind::VerifierRun)?;

@@ -21,12 +21,11 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
-use super::process::{ProcessError, ProcessLimits, run_bounded};
+use super::SensorRun;
+use super::process::{Confinement, ProcessError, ProcessLimits, run_bounded};
 use crate::config::models::{TestPolicy, VerificationConfig};
 use crate::runtime::blocking;
 use crate::snapshot::fsutil::confine;
@@ -158,20 +157,14 @@ impl Oracle {
         Ok(files)
     }
 
-    /// Runs the oracle on the candidate `state` in `slot`: the overlay
-    /// copied in, the command run there within `deadline`, the overlay and
-    /// anything else the run added taken out again, and the candidate's
-    /// files checked to be as they were. `target_dir` is the slot's build
-    /// output (`CARGO_TARGET_DIR`), so an oracle running `cargo test`
-    /// reuses it.
-    pub async fn run(
-        &self,
-        slot: &Path,
-        state: &Snapshot,
-        target_dir: &Path,
-        deadline: Duration,
-        cancel: &CancellationToken,
-    ) -> OracleVerdict {
+    /// Runs the oracle on the candidate `state` in the slot `run.dir`: the
+    /// overlay copied in, the command run there within `run.deadline` and
+    /// confined like any process of the slot (`run.sandbox()`), the overlay
+    /// and anything else the run added taken out again, and the candidate's
+    /// files checked to be as they were. `CARGO_TARGET_DIR` is the slot's
+    /// own build output, so an oracle running `cargo test` reuses it.
+    pub async fn run(&self, run: &SensorRun<'_>, state: &Snapshot) -> OracleVerdict {
+        let slot = run.dir;
         let started = std::time::Instant::now();
         let failed = |reason: String| OracleVerdict::Failed {
             reason,
@@ -191,13 +184,21 @@ impl Oracle {
                 command
                     .args(&self.command[1..])
                     .current_dir(slot)
-                    .env("CARGO_TARGET_DIR", target_dir)
+                    .env("CARGO_TARGET_DIR", run.own_target())
                     .env("TRELLIS_ORACLE_PATH", slot.join(&self.path))
                     // The tree is verified, not written: no bytecode, no
                     // pytest cache in it.
                     .env("PYTHONDONTWRITEBYTECODE", "1")
                     .env("PYTEST_ADDOPTS", "-p no:cacheprovider");
-                Ok(run_bounded(command, &ProcessLimits::with_deadline(deadline), cancel).await)
+                let sandbox = run.sandbox();
+                let limits = ProcessLimits::with_deadline(run.deadline);
+                Ok(run_bounded(
+                    command,
+                    Confinement::Slot(&sandbox, None),
+                    &limits,
+                    &run.cancel,
+                )
+                .await)
             }
             Err(reason) => Err(reason),
         };
