@@ -132,6 +132,37 @@ fn an_oracle_that_fails_blocks_the_write_and_is_shown() {
 }
 
 #[test]
+fn the_oracle_runs_confined_to_its_slot_and_cannot_write_the_users_files() {
+    let ws = Workspace::of("missing-import");
+    let escape = ws.path().join("written-by-the-oracle");
+    std::fs::create_dir_all(ws.path().join("tests")).unwrap();
+    // The oracle tries to write into the user's workspace by its absolute
+    // path, and passes only if that write succeeded.
+    std::fs::write(
+        ws.path().join("tests/oracle.sh"),
+        format!("# {SECRET}\ntouch '{}' || exit 7\n", escape.display()),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        oracle_toml("tests/oracle.sh", &["sh", "tests/oracle.sh"]),
+    )
+    .unwrap();
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_ne!(code, 0, "{doc:#}");
+    assert!(!escape.exists(), "the oracle wrote outside its slot");
+    assert_eq!(ws.tree(), before, "nothing is written");
+    let reasons: Vec<&str> = branches(&doc)
+        .filter_map(|b| b["oracle"]["reason"].as_str())
+        .collect();
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r.contains("status 7")),
+        "the refused write failed the oracle: {doc:#}"
+    );
+}
+
+#[test]
 fn a_missing_or_unrunnable_oracle_refuses_the_repair_naming_the_key() {
     for (config, key) in [
         (
