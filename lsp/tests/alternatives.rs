@@ -5,8 +5,8 @@
 //! CLI, through the language server (Apply offered and applied), and after
 //! a SIGKILL mid-search and a resume, on an ambiguous import with two
 //! candidates, with three, and used in two files, and on a published crate
-//! (semver, `tests/fixtures/vendored-semver`) whose removed `use` leaves
-//! sites that also offer a look-alike builtin.
+//! (semver 1.0.28, read from cargo's registry copy) whose removed `use`
+//! leaves sites that also offer a look-alike builtin.
 
 use serde_json::Value;
 use trellis_engine::ledger::{Ledger, SearchEvent, fold_resume};
@@ -20,7 +20,8 @@ use support::{Client, cargo_test_passes, vscode_capabilities};
 
 /// A repair the search must get right, and what the right one writes.
 struct Case {
-    fixture: &'static str,
+    /// A fresh copy of the broken crate.
+    workspace: fn() -> Workspace,
     /// Each file the right repair changes, with the line it adds.
     fixed: &'static [(&'static str, &'static str)],
     /// What a wrong alternative would have written.
@@ -30,21 +31,21 @@ struct Case {
 }
 
 const TWO_WAY: Case = Case {
-    fixture: "ambiguous-import",
+    workspace: || Workspace::of("ambiguous-import"),
     fixed: &[("src/lib.rs", "use crate::exact::scale;")],
     wrong: &["approx::scale"],
     diagnostic: ("src/lib.rs", "E0425"),
 };
 
 const THREE_WAY: Case = Case {
-    fixture: "ambiguous-three",
+    workspace: || Workspace::of("ambiguous-three"),
     fixed: &[("src/lib.rs", "use crate::fnv::Digest;")],
     wrong: &["adler::Digest", "crc::Digest"],
     diagnostic: ("src/lib.rs", "E0433"),
 };
 
 const TWO_FILES: Case = Case {
-    fixture: "ambiguous-two-files",
+    workspace: || Workspace::of("ambiguous-two-files"),
     fixed: &[
         ("src/lib.rs", "use crate::exact::scale;"),
         ("src/report.rs", "use crate::exact::scale;"),
@@ -54,11 +55,48 @@ const TWO_FILES: Case = Case {
 };
 
 const SEMVER: Case = Case {
-    fixture: "vendored-semver",
+    workspace: semver_without_its_ptr_import,
     fixed: &[("src/identifier.rs", "use std::ptr;")],
     wrong: &["str::copy_nonoverlapping", "str::write"],
     diagnostic: ("src/identifier.rs", "E0433"),
 };
+
+/// semver 1.0.28 as cargo packaged it, without its benchmark and its
+/// optional serde support (so it has no dependency and resolves offline),
+/// and with `ptr` removed from `use core::ptr::{self, NonNull};` in
+/// `src/identifier.rs`: at each of the 13 sites rustc offers both
+/// `use std::ptr;` and "a builtin type with a similar name exists: `str`".
+fn semver_without_its_ptr_import() -> Workspace {
+    let ws = Workspace::of_registry_package("semver", "1.0.28");
+    let cut = |file: &str, from: &str, to: &str| {
+        let text = ws.read(file);
+        assert!(text.contains(from), "semver's {file} changed: {text}");
+        std::fs::write(ws.path().join(file), text.replacen(from, to, 1)).unwrap();
+    };
+    cut(
+        "src/lib.rs",
+        "#[cfg(feature = \"serde\")]\nmod serde;\n",
+        "",
+    );
+    std::fs::remove_file(ws.path().join("src/serde.rs")).unwrap();
+    cut(
+        "src/identifier.rs",
+        "use core::ptr::{self, NonNull};",
+        "use core::ptr::NonNull;",
+    );
+    std::fs::write(
+        ws.path().join("Cargo.toml"),
+        "[package]\nname = \"semver\"\nversion = \"1.0.28\"\nedition = \"2021\"\n\n\
+         [features]\ndefault = [\"std\"]\nstd = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("Cargo.lock"),
+        "version = 4\n\n[[package]]\nname = \"semver\"\nversion = \"1.0.28\"\n",
+    )
+    .unwrap();
+    ws
+}
 
 /// The workspace holds the right repair, nothing of a wrong one, and the
 /// crate's own tests pass.
@@ -76,7 +114,7 @@ fn assert_repaired(ws: &Workspace, case: &Case) {
 /// `repair --commit` on a copy of the case's fixture: the right repair is
 /// written and the crate's tests pass. The workspace and the report.
 fn repaired_from_the_cli(case: &Case) -> (Workspace, Value) {
-    let ws = Workspace::of(case.fixture);
+    let ws = (case.workspace)();
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
@@ -188,7 +226,7 @@ fn a_published_crate_gets_its_import_alone_never_mixed_with_the_look_alike_built
 /// ones that do not build.
 #[test]
 fn alternatives_tied_in_the_build_probe_are_each_measured_in_full() {
-    let ws = Workspace::of(THREE_WAY.fixture);
+    let ws = (THREE_WAY.workspace)();
     let misfit = |name: &str| {
         format!(
             "pub mod {name} {{\n    /// Another digest, of another API.\n    pub struct Digest;\n}}\n\n"
@@ -238,7 +276,7 @@ fn alternatives_tied_in_the_build_probe_are_each_measured_in_full() {
 /// before that descent is kept, and it is the hard pass.
 #[test]
 fn a_descent_reached_through_a_partial_checkpoint_waits_for_the_other_import() {
-    let ws = Workspace::of(TWO_WAY.fixture);
+    let ws = (TWO_WAY.workspace)();
     let source = ws.read("src/lib.rs").replace(
         "pub fn scale(x: u32) -> u32 {\n        x * 2 + 1",
         "pub fn scale(x: u32, y: u32) -> u64 {\n        u64::from(x * 2 + y)",
@@ -262,7 +300,7 @@ fn a_descent_reached_through_a_partial_checkpoint_waits_for_the_other_import() {
 }
 
 fn repaired_through_the_editor(case: &Case) {
-    let ws = Workspace::of(case.fixture);
+    let ws = (case.workspace)();
     let (mut client, _) = Client::start(ws.path(), vscode_capabilities(), None);
     let (file, code) = case.diagnostic;
     let diagnostic = client.open_for_diagnostic(file, code);
@@ -297,7 +335,7 @@ fn the_editor_is_offered_and_applies_the_published_crates_import() {
 /// interrupted forest (same limits, its usage claimed) and ends at the
 /// right repair, written.
 fn repaired_after_a_kill(case: &Case) {
-    let ws = Workspace::of(case.fixture);
+    let ws = (case.workspace)();
     kill_repair_when(&ws, "after its first measurement", |db| {
         count_rows(
             db,

@@ -84,6 +84,33 @@ impl Workspace {
         ws
     }
 
+    /// A private copy of the `src/` and `tests/` of the registry package
+    /// `name` `version`, which this project's own lockfile holds, so cargo
+    /// has unpacked it wherever the project builds: a published crate none
+    /// of us wrote, read where cargo keeps it, never vendored. The caller
+    /// writes its manifest.
+    pub fn of_registry_package(name: &str, version: &str) -> Workspace {
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cargo"));
+        let unpacked = format!("{name}-{version}");
+        let package = std::fs::read_dir(cargo_home.join("registry/src"))
+            .unwrap()
+            .map(|index| index.unwrap().path().join(&unpacked))
+            .find(|dir| dir.join("Cargo.toml").is_file())
+            .unwrap_or_else(|| {
+                panic!(
+                    "cargo has not unpacked {unpacked} in {}",
+                    cargo_home.display()
+                )
+            });
+        let ws = Workspace::empty();
+        for dir in ["src", "tests"] {
+            copy_tree(&package.join(dir), &ws.path().join(dir));
+        }
+        ws
+    }
+
     /// An empty workspace, for a test that writes its own crate.
     pub fn empty() -> Workspace {
         Workspace {
