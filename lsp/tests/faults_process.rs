@@ -278,7 +278,13 @@ fn a_test_that_escapes_with_setsid_is_bounded_by_the_stage_deadline_and_reported
 #[test]
 fn sigterm_on_the_language_server_kills_its_sensing_run() {
     let fixture = Fixture::with_test(SLEEPS);
-    let (mut client, _) = Client::start(fixture.ws.path(), vscode_capabilities(), None);
+    let config = fixture.cache.path().join("config");
+    let env = [
+        ("TRELLIS_CACHE_DIR", fixture.cache.path().as_os_str()),
+        ("XDG_CONFIG_HOME", config.as_os_str()),
+    ];
+    let (mut client, _) =
+        Client::start_with_env(fixture.ws.path(), None, &env, vscode_capabilities(), None);
     client.open("src/lib.rs");
     let deadline = Instant::now() + SENSING_TIMEOUT;
     let test_pid = loop {
