@@ -477,6 +477,53 @@ fn a_conftest_a_model_wrote_cannot_poison_the_users_virtualenv() {
     assert_eq!(report.matches("Permission denied").count(), 2, "{report}");
 }
 
+/// Erratum 37: a test a model wrote reads the verification oracle where
+/// the user keeps it, by its absolute path, to show it to the model in the
+/// test's failure; in the model's sandbox the oracle is not there.
+#[test]
+fn a_test_a_model_wrote_cannot_read_the_oracle_where_the_user_keeps_it() {
+    if !sandboxed() {
+        return;
+    }
+    const SECRET: &str = "oracle-only: the hidden expectation";
+    let ws = Workspace::of("py-logic-bug");
+    ws.make_venv();
+    let oracle = ws.path().join("oracle/test_hidden.py");
+    std::fs::create_dir_all(oracle.parent().unwrap()).unwrap();
+    std::fs::write(
+        &oracle,
+        format!("# {SECRET}\ndef test_hidden():\n    pass\n"),
+    )
+    .unwrap();
+    let peek = format!(
+        "def test_peek():\n    try:\n        seen = open({path:?}).read()\n    \
+         except OSError as e:\n        seen = e.strerror\n    \
+         assert False, 'oracle read: ' + repr(seen)\n",
+        path = oracle.display().to_string(),
+    );
+    let server = model_writing(
+        &ws,
+        Vec::new(),
+        &[("tests/test_peek.py", &peek)],
+        "[verification]\ntest_policy = \"external-oracle\"\n\
+         oracle_path = \"oracle\"\noracle_command = [\"python3\", \"-m\", \"pytest\", \"oracle\"]\n",
+    );
+    let (_, doc) = ws.json(&["repair"]);
+    let report =
+        run_tests_result(&server).unwrap_or_else(|| panic!("the model's test never ran: {doc:#}"));
+    assert!(oracle.exists(), "the user's oracle stays");
+    // The oracle's directory is covered by an empty one.
+    assert!(
+        report.contains("oracle read: 'No such file or directory'"),
+        "{report}"
+    );
+    assert!(
+        server.bodies().iter().all(|b| !b.contains(SECRET)),
+        "a request to the model holds the oracle"
+    );
+    assert!(!doc.to_string().contains(SECRET), "{doc:#}");
+}
+
 /// Items 1 and 4: a TypeScript test a model wrote appends to
 /// `node_modules/../src/discount.ts` (the slot's `node_modules` is a link
 /// to the user's, so `..` is the user's project) and deletes a file of the

@@ -54,6 +54,7 @@ impl SandboxConfig {
             require: self.require,
             model_code: true,
             writable: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 

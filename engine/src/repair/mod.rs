@@ -61,6 +61,7 @@ use crate::ledger::Ledger;
 use crate::report::{RepairStatus, StepReport, Unfixed};
 use crate::runtime::Progress;
 use crate::sensor::Sensor;
+use crate::sensor::oracle::Oracle;
 use crate::sensor::sandbox::Policy;
 use crate::slots::Slots;
 
@@ -91,10 +92,19 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The sandbox policy of a branch's run now (`[sandbox]` once a model
-    /// may have written into the slots).
+    /// may have written into the slots, with the verification oracle
+    /// hidden where the user keeps it: model-written code cannot read it
+    /// and show it to the model).
     pub(crate) fn sandbox_policy(&self) -> Policy {
         if self.model_code.load(Ordering::SeqCst) {
-            self.config.sandbox.for_model_code()
+            let oracle = Oracle::of(&self.config.verification, self.root);
+            Policy {
+                hidden: oracle
+                    .map(|o| self.root.join(o.path()))
+                    .into_iter()
+                    .collect(),
+                ..self.config.sandbox.for_model_code()
+            }
         } else {
             self.config.sandbox.for_user_code()
         }

@@ -72,6 +72,10 @@ pub struct Policy {
     /// Directories outside the slot the run may also write
     /// (`[sandbox] writable`), each existing and canonical.
     pub writable: Vec<PathBuf>,
+    /// Files or directories of the user's workspace the run must not read
+    /// (the verification oracle): in its mount namespace each is covered,
+    /// a file by `/dev/null`, a directory by an empty one.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -84,6 +88,7 @@ impl Policy {
         require: false,
         model_code: false,
         writable: Vec::new(),
+        hidden: Vec::new(),
     };
 }
 
@@ -218,8 +223,19 @@ impl Sandbox {
             .map_err(|e| SandboxError::Prepare(format!("{}: {e}", self.tmp.display())))?;
         let shm = tmp.0.join("shm");
         prepare(&shm, std::fs::create_dir(&shm))?;
+        let mut covers = Vec::new();
+        for (i, hidden) in self.policy.hidden.iter().enumerate() {
+            let cover = if hidden.is_dir() {
+                let empty = tmp.0.join(format!("hidden-{i}"));
+                prepare(&empty, std::fs::create_dir(&empty))?;
+                empty
+            } else {
+                PathBuf::from("/dev/null")
+            };
+            covers.push((cover, hidden.clone()));
+        }
         cmd.env("TMPDIR", &tmp.0);
-        self.confine(cmd, mirror, &tmp.0, &shm)?;
+        self.confine(cmd, mirror, &tmp.0, &shm, &covers)?;
         Ok(tmp)
     }
 
@@ -232,8 +248,15 @@ impl Sandbox {
         mirror: Option<&Mirror>,
         tmp: &Path,
         shm: &Path,
+        covers: &[(PathBuf, PathBuf)],
     ) -> Result<(), SandboxError> {
         let support = support();
+        if !covers.is_empty() && !support.confines_network() {
+            // Without a mount namespace the oracle would be readable.
+            return Err(SandboxError::Prepare(
+                "hiding the verification oracle needs a mount namespace".to_owned(),
+            ));
+        }
         let confined = support.confines_files();
         if mirror.is_some() && !support.confines_network() {
             // Told the user's target directory, cargo would write there.
@@ -247,6 +270,7 @@ impl Sandbox {
                 self.policy.network == Network::Loopback,
                 // Without file rules `/dev/shm` is writable anyway.
                 confined.then_some(shm),
+                covers,
             )
         });
         let namespaces = namespaces
@@ -298,7 +322,7 @@ impl Sandbox {
 /// else of a sandbox: the mirror's own probe.
 #[cfg(target_os = "linux")]
 pub(in crate::sensor) fn enter_mirror(cmd: &mut std::process::Command, mirror: &Mirror) {
-    let Some(namespaces) = namespace::Prepared::new(Some(mirror), false, None) else {
+    let Some(namespaces) = namespace::Prepared::new(Some(mirror), false, None, &[]) else {
         return;
     };
     use std::os::unix::process::CommandExt;
@@ -404,8 +428,8 @@ fn probe_namespaces() -> Result<(), String> {
     let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
     let shm = scratch.path().join("shm");
     std::fs::create_dir(&shm).map_err(|e| e.to_string())?;
-    let namespaces =
-        namespace::Prepared::new(None, true, Some(&shm)).ok_or("no namespaces were planned")?;
+    let namespaces = namespace::Prepared::new(None, true, Some(&shm), &[])
+        .ok_or("no namespaces were planned")?;
     let mut cmd = std::process::Command::new("sh");
     cmd.args(["-c", "echo > /dev/shm/seen"]);
     use std::os::unix::process::CommandExt;
@@ -538,6 +562,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_hidden_file_or_directory_reads_empty_and_the_rest_stays_readable() {
+        if !supported() {
+            return;
+        }
+        let dirs = dirs();
+        let oracle_dir = dirs.user.join("oracle");
+        std::fs::create_dir(&oracle_dir).unwrap();
+        std::fs::write(oracle_dir.join("hidden.rs"), b"secret").unwrap();
+        std::fs::write(dirs.user.join("oracle.rs"), b"secret").unwrap();
+        let policy = Policy {
+            hidden: vec![dirs.user.join("oracle.rs"), oracle_dir.clone()],
+            ..Policy::USER_CODE
+        };
+        let reads = "test -z \"$(cat \"$USER_DIR/oracle.rs\")\" \
+                     && test -z \"$(ls -A \"$USER_DIR/oracle\")\" \
+                     && grep -q \"the user's\" \"$USER_DIR/lib.rs\"";
+        assert!(sh(&dirs, policy, reads).await.success());
+        let unhidden = "grep -q secret \"$USER_DIR/oracle.rs\"";
+        assert!(
+            sh(&dirs, Policy::USER_CODE, unhidden).await.success(),
+            "the control: readable when not hidden"
+        );
+        assert_eq!(
+            std::fs::read(oracle_dir.join("hidden.rs")).unwrap(),
+            b"secret"
+        );
+    }
+
+    #[tokio::test]
     async fn each_process_has_a_temporary_directory_of_its_own_that_goes_with_it() {
         if !supported() {
             return;
@@ -583,6 +636,7 @@ mod tests {
             require: true,
             model_code: true,
             writable: Vec::new(),
+            hidden: Vec::new(),
         };
         assert!(
             !reach(model.clone()).await,

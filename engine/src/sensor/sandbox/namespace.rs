@@ -10,7 +10,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::sensor::mirror::Mirror;
 
@@ -30,30 +30,34 @@ pub(in crate::sensor) struct Prepared {
 }
 
 impl Prepared {
-    /// The namespaces for `mirror`'s mounts (if any), `shm` seen at
-    /// `/dev/shm` (if given) and, when `own_network`, an isolated network;
-    /// `None` when the run needs none of them.
+    /// The namespaces for `covers` (each `(cover, hidden)` path mounted
+    /// first, while the user's paths are still the user's), `mirror`'s
+    /// mounts (if any), `shm` seen at `/dev/shm` (if given) and, when
+    /// `own_network`, an isolated network; `None` when the run needs none
+    /// of them.
     pub(in crate::sensor) fn new(
         mirror: Option<&Mirror>,
         own_network: bool,
         shm: Option<&Path>,
+        covers: &[(PathBuf, PathBuf)],
     ) -> Option<Self> {
-        if mirror.is_none() && !own_network && shm.is_none() {
+        if mirror.is_none() && !own_network && shm.is_none() && covers.is_empty() {
             return None;
         }
-        let mut mounts: Vec<(CString, CString, libc::c_ulong)> = mirror
-            .map(Mirror::binds)
-            .into_iter()
-            .flatten()
-            .map(|(source, point, recursive)| {
+        let mut mounts: Vec<(CString, CString, libc::c_ulong)> = covers
+            .iter()
+            .map(|(cover, hidden)| (c_path(cover), c_path(hidden), libc::MS_BIND))
+            .collect();
+        mounts.extend(mirror.map(Mirror::binds).into_iter().flatten().map(
+            |(source, point, recursive)| {
                 let flags = if recursive {
                     libc::MS_BIND | libc::MS_REC
                 } else {
                     libc::MS_BIND
                 };
                 (c_path(source), c_path(point), flags)
-            })
-            .collect();
+            },
+        ));
         if let Some(shm) = shm {
             mounts.push((c_path(shm), c_path(Path::new("/dev/shm")), libc::MS_BIND));
         }
