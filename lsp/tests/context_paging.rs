@@ -1,6 +1,6 @@
 //! Resident context end to end (Definition 6, Gate AF): the shipped binary
 //! repairs a fixture crate against our OpenAI-compatible server configured
-//! with a 4,096-token window. Two long file reads cannot both stay
+//! with a 16,384-token window. Two long file reads cannot both stay
 //! resident, so the first is evicted to a tombstone, recalled by path, and
 //! restored; a read of the file the model then fixes goes stale. Every
 //! request the server received is checked against the ledgered plan with
@@ -13,13 +13,15 @@ mod paging;
 mod support;
 
 use openai_server::OpenAiServer;
-use paging::{count, long_lines, plans, script, session_id, workspace};
+use paging::{WINDOW, count, long_lines, plans, script, session_id, workspace};
 use serde_json::Value;
-use trellis_engine::context::{MESSAGE_OVERHEAD, Residency, ResidentPlan, text_tokens};
+use trellis_engine::context::{
+    Accountant, MESSAGE_OVERHEAD, Residency, ResidentPlan, TOOL_CALL_OVERHEAD,
+};
 
-/// The accountant, recomputed from a request as the server received it.
+/// The current accountant, recomputed from a request as the server received it.
 fn wire_tokens(body: &Value) -> u64 {
-    let text = |v: &Value| v.as_str().map_or(0, text_tokens);
+    let text = |v: &Value| v.as_str().map_or(0, |t| Accountant::CURRENT.text(t));
     body["messages"]
         .as_array()
         .unwrap()
@@ -33,6 +35,7 @@ fn wire_tokens(body: &Value) -> u64 {
                     text(&c["id"])
                         + text(&c["function"]["name"])
                         + text(&c["function"]["arguments"])
+                        + TOOL_CALL_OVERHEAD
                 })
                 .sum();
             text(&m["content"]) + calls + text(&m["tool_call_id"]) + MESSAGE_OVERHEAD
@@ -74,10 +77,10 @@ fn contents(body: &Value) -> String {
 }
 
 #[test]
-fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_request() {
+fn gate_af_a_small_window_evicts_recalls_refuses_stale_pages_and_replays_every_request() {
     let lines = long_lines();
     let server = OpenAiServer::start(script());
-    let ws = workspace(&server, 4096, lines);
+    let ws = workspace(&server, WINDOW, lines);
     let out = ws.trellis(&["repair", "--commit", "--format", "json"]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -106,7 +109,8 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     assert_eq!(plans.len(), 6, "one plan per request sent");
     for (n, (body, plan)) in received.iter().zip(&plans).enumerate() {
         // No request above its allowance, counted from what was sent.
-        assert_eq!(plan.allowance.window, 4096);
+        assert_eq!(plan.allowance.window, WINDOW);
+        assert_eq!(plan.allowance.accountant(), Ok(Accountant::CURRENT));
         assert_eq!(wire_tokens(body), plan.request_tokens, "request {}", n + 1);
         assert!(
             plan.request_tokens <= plan.allowance.input,
@@ -156,7 +160,7 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     // Identical inputs select identically: the same script in a fresh
     // workspace gives the same pages and decisions.
     let again = OpenAiServer::start(script());
-    let twin = workspace(&again, 4096, lines);
+    let twin = workspace(&again, WINDOW, lines);
     assert_eq!(twin.json(&["repair", "--commit"]).0, 0);
     let decisions = |plans: &[ResidentPlan]| -> Vec<Vec<(String, Residency)>> {
         plans
@@ -210,10 +214,10 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
 
 #[test]
 fn a_latest_page_over_the_allowance_is_never_truncated_or_sent_and_nothing_is_written() {
-    // 200 lines of notes (~7 KiB of text, no outline): more than a 4,096-
-    // token request has room for beside its instructions.
+    // 400 lines of notes (~14 KiB of text, no outline): more than a
+    // 16,384-token request has room for beside its instructions.
     let server = OpenAiServer::start(script());
-    let ws = workspace(&server, 4096, 200);
+    let ws = workspace(&server, WINDOW, 400);
     let before = ws.tree();
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 1, "no verified repair: {doc:#}");
