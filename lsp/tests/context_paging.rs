@@ -12,12 +12,13 @@ mod openai_server;
 mod paging;
 mod support;
 
-use openai_server::OpenAiServer;
-use paging::{WINDOW, count, long_lines, plans, script, session_id, workspace};
-use serde_json::Value;
+use openai_server::{Answer, OpenAiServer};
+use paging::{WINDOW, count, long_lines, plans, read, rows, script, session_id, workspace};
+use serde_json::{Value, json};
 use trellis_engine::context::{
     Accountant, MESSAGE_OVERHEAD, Residency, ResidentPlan, TOOL_CALL_OVERHEAD,
 };
+use trellis_engine::ledger::{DecodedRow, SearchEvent};
 
 /// The current accountant, recomputed from a request as the server received it.
 fn wire_tokens(body: &Value) -> u64 {
@@ -242,4 +243,73 @@ fn a_latest_page_over_the_allowance_is_never_truncated_or_sent_and_nothing_is_wr
     let (code, explained) = ws.json(&["context", "explain-turn", &session_id(&ws), "2"]);
     assert_eq!(code, 0, "{explained:#}");
     assert_eq!(explained["attempts"][0]["outcome"], "infeasible");
+}
+
+#[test]
+fn a_request_the_endpoint_counts_larger_than_planned_is_ledgered_and_shrinks_the_next_plan() {
+    // What the first request of this fixture is charged (its messages and
+    // tool schemas), measured rather than assumed.
+    let probe = OpenAiServer::start(vec![Answer::tool_call("finish", json!({ "summary": "-" }))]);
+    let ws = workspace(&probe, WINDOW, 20);
+    ws.trellis(&["repair"]);
+    let first = &plans(&ws)[0];
+    let charged = first.request_tokens + first.allowance.tools;
+
+    // The endpoint counts that request half as large again as charged (a
+    // chat template heavier than the accountant's framing), then agrees.
+    let reported = charged * 3 / 2;
+    let server = OpenAiServer::start(vec![
+        read("data/alpha.txt").counting_prompt(reported),
+        read("data/beta.txt"),
+        Answer::tool_call("finish", json!({ "summary": "read" })),
+    ]);
+    let ws = workspace(&server, WINDOW, 20);
+    let out = ws.trellis(&["repair"]);
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains(&format!(
+            "turn 1: the endpoint counted {reported} prompt tokens where {charged} were planned"
+        )),
+        "{progress}"
+    );
+    let underestimates: Vec<_> = rows(&ws)
+        .into_iter()
+        .filter_map(|row| match row.event {
+            DecodedRow::Search {
+                event:
+                    SearchEvent::ContextUnderestimated {
+                        turn,
+                        planned_tokens,
+                        reported_tokens,
+                        calibration,
+                        ..
+                    },
+                ..
+            } => Some((turn, planned_tokens, reported_tokens, calibration)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        underestimates,
+        [(1, charged, reported, 1500)],
+        "the overrun is ledgered once, with the calibration it sets"
+    );
+    let plans = plans(&ws);
+    assert_eq!(plans.len(), 3);
+    assert_eq!(plans[0], *first, "the same first request as the probe's");
+    assert_eq!(plans[1].allowance.calibration, 1500);
+    assert_eq!(
+        plans[2].allowance.calibration, 1500,
+        "the route stays calibrated"
+    );
+    let room = WINDOW - plans[0].allowance.output - plans[0].allowance.guard;
+    assert_eq!(
+        plans[1].allowance.input,
+        room * 2 / 3 - plans[1].allowance.tools,
+        "the next plan's allowance is the window's room divided by 1.5"
+    );
+    assert!(plans[1].allowance.input < plans[0].allowance.input);
+    // Replay derives the same calibration from the ledger, without a model.
+    let (code, replay) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{replay:#}");
 }
