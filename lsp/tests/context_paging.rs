@@ -12,9 +12,12 @@ mod openai_server;
 mod paging;
 mod support;
 
+use std::path::Path;
+
 use openai_server::{Answer, OpenAiServer};
 use paging::{WINDOW, count, long_lines, plans, read, rows, script, session_id, workspace};
 use serde_json::{Value, json};
+use support::workspace::Workspace;
 use trellis_engine::context::{
     Accountant, MESSAGE_OVERHEAD, Residency, ResidentPlan, TOOL_CALL_OVERHEAD,
 };
@@ -312,4 +315,31 @@ fn a_request_the_endpoint_counts_larger_than_planned_is_ledgered_and_shrinks_the
     // Replay derives the same calibration from the ledger, without a model.
     let (code, replay) = ws.json(&["ledger", "replay"]);
     assert_eq!(code, 0, "{replay:#}");
+}
+
+#[test]
+fn a_ledger_whose_plans_were_made_under_ascii_thirds_still_replays() {
+    // tests/ledgers/ascii-thirds-v1: the ledger of a model repair of the
+    // wrong-operator fixture (read, replace, finish; a 32,768-token
+    // window) recorded by the build before the byte charge (f4253d6), its
+    // three plans under `trellis.ascii-thirds` v1.
+    let ws = Workspace::of("wrong-operator");
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ledgers/ascii-thirds-v1");
+    let trellis_dir = ws.path().join(".trellis");
+    std::fs::create_dir_all(&trellis_dir).unwrap();
+    for file in ["ledger.db", "bundles.db", "head", "index"] {
+        std::fs::copy(recorded.join(file), trellis_dir.join(file)).unwrap();
+    }
+    let old = plans(&ws);
+    assert_eq!(old.len(), 3);
+    assert!(
+        old.iter()
+            .all(|p| p.allowance.accountant() == Ok(Accountant::AsciiThirds)),
+        "{old:?}"
+    );
+    let (code, replay) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{replay:#}");
+    let calls = replay["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3, "{replay:#}");
+    assert!(calls.iter().all(|c| c["reproduced"] == true), "{replay:#}");
 }
