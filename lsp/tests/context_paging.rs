@@ -1,6 +1,6 @@
 //! Resident context end to end (Definition 6, Gate AF): the shipped binary
 //! repairs a fixture crate against our OpenAI-compatible server configured
-//! with a 4,096-token window. Two long file reads cannot both stay
+//! with a 16,384-token window. Two long file reads cannot both stay
 //! resident, so the first is evicted to a tombstone, recalled by path, and
 //! restored; a read of the file the model then fixes goes stale. Every
 //! request the server received is checked against the ledgered plan with
@@ -12,14 +12,20 @@ mod openai_server;
 mod paging;
 mod support;
 
-use openai_server::OpenAiServer;
-use paging::{count, long_lines, plans, script, session_id, workspace};
-use serde_json::Value;
-use trellis_engine::context::{MESSAGE_OVERHEAD, Residency, ResidentPlan, text_tokens};
+use std::path::Path;
 
-/// The accountant, recomputed from a request as the server received it.
+use openai_server::{Answer, OpenAiServer};
+use paging::{WINDOW, count, long_lines, plans, read, rows, script, session_id, workspace};
+use serde_json::{Value, json};
+use support::workspace::Workspace;
+use trellis_engine::context::{
+    Accountant, MESSAGE_OVERHEAD, Residency, ResidentPlan, TOOL_CALL_OVERHEAD,
+};
+use trellis_engine::ledger::{DecodedRow, SearchEvent};
+
+/// The current accountant, recomputed from a request as the server received it.
 fn wire_tokens(body: &Value) -> u64 {
-    let text = |v: &Value| v.as_str().map_or(0, text_tokens);
+    let text = |v: &Value| v.as_str().map_or(0, |t| Accountant::CURRENT.text(t));
     body["messages"]
         .as_array()
         .unwrap()
@@ -33,6 +39,7 @@ fn wire_tokens(body: &Value) -> u64 {
                     text(&c["id"])
                         + text(&c["function"]["name"])
                         + text(&c["function"]["arguments"])
+                        + TOOL_CALL_OVERHEAD
                 })
                 .sum();
             text(&m["content"]) + calls + text(&m["tool_call_id"]) + MESSAGE_OVERHEAD
@@ -74,10 +81,10 @@ fn contents(body: &Value) -> String {
 }
 
 #[test]
-fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_request() {
+fn gate_af_a_small_window_evicts_recalls_refuses_stale_pages_and_replays_every_request() {
     let lines = long_lines();
     let server = OpenAiServer::start(script());
-    let ws = workspace(&server, 4096, lines);
+    let ws = workspace(&server, WINDOW, lines);
     let out = ws.trellis(&["repair", "--commit", "--format", "json"]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -106,7 +113,8 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     assert_eq!(plans.len(), 6, "one plan per request sent");
     for (n, (body, plan)) in received.iter().zip(&plans).enumerate() {
         // No request above its allowance, counted from what was sent.
-        assert_eq!(plan.allowance.window, 4096);
+        assert_eq!(plan.allowance.window, WINDOW);
+        assert_eq!(plan.allowance.accountant(), Ok(Accountant::CURRENT));
         assert_eq!(wire_tokens(body), plan.request_tokens, "request {}", n + 1);
         assert!(
             plan.request_tokens <= plan.allowance.input,
@@ -156,7 +164,7 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
     // Identical inputs select identically: the same script in a fresh
     // workspace gives the same pages and decisions.
     let again = OpenAiServer::start(script());
-    let twin = workspace(&again, 4096, lines);
+    let twin = workspace(&again, WINDOW, lines);
     assert_eq!(twin.json(&["repair", "--commit"]).0, 0);
     let decisions = |plans: &[ResidentPlan]| -> Vec<Vec<(String, Residency)>> {
         plans
@@ -210,10 +218,10 @@ fn gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_requ
 
 #[test]
 fn a_latest_page_over_the_allowance_is_never_truncated_or_sent_and_nothing_is_written() {
-    // 200 lines of notes (~7 KiB of text, no outline): more than a 4,096-
-    // token request has room for beside its instructions.
+    // 400 lines of notes (~14 KiB of text, no outline): more than a
+    // 16,384-token request has room for beside its instructions.
     let server = OpenAiServer::start(script());
-    let ws = workspace(&server, 4096, 200);
+    let ws = workspace(&server, WINDOW, 400);
     let before = ws.tree();
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 1, "no verified repair: {doc:#}");
@@ -238,4 +246,100 @@ fn a_latest_page_over_the_allowance_is_never_truncated_or_sent_and_nothing_is_wr
     let (code, explained) = ws.json(&["context", "explain-turn", &session_id(&ws), "2"]);
     assert_eq!(code, 0, "{explained:#}");
     assert_eq!(explained["attempts"][0]["outcome"], "infeasible");
+}
+
+#[test]
+fn a_request_the_endpoint_counts_larger_than_planned_is_ledgered_and_shrinks_the_next_plan() {
+    // What the first request of this fixture is charged (its messages and
+    // tool schemas), measured rather than assumed.
+    let probe = OpenAiServer::start(vec![Answer::tool_call("finish", json!({ "summary": "-" }))]);
+    let ws = workspace(&probe, WINDOW, 20);
+    ws.trellis(&["repair"]);
+    let first = &plans(&ws)[0];
+    let charged = first.request_tokens + first.allowance.tools;
+
+    // The endpoint counts that request half as large again as charged (a
+    // chat template heavier than the accountant's framing), then agrees.
+    let reported = charged * 3 / 2;
+    let server = OpenAiServer::start(vec![
+        read("data/alpha.txt").counting_prompt(reported),
+        read("data/beta.txt"),
+        Answer::tool_call("finish", json!({ "summary": "read" })),
+    ]);
+    let ws = workspace(&server, WINDOW, 20);
+    let out = ws.trellis(&["repair"]);
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains(&format!(
+            "turn 1: the endpoint counted {reported} prompt tokens where {charged} were planned"
+        )),
+        "{progress}"
+    );
+    let underestimates: Vec<_> = rows(&ws)
+        .into_iter()
+        .filter_map(|row| match row.event {
+            DecodedRow::Search {
+                event:
+                    SearchEvent::ContextUnderestimated {
+                        turn,
+                        planned_tokens,
+                        reported_tokens,
+                        calibration,
+                        ..
+                    },
+                ..
+            } => Some((turn, planned_tokens, reported_tokens, calibration)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        underestimates,
+        [(1, charged, reported, 1500)],
+        "the overrun is ledgered once, with the calibration it sets"
+    );
+    let plans = plans(&ws);
+    assert_eq!(plans.len(), 3);
+    assert_eq!(plans[0], *first, "the same first request as the probe's");
+    assert_eq!(plans[1].allowance.calibration, 1500);
+    assert_eq!(
+        plans[2].allowance.calibration, 1500,
+        "the route stays calibrated"
+    );
+    let room = WINDOW - plans[0].allowance.output - plans[0].allowance.guard;
+    assert_eq!(
+        plans[1].allowance.input,
+        room * 2 / 3 - plans[1].allowance.tools,
+        "the next plan's allowance is the window's room divided by 1.5"
+    );
+    assert!(plans[1].allowance.input < plans[0].allowance.input);
+    // Replay derives the same calibration from the ledger, without a model.
+    let (code, replay) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{replay:#}");
+}
+
+#[test]
+fn a_ledger_whose_plans_were_made_under_ascii_thirds_still_replays() {
+    // tests/ledgers/ascii-thirds-v1: the ledger of a model repair of the
+    // wrong-operator fixture (read, replace, finish; a 32,768-token
+    // window) recorded by the build before the byte charge (f4253d6), its
+    // three plans under `trellis.ascii-thirds` v1.
+    let ws = Workspace::of("wrong-operator");
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ledgers/ascii-thirds-v1");
+    let trellis_dir = ws.path().join(".trellis");
+    std::fs::create_dir_all(&trellis_dir).unwrap();
+    for file in ["ledger.db", "bundles.db", "head", "index"] {
+        std::fs::copy(recorded.join(file), trellis_dir.join(file)).unwrap();
+    }
+    let old = plans(&ws);
+    assert_eq!(old.len(), 3);
+    assert!(
+        old.iter()
+            .all(|p| p.allowance.accountant() == Ok(Accountant::AsciiThirds)),
+        "{old:?}"
+    );
+    let (code, replay) = ws.json(&["ledger", "replay"]);
+    assert_eq!(code, 0, "{replay:#}");
+    let calls = replay["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3, "{replay:#}");
+    assert!(calls.iter().all(|c| c["reproduced"] == true), "{replay:#}");
 }

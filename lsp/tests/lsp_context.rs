@@ -9,7 +9,7 @@ mod paging;
 mod support;
 
 use openai_server::{Answer, OpenAiServer};
-use paging::{long_lines, plans, read, workspace};
+use paging::{WINDOW, long_lines, plans, read, workspace};
 use serde_json::json;
 use support::{Client, vscode_capabilities};
 use trellis_engine::context::Residency;
@@ -27,7 +27,7 @@ fn a_refitted_turn_shows_in_the_editors_progress() {
         ),
         Answer::tool_call("finish", json!({ "summary": "add adds" })),
     ]);
-    let ws = workspace(&server, 4096, long_lines());
+    let ws = workspace(&server, WINDOW, long_lines());
     let (mut client, _) = Client::start(ws.path(), vscode_capabilities(), None);
     let from = client.start_repair(LIB);
     let ended = client.search_end(from);

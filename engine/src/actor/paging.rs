@@ -2,7 +2,7 @@
 //! page spans of its conversation, the edits made so far, the pages a
 //! recall asked for and when, and the context events waiting to be
 //! ledgered; and
-//! the accountant's cost of a [`ChatMessage`].
+//! the texts of a [`ChatMessage`] the accountant charges.
 //!
 //! This is the edge between the runner and the pure core in
 //! `crate::context`: it reads the branch files a page depends on (to hash
@@ -20,37 +20,41 @@ use super::runner::ToolRecord;
 use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
 use super::transport::ChatMessage;
 use crate::context::{
-    Allowance, Dependency, FitError, FitInput, Focus, Infeasible, Live, MESSAGE_OVERHEAD, Message,
-    PageKeys, PageSpan, RecallKey, ResidentPlan, WorkingSet, WorkingSetInput, fit, pages, resolve,
-    text_tokens, working_set,
+    Allowance, Dependency, FitError, FitInput, Focus, Infeasible, Live, Message, PageKeys,
+    PageSpan, RecallKey, ResidentPlan, Underestimate, WorkingSet, WorkingSetInput, fit, pages,
+    resolve, working_set,
 };
 use crate::digest::blob_digest;
 use crate::snapshot::fsutil::confine;
 
 impl Message for ChatMessage {
     /// Its text, its tool calls' names, ids and arguments, a result's call id.
-    fn tokens(&self) -> u64 {
-        let text = match self {
-            ChatMessage::System { content } | ChatMessage::User { content } => text_tokens(content),
-            ChatMessage::ToolResult { call_id, content } => {
-                text_tokens(content) + call_id.as_deref().map_or(0, text_tokens)
-            }
+    fn texts(&self) -> Vec<&str> {
+        match self {
+            ChatMessage::System { content } | ChatMessage::User { content } => vec![content],
+            ChatMessage::ToolResult { call_id, content } => std::iter::once(content.as_str())
+                .chain(call_id.as_deref())
+                .collect(),
             ChatMessage::Assistant {
                 content,
                 tool_calls,
-            } => {
-                content.as_deref().map_or(0, text_tokens)
-                    + tool_calls
-                        .iter()
-                        .map(|c| {
-                            text_tokens(&c.name)
-                                + text_tokens(&c.arguments)
-                                + c.id.as_deref().map_or(0, text_tokens)
-                        })
-                        .sum::<u64>()
-            }
-        };
-        text + MESSAGE_OVERHEAD
+            } => content
+                .as_deref()
+                .into_iter()
+                .chain(tool_calls.iter().flat_map(|c| {
+                    [c.name.as_str(), &c.arguments]
+                        .into_iter()
+                        .chain(c.id.as_deref())
+                }))
+                .collect(),
+        }
+    }
+
+    fn tool_calls(&self) -> usize {
+        match self {
+            ChatMessage::Assistant { tool_calls, .. } => tool_calls.len(),
+            _ => 0,
+        }
     }
 
     /// A user-role note: every dialect accepts one between turns.
@@ -92,6 +96,13 @@ pub enum ContextEvent {
         turn: u32,
         key: RecallKey,
         reason: String,
+    },
+    /// `context_underestimated`: the endpoint counted the answered request
+    /// larger than its plan charged; later plans are calibrated.
+    Underestimated {
+        turn: u32,
+        endpoint: String,
+        underestimate: Underestimate,
     },
 }
 
@@ -323,7 +334,7 @@ fn blob_of(branch: &Path, rel: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Residency, apply_plan};
+    use crate::context::{Residency, UNCALIBRATED, apply_plan};
 
     #[test]
     fn a_conversation_restored_without_provenance_is_tombstoned_never_resident() {
@@ -339,7 +350,7 @@ mod tests {
         let paging = Paging::restored(&prior);
         let allowance = Allowance {
             input: 10_000,
-            ..Allowance::for_route(20_000, 0, &[])
+            ..Allowance::for_route(20_000, 0, &[], UNCALIBRATED)
         };
         let live = paging.live(Path::new("/nonexistent"));
         let focus = Focus::default();

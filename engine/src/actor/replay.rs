@@ -9,9 +9,11 @@
 //! It reads rows and the pinned bundle copies and never writes. It fails
 //! closed: programs that do not recompile to their recorded digests (a
 //! changed or missing pinned copy among them), a raw attempt with no
-//! ledgered programs before it, a program without a digest, or a rebuilt
-//! body that differs from the recorded one is an error naming the row,
-//! never a call reported as replayable.
+//! ledgered programs before it, a program without a digest, a plan whose
+//! calibration is not the one its branch's reported usages give, or a
+//! rebuilt body that differs from the recorded one (or charges other than
+//! its plan under the plan's accountant) is an error naming the row, never
+//! a call reported as replayable.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +26,7 @@ use trellis_prompts::bundles::PinnedReplacement;
 use super::runner::{PreparedRequest, rebuild_programs, replay_request};
 use super::transport::ChatMessage;
 use crate::config::models::TurnLimits;
+use crate::context::Calibrations;
 use crate::ledger::{BundlesAttached, DecodedRow, LedgerEvent, Row, SearchEvent, SessionStarted};
 use crate::prompt_policy::{PinnedBundleSection, layered, restore_pinned};
 
@@ -135,6 +138,8 @@ pub fn model_calls_with(
         prepared: Vec<PreparedRequest>,
         used: usize,
         conversation: Vec<ChatMessage>,
+        /// Derived again from the plans and reported usages, as the run did.
+        calibrations: Calibrations,
     }
     let mut branches: BTreeMap<(String, String), BranchState> = BTreeMap::new();
     let mut calls = Vec::new();
@@ -197,6 +202,16 @@ pub fn model_calls_with(
                         )
                     })?;
                 let state = branches.entry(key).or_default();
+                if let Some(plan) = &prepared.context {
+                    let derived = state.calibrations.of(&prepared.endpoint);
+                    if plan.allowance.calibration != derived {
+                        return Err(format!(
+                            "ledger row {}: the plan is calibrated at {}‰, but the usage its \
+                             branch's endpoint reported gives {derived}‰",
+                            row.seq, plan.allowance.calibration
+                        ));
+                    }
+                }
                 if state.prepared.first().is_some_and(|p| p.turn != *turn) {
                     state.prepared.clear();
                     state.used = 0;
@@ -261,6 +276,16 @@ pub fn model_calls_with(
                     })?;
                 let state = branches.entry(key).or_default();
                 state.conversation.extend(appended);
+                // The answered attempt is the turn's last; its reported
+                // usage calibrates the endpoint as it did in the run.
+                let answered = record["endpoint"].as_str();
+                let reported = record["usage"]["tokens"]["prompt_tokens"].as_u64();
+                if let Some(((endpoint, reported), plan)) = answered
+                    .zip(reported)
+                    .zip(state.prepared.last().and_then(|p| p.context.as_ref()))
+                {
+                    state.calibrations.observe(endpoint, plan, reported);
+                }
                 state.prepared.clear();
                 state.used = 0;
             }

@@ -38,7 +38,7 @@ use super::transport::{
 
 use super::paging::{ContextEvent, Paging};
 use crate::config::models::TurnLimits;
-use crate::context::{Allowance, Focus, ResidentPlan, apply_plan, messages_tokens};
+use crate::context::{Allowance, Calibrations, Focus, ResidentPlan, apply_plan};
 
 #[cfg(doc)]
 use super::transport::Transport;
@@ -224,6 +224,8 @@ pub async fn run_actor(
     let mut cache = ProgramCache::default();
     let mut conversation: Vec<ChatMessage> = Vec::new();
     let mut paging = Paging::restored(&conversation);
+    // Per endpoint, from the usage each answered request reported.
+    let mut calibrations = Calibrations::default();
     let mut total = TurnUsage::default();
     let mut turns = 0;
     let stop = 'run: {
@@ -253,6 +255,8 @@ pub async fn run_actor(
                 });
             }
             let mut digests = Vec::new();
+            // The plan of each attempt's request, in attempt order.
+            let mut plans = Vec::new();
             let call = {
                 let mut build = |_: usize, endpoint: &ChainEndpoint| {
                     let route = route_of(endpoint);
@@ -283,11 +287,13 @@ pub async fn run_actor(
                         endpoint.config.context_window_tokens,
                         endpoint.config.max_output_tokens,
                         &specs,
+                        calibrations.of(&endpoint.config.name),
                     );
+                    let accountant = allowance.accountant()?;
                     let plan = paging
                         .plan(
                             &conversation,
-                            messages_tokens(&head),
+                            accountant.messages(&head),
                             &allowance,
                             (&live, &inputs.focus),
                             working.as_ref().map_err(Clone::clone)?,
@@ -304,7 +310,7 @@ pub async fn run_actor(
                         })?;
                     let mut messages = head;
                     messages.extend(apply_plan(&plan, &conversation)?);
-                    if messages_tokens(&messages) > allowance.input {
+                    if accountant.messages(&messages) > allowance.input {
                         return Err(format!(
                             "the composed request is over its input allowance of {} tokens",
                             allowance.input
@@ -340,9 +346,10 @@ pub async fn run_actor(
                         model: endpoint.config.model.clone(),
                         max_tokens: endpoint.config.max_output_tokens,
                         conversation_len: conversation.len(),
-                        context: Some(plan),
+                        context: Some(plan.clone()),
                     });
                     digests.push(digest.clone());
+                    plans.push(plan);
                     Ok(request_body(&ChatRequest {
                         model: &endpoint.config.model,
                         messages: &messages,
@@ -410,6 +417,17 @@ pub async fn run_actor(
                             )
                             .await;
                             record.usage.tokens = reply.usage.unwrap_or_default();
+                            let reported = record.usage.tokens.prompt_tokens;
+                            let sent = plans.last().expect("an answered call was built");
+                            if let Some(underestimate) =
+                                calibrations.observe(&attempt.endpoint_name, sent, reported)
+                            {
+                                ledger.context(&ContextEvent::Underestimated {
+                                    turn,
+                                    endpoint: attempt.endpoint_name.clone(),
+                                    underestimate,
+                                });
+                            }
                             record.reply = TurnReply::Parsed { reply };
                         }
                     }
@@ -557,8 +575,9 @@ fn assemble(
 /// (and `replacements`, the session's pinned bundles) and must have their
 /// recorded digests, the tool surface must be this build's, and
 /// `conversation` is the concatenated deltas of the turns before it, and
-/// the turn block is rebuilt from `limits`, the session's `[model_turns]`.
-/// Any mismatch is an error, never a best effort.
+/// the turn block is rebuilt from `limits`, the session's `[model_turns]`;
+/// the rebuilt messages must charge what the plan recorded, under the
+/// accountant it names. Any mismatch is an error, never a best effort.
 pub fn replay_request(
     request: &PreparedRequest,
     conversation: &[ChatMessage],
@@ -585,6 +604,21 @@ pub fn replay_request(
         None => conversation.to_vec(),
     };
     let messages = assemble(&invocation, dialect, &turn_block, &paged);
+    if let Some(plan) = &request.context {
+        // Gate AF under the arithmetic the plan was made with.
+        let charged = plan.allowance.accountant()?.messages(&messages);
+        if charged != plan.request_tokens || charged > plan.allowance.input {
+            return Err(format!(
+                "turn {}'s request charges {charged} tokens under {} v{}, not the {} its plan \
+                 recorded within an allowance of {}",
+                request.turn,
+                plan.allowance.accountant,
+                plan.allowance.accountant_version,
+                plan.request_tokens,
+                plan.allowance.input
+            ));
+        }
+    }
     Ok(request_body(&ChatRequest {
         model: &request.model,
         messages: &messages,
@@ -1001,6 +1035,46 @@ mod tests {
             replay_request(&recorder.prepared[0], &[], &[], &other)
                 .unwrap_err()
                 .contains("model_turns")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_plan_recorded_under_the_ascii_thirds_accountant_replays_under_its_arithmetic() {
+        use crate::context::{Accountant, MESSAGE_OVERHEAD};
+        let dir = branch();
+        let model = ScriptedTransport::new([finish()]);
+        let mut chain = chain(vec![("a", Box::new(model))]);
+        let (_, recorder, _) = run(&mut chain, dir.path(), LIMITS).await;
+        let sent = &recorder.attempts[0].request_body;
+        // The plan as a build before the byte charge ledgered it: its
+        // accountant named, its request charged a third of a token an
+        // ASCII byte and 8 a message, as that build did from the wire.
+        let thirds = Accountant::AsciiThirds;
+        let body: Value = serde_json::from_str(sent).unwrap();
+        let charged = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| thirds.text(m["content"].as_str().unwrap()) + MESSAGE_OVERHEAD)
+            .sum();
+        let mut old = recorder.prepared[0].clone();
+        let plan = old.context.as_mut().expect("every request has a plan");
+        let (id, version) = thirds.identity();
+        plan.allowance.accountant = id.to_owned();
+        plan.allowance.accountant_version = version;
+        plan.request_tokens = charged;
+        assert_eq!(replay_request(&old, &[], &[], &LIMITS).as_ref(), Ok(sent));
+        // The same figure under the current accountant is refused: a plan
+        // is checked under the arithmetic it names, never another.
+        let mut relabelled = old.clone();
+        let (id, version) = Accountant::CURRENT.identity();
+        let plan = relabelled.context.as_mut().unwrap();
+        plan.allowance.accountant = id.to_owned();
+        plan.allowance.accountant_version = version;
+        let error = replay_request(&relabelled, &[], &[], &LIMITS).unwrap_err();
+        assert!(
+            error.contains(&format!("not the {charged} its plan")),
+            "{error}"
         );
     }
 

@@ -25,6 +25,7 @@
 //! recall).
 
 mod accountant;
+mod calibration;
 mod explain;
 mod page;
 mod plan;
@@ -33,9 +34,8 @@ mod select;
 pub mod synopsis;
 mod working_set;
 
-pub use accountant::{
-    ACCOUNTANT, Allowance, MESSAGE_OVERHEAD, Message, messages_tokens, text_tokens,
-};
+pub use accountant::{Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD};
+pub use calibration::{Calibrations, UNCALIBRATED, Underestimate};
 pub use explain::{Outcome, TurnContext, context_turns};
 pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
 pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
@@ -50,7 +50,7 @@ pub(crate) mod testing {
 
     use serde::Serialize;
 
-    use super::{MESSAGE_OVERHEAD, Message, text_tokens};
+    use super::Message;
 
     #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
     pub enum Msg {
@@ -67,17 +67,20 @@ pub(crate) mod testing {
     }
 
     impl Message for Msg {
-        fn tokens(&self) -> u64 {
-            let text = match self {
+        fn texts(&self) -> Vec<&str> {
+            match self {
                 Msg::Call {
                     id,
                     tool,
                     arguments,
-                } => text_tokens(id) + text_tokens(tool) + text_tokens(arguments),
-                Msg::Result { id, content } => text_tokens(id) + text_tokens(content),
-                Msg::Note(content) => text_tokens(content),
-            };
-            text + MESSAGE_OVERHEAD
+                } => vec![id, tool, arguments],
+                Msg::Result { id, content } => vec![id, content],
+                Msg::Note(content) => vec![content],
+            }
+        }
+
+        fn tool_calls(&self) -> usize {
+            usize::from(matches!(self, Msg::Call { .. }))
         }
 
         fn note(content: String) -> Msg {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::accountant::{Message, messages_tokens};
+use super::accountant::Message;
 use crate::digest::CanonicalHasher;
 
 /// What a page's content depends on. A page with no dependency is
@@ -54,14 +54,12 @@ pub struct PageSpan {
     pub keys: PageKeys,
 }
 
-/// A page with its address and cost.
+/// A page with its address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     /// 64 hex digits.
     pub id: String,
     pub span: PageSpan,
-    /// Tokens of its messages under the accountant.
-    pub cost: u64,
 }
 
 impl Page {
@@ -157,7 +155,6 @@ pub fn pages<M: Message>(conversation: &[M], spans: &[PageSpan]) -> Result<Vec<P
         out.push(Page {
             id: page_id(span, messages),
             span: span.clone(),
-            cost: messages_tokens(messages),
         });
         at += span.len;
     }

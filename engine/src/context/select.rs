@@ -79,6 +79,7 @@ impl Focus {
 
 /// The plan of one request, or why it cannot be sent.
 pub fn fit<M: Message>(input: FitInput<'_, M>) -> Result<ResidentPlan, FitError> {
+    let accountant = input.allowance.accountant().map_err(FitError::Accountant)?;
     let pages = pages(input.conversation, input.spans).map_err(FitError::Pages)?;
     let latest = pages.iter().map(|p| p.span.turn).max();
     let mut plans: Vec<PagePlan> = pages
@@ -108,11 +109,13 @@ pub fn fit<M: Message>(input: FitInput<'_, M>) -> Result<ResidentPlan, FitError>
                 birth: page.span.birth.clone(),
                 keys: page.span.keys.clone(),
                 residency,
-                cost: page.cost,
+                cost: accountant.messages(
+                    &input.conversation[page.span.start..page.span.start + page.span.len],
+                ),
                 tombstone_cost: 0,
                 reason,
             };
-            plan.tombstone_cost = tombstone::<M>(&plan).tokens();
+            plan.tombstone_cost = accountant.message(&tombstone::<M>(&plan));
             plan
         })
         .collect();
@@ -175,6 +178,8 @@ pub enum FitError {
     Infeasible(Infeasible),
     /// The page spans do not cover the conversation: a defect, fail closed.
     Pages(String),
+    /// The allowance names an accountant this build does not have.
+    Accountant(String),
 }
 
 impl std::fmt::Display for FitError {
@@ -182,6 +187,7 @@ impl std::fmt::Display for FitError {
         match self {
             FitError::Infeasible(i) => i.fmt(f),
             FitError::Pages(e) => write!(f, "the conversation's pages are inconsistent: {e}"),
+            FitError::Accountant(e) => e.fmt(f),
         }
     }
 }
@@ -271,9 +277,12 @@ mod tests {
 
     use super::*;
     use crate::context::testing::Msg;
-    use crate::context::{Dependency, PageKeys, PageSpan, apply_plan, pages};
+    use crate::context::{
+        Accountant, Dependency, PageKeys, PageSpan, UNCALIBRATED, apply_plan, pages,
+    };
 
-    /// A turn: one call of `tool` on `path` and a result of `size` bytes.
+    /// A turn: one call of `tool` on `path` and a result of `size` bytes
+    /// (dense: a token each).
     fn turn(n: u32, tool: &str, path: &str, size: usize) -> (Vec<Msg>, PageKeys) {
         let id = format!("call_{n}");
         let messages = vec![
@@ -314,14 +323,16 @@ mod tests {
     }
 
     fn allowance(input: u64) -> Allowance {
+        let (id, version) = Accountant::CURRENT.identity();
         Allowance {
-            accountant: "t".into(),
-            accountant_version: 1,
+            accountant: id.into(),
+            accountant_version: version,
             window: input,
             output: 0,
             tools: 0,
             guard: 0,
             input,
+            calibration: UNCALIBRATED,
         }
     }
 
@@ -462,9 +473,9 @@ mod tests {
         // Two reads of the same size (paths of the same length) with room
         // for one: recency alone keeps the later, unrelated one.
         let (messages, mut spans) = conversation(&[
-            ("read_file", "src/lib.rs", 1500),
-            ("read_file", "src/aux.rs", 1500),
-            ("run_tests", "", 30),
+            ("read_file", "src/lib.rs", 500),
+            ("read_file", "src/aux.rs", 500),
+            ("run_tests", "", 10),
         ]);
         let none = BTreeSet::new();
         let live = Live::default();
@@ -513,29 +524,29 @@ mod tests {
     #[test]
     fn a_large_old_page_is_evicted_and_a_recall_brings_it_back_first() {
         let (messages, spans) = conversation(&[
-            ("read_file", "data/big.txt", 3000),
-            ("read_file", "src/lib.rs", 1500),
-            ("run_tests", "", 30),
+            ("read_file", "data/big.txt", 1000),
+            ("read_file", "src/lib.rs", 500),
+            ("run_tests", "", 10),
         ]);
         let residency = |plan: &ResidentPlan| -> Vec<Residency> {
             plan.pages.iter().map(|p| p.residency).collect()
         };
         let none = BTreeSet::new();
-        let plan = run(&messages, &spans, 1300, &Live::default(), &none).unwrap();
+        let plan = run(&messages, &spans, 1500, &Live::default(), &none).unwrap();
         assert_eq!(
             residency(&plan),
             [Residency::Evicted, Residency::Resident, Residency::Pinned],
             "the more recent page wins the room for one"
         );
-        assert!(plan.request_tokens <= 1300);
+        assert!(plan.request_tokens <= 1500);
         let recalled = BTreeSet::from([plan.pages[0].id.clone()]);
-        let plan = run(&messages, &spans, 1300, &Live::default(), &recalled).unwrap();
+        let plan = run(&messages, &spans, 1500, &Live::default(), &recalled).unwrap();
         assert_eq!(
             residency(&plan),
             [Residency::Resident, Residency::Evicted, Residency::Pinned],
             "a recalled page is restored first"
         );
-        assert!(plan.request_tokens <= 1300);
+        assert!(plan.request_tokens <= 1500);
         let applied = apply_plan(&plan, &messages).unwrap();
         assert_eq!(applied.len(), messages.len() - 2 + 1, "one page tombstoned");
         assert!(plan.pages[1].reason.starts_with("did not fit"));
@@ -637,7 +648,7 @@ mod tests {
             if let Ok(plan) = first {
                 prop_assert!(plan.request_tokens <= input);
                 let applied = apply_plan(&plan, &messages).unwrap();
-                let charged: u64 = applied.iter().map(Message::tokens).sum::<u64>() + 100;
+                let charged = Accountant::CURRENT.messages(&applied) + 100;
                 prop_assert_eq!(charged, plan.request_tokens);
                 for (i, p) in plan.pages.iter().enumerate() {
                     prop_assert!(!(stale[i] && p.residency.is_resident()));

@@ -712,6 +712,19 @@ pub enum SearchEvent {
         key: serde_json::Value,
         reason: String,
     },
+    /// The endpoint counted an answered request (`usage.prompt_tokens`)
+    /// larger than its plan charged: the route's later plans are made at
+    /// `calibration` thousandths (`context::calibration`). Replay derives
+    /// it again from the plans and the turns' usage.
+    ContextUnderestimated {
+        forest_id: String,
+        branch_id: String,
+        turn: u32,
+        endpoint: String,
+        planned_tokens: u64,
+        reported_tokens: u64,
+        calibration: u32,
+    },
     /// System 21 (Definition 6's O_t): the candidate pages of one turn's
     /// request, in conversation order: those of the last
     /// `working_set_turns` turns, those the residual cluster names, those
@@ -886,6 +899,11 @@ impl SearchEvent {
                 branch_id,
                 ..
             }
+            | ContextUnderestimated {
+                forest_id,
+                branch_id,
+                ..
+            }
             | ContextWorkingSet {
                 forest_id,
                 branch_id,
@@ -924,6 +942,7 @@ impl SearchEvent {
             ContextInfeasible { .. } => "context_infeasible",
             ContextPageRecalled { .. } => "context_page_recalled",
             ContextMiss { .. } => "context_miss",
+            ContextUnderestimated { .. } => "context_underestimated",
             ContextWorkingSet { .. } => "context_working_set",
         }
     }
@@ -1026,6 +1045,18 @@ impl fmt::Display for SearchEvent {
             }
             ContextPageRecalled { turn, page_id, .. } => write!(f, ": turn {turn} page {page_id}"),
             ContextMiss { turn, reason, .. } => write!(f, ": turn {turn}: {reason}"),
+            ContextUnderestimated {
+                turn,
+                endpoint,
+                planned_tokens,
+                reported_tokens,
+                calibration,
+                ..
+            } => write!(
+                f,
+                ": turn {turn} at {endpoint} counted {reported_tokens} tokens, {planned_tokens} \
+                 planned; calibrated to {calibration}‰"
+            ),
             ContextWorkingSet {
                 turn,
                 working_set_turns,

@@ -711,6 +711,19 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
                 key: serde_json::to_value(key).unwrap_or_default(),
                 reason: reason.clone(),
             },
+            ContextEvent::Underestimated {
+                turn,
+                endpoint,
+                underestimate,
+            } => SearchEvent::ContextUnderestimated {
+                forest_id,
+                branch_id,
+                turn: *turn,
+                endpoint: endpoint.clone(),
+                planned_tokens: underestimate.planned,
+                reported_tokens: underestimate.reported,
+                calibration: underestimate.calibration,
+            },
             ContextEvent::WorkingSet {
                 working_set,
                 digest,
@@ -727,8 +740,8 @@ impl TurnLedger for MeterLedger<'_, '_, '_> {
     }
 }
 
-/// A refitted request as work-done progress, so the editor shows when a
-/// turn's context was paged to fit the route's window.
+/// A refitted or underestimated request as work-done progress, so the
+/// editor shows when a turn's context was paged to fit the route's window.
 fn context_progress(event: &ContextEvent) -> Option<String> {
     match event {
         ContextEvent::PagesSelected { turn, plan, .. } if plan.refitted() => {
@@ -743,6 +756,18 @@ fn context_progress(event: &ContextEvent) -> Option<String> {
         }
         ContextEvent::Infeasible { turn, .. } => Some(format!(
             "turn {turn}: the context does not fit, nothing sent"
+        )),
+        ContextEvent::Underestimated {
+            turn,
+            underestimate: u,
+            ..
+        } => Some(format!(
+            "turn {turn}: the endpoint counted {} prompt tokens where {} were planned; later \
+             requests are planned {}.{:03}× larger",
+            u.reported,
+            u.planned,
+            u.calibration / 1000,
+            u.calibration % 1000
         )),
         _ => None,
     }

@@ -39,6 +39,17 @@ impl Answer {
         });
         Answer::Status(200, body.to_string().into_bytes())
     }
+
+    /// The same completion, reporting that the endpoint counted the request
+    /// as `prompt_tokens` (`usage.prompt_tokens`).
+    pub fn counting_prompt(self, prompt_tokens: u64) -> Answer {
+        let Answer::Status(status, body) = self else {
+            panic!("only a completion reports usage");
+        };
+        let mut body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        body["usage"]["prompt_tokens"] = prompt_tokens.into();
+        Answer::Status(status, body.to_string().into_bytes())
+    }
 }
 
 /// One request as received.

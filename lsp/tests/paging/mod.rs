@@ -11,6 +11,11 @@ use crate::support::workspace::Workspace;
 use trellis_engine::context::ResidentPlan;
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, SearchEvent};
 
+/// The window of the paging tests' route: small enough that two long reads
+/// cannot both stay resident, large enough for the instructions and tool
+/// schemas at the accountant's token a byte.
+pub const WINDOW: u64 = 16_384;
+
 /// One `[[models]]` table with a `window`-token context.
 fn config(server: &OpenAiServer, window: u64) -> String {
     format!(
@@ -45,7 +50,7 @@ pub fn workspace(server: &OpenAiServer, window: u64, lines: usize) -> Workspace 
 }
 
 /// How many lines each notes file needs so that either fits beside the
-/// instructions of a 4,096-token request and both together do not: a
+/// instructions of a [`WINDOW`]-token request and both together do not: a
 /// notes file of ~60% of the room the instructions leave. Measured from
 /// one recorded request rather than assumed, so a change of the prompt
 /// library's size moves the files, not the test's meaning.
@@ -54,18 +59,18 @@ pub fn long_lines() -> usize {
         "finish",
         json!({ "summary": "nothing" }),
     )]);
-    let ws = workspace(&server, 4096, 1);
+    let ws = workspace(&server, WINDOW, 1);
     ws.trellis(&["repair"]);
     let plan = &plans(&ws)[0];
     let room = plan.allowance.input - plan.instruction_tokens;
     assert!(
         room > 300,
-        "a 4,096-token window leaves room for pages: {room}"
+        "a {WINDOW}-token window leaves room for pages: {room}"
     );
-    // A page costs its text at a third of a token a byte plus ~50 tokens
-    // of call, result header and framing.
-    let page_tokens = room * 6 / 10 - 50;
-    (page_tokens * 3 / 37) as usize
+    // A page costs its text at a token a byte plus ~100 tokens of call,
+    // result header and framing; a line is 37 bytes.
+    let page_tokens = room * 6 / 10 - 100;
+    (page_tokens / 37) as usize
 }
 
 pub fn read(path: &str) -> Answer {
