@@ -123,7 +123,7 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "models[].context_window_tokens",
         Shown(&[
-            "lsp/tests/context_paging.rs::gate_af_a_4k_window_evicts_recalls_refuses_stale_pages_and_replays_every_request",
+            "lsp/tests/context_paging.rs::gate_af_a_small_window_evicts_recalls_refuses_stale_pages_and_replays_every_request",
         ]),
     ),
     ("models[].family", Shown(&[MODEL])),
@@ -158,6 +158,31 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "python.interpreter",
         Shown(&["lsp/tests/settings.rs::python_interpreter_is_the_interpreter_the_stages_run"]),
+    ),
+    (
+        "sandbox.network=allow",
+        Shown(&[
+            "lsp/tests/sandbox.rs::network_allow_lets_model_written_code_reach_the_machine_and_nothing_more",
+        ]),
+    ),
+    (
+        "sandbox.network=loopback",
+        Shown(&[
+            "lsp/tests/sandbox.rs::model_written_code_cannot_write_outside_its_slot_nor_reach_the_machines_network",
+        ]),
+    ),
+    (
+        "sandbox.require",
+        Shown(&[
+            "lsp/tests/sandbox.rs::without_a_sandbox_model_code_is_refused_and_nothing_is_shared",
+        ]),
+    ),
+    (
+        "sandbox.writable",
+        Shown(&[
+            "lsp/tests/search_rules.rs::a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good",
+            "lsp/tests/faults_process.rs::sigkill_leaves_no_cargo_or_test_process_behind",
+        ]),
     ),
     ("stages.build_timeout_secs", Shown(&[TIMEOUTS])),
     (
