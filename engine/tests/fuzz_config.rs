@@ -2,6 +2,10 @@
 //! file's format, `initializationOptions`): any bytes load or are refused
 //! naming the source; comments and spacing never change what loads. The
 //! seed is the configuration `docs/configuration.md` documents.
+//!
+//! Its properties: `a_damaged_trellis_toml_loads_or_is_refused_naming_it`,
+//! `comments_and_spacing_load_the_same_configuration`,
+//! `edited_initialization_options_load_or_are_refused_naming_them`.
 
 use proptest::prelude::*;
 use trellis_core::fuzz::{self, CountingAllocator};
