@@ -26,6 +26,20 @@
 //!   process of the workspace's holds its slots (the store keeps the user's
 //!   build artifacts the slots link to; one whose file the user removed or
 //!   rebuilt is the store's alone, and goes: a slot linking it builds it).
+//!
+//! # Architecture invariant
+//!
+//! Collection never takes what resume reads or another process holds
+//! (`gc::tests`; `lsp/tests/gc.rs`:
+//! `a_killed_repairs_accepted_step_survives_gc_and_the_repair_continues`,
+//! `gc_removes_the_slots_of_a_deleted_workspace_but_never_held_ones`,
+//! `gc_removes_only_the_slot_sets_trellis_marked_as_its_own`,
+//! `a_repair_collects_the_slots_of_a_deleted_workspace_when_it_ends`,
+//! `a_cache_directory_inside_the_workspace_is_left_out_of_its_snapshots`,
+//! `gc_frees_the_seeded_artifacts_the_users_target_no_longer_has`). It runs
+//! after every repair, so a set's files are walked for its size only when the
+//! size rule could remove a set
+//! (`gc::tests::sizes_are_measured_only_when_the_size_rule_could_remove_a_set`).
 
 use std::collections::BTreeSet;
 use std::fs::File;

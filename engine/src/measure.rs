@@ -1,4 +1,14 @@
 //! Measuring a realized state: run every configured stage, then assess.
+//!
+//! A failing test of a stage declared nondeterministic is re-run once by exact
+//! name in the same slot; one that passes is flaky: still a failure, never a
+//! no-good
+//! (`search_rules::a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good`,
+//! `python::a_flaky_pytest_test_is_rerun_by_node_id_and_never_becomes_a_no_good`,
+//! `typescript_more::a_flaky_node_test_is_rerun_by_name_and_reported_flaky`; a
+//! deterministic failure is one:
+//! `gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honours`).
+//! A stage the next one may decide runs after it (`measure::order_tests`).
 
 use std::path::Path;
 use std::time::Duration;

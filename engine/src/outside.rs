@@ -23,6 +23,13 @@
 //! Either way the repair fails with [`Breach`]: it is refused in the
 //! ledger, nothing is promoted, and the front ends say what changed and
 //! what was put back.
+//!
+//! # Architecture invariant
+//!
+//! A shared artifact written in place, and a file unconfined model code plants
+//! in the user's virtualenv, fail the repair and are put back (`sandbox.rs`:
+//! `a_shared_artifact_written_in_place_fails_the_repair_and_is_restored`,
+//! `unconfined_model_code_that_plants_a_file_in_the_venv_fails_the_repair_and_it_is_removed`).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt as _;

@@ -27,6 +27,26 @@
 //! undoes the promotion on the next start. This module must never follow a
 //! symlink (every path goes through [`crate::statedir::Dir`]), replace
 //! content it did not check, or remove anything but its own temp files.
+//!
+//! # Architecture invariant
+//!
+//! A user edit seen on the way is a ledgered refusal that puts every file back
+//! and names them (`faults_promotion.rs`:
+//! `an_edit_in_the_window_before_a_rename_survives`,
+//! `an_edit_to_a_later_file_during_promotion_survives`,
+//! `an_edit_right_after_the_first_rename_undoes_it_and_says_what_was_put_back`).
+//! A crash is rolled forward or back on the next start, and reported until then
+//! (`a_crash_at_every_rename_is_rolled_forward_on_the_next_start`,
+//! `a_crash_while_staging_is_rolled_back_on_the_next_start`,
+//! `a_file_edited_after_a_crash_is_kept_and_the_rest_rolled_back`,
+//! `the_language_server_recovers_an_interrupted_promotion_at_start`,
+//! `status_after_a_kill_mid_promotion_names_the_repair_and_what_will_finish_it`,
+//! `the_language_servers_status_request_reports_a_promotion_killed_while_it_runs`).
+//! An unwritable target, or a promotion the ledger could not record, changes
+//! nothing
+//! (`an_unwritable_directory_refuses_the_promotion_and_changes_nothing`,
+//! `deleting_trellis_before_the_promotion_refuses_it`,
+//! `deleting_trellis_after_the_renames_puts_every_file_back`).
 
 pub mod journal;
 

@@ -19,6 +19,22 @@
 //! `fsutil::confine`), and a link whose directory is gone is dropped.
 //!
 //! This module never writes outside the cache directory.
+//!
+//! # Architecture invariant
+//!
+//! No target directory is shared between two slots
+//! (`engine/tests/slot_targets.rs`), members are built from the slot's sources
+//! (`slots_warm::a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the_slot`),
+//! a path dependency outside the workspace is read where it is
+//! (`a_path_dependency_outside_the_workspace_resolves_to_the_real_directory_read_only`),
+//! and every `node_modules` is linked, never copied or written through
+//! (`slots::tests::every_slot_links_the_users_node_modules_and_drops_the_link_once_it_is_gone`,
+//! `a_packages_own_node_modules_is_linked_and_its_link_dropped_with_the_package`,
+//! `typescript_more::a_packages_own_node_modules_is_linked_into_every_slot_never_copied`,
+//! `typescript::repair_commits_the_language_services_import_and_the_projects_checks_pass`,
+//! `a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modules`).
+//! The locks keep two processes out of one slot
+//! (`slots::tests::a_slot_lock_excludes_another_holder_until_dropped`).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;

@@ -14,6 +14,18 @@
 //! messages (and for SQLite, which can only open by name: every state
 //! database is opened through [`Dir::open_database`], which closes that gap
 //! as far as SQLite allows).
+//!
+//! # Architecture invariant
+//!
+//! A link as `.trellis` or in place of anything in it is refused naming it, and
+//! nothing is written through it (`faults_state.rs`:
+//! `a_trellis_link_to_git_is_refused_and_git_is_untouched`,
+//! `a_linked_ledger_database_is_refused_and_the_other_file_is_unchanged`,
+//! `a_linked_stat_cache_is_neither_read_nor_written`,
+//! `a_linked_object_store_is_refused_and_nothing_lands_in_it`,
+//! `a_linked_head_witness_is_refused_and_nothing_is_written_through_it`;
+//! `statedir::tests::files_are_neither_read_nor_written_through_symlinks`,
+//! `a_database_opens_in_wal_mode_and_a_linked_journal_file_is_refused_by_name`).
 
 use std::fs::File;
 use std::io::{self, Read, Write};

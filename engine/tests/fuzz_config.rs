@@ -1,7 +1,11 @@
 //! Property tests of the configuration reader (`trellis.toml`, the user
 //! file's format, `initializationOptions`): any bytes load or are refused
 //! naming the source; comments and spacing never change what loads. The
-//! seed is the configuration the README documents.
+//! seed is the configuration `docs/configuration.md` documents.
+//!
+//! Its properties: `a_damaged_trellis_toml_loads_or_is_refused_naming_it`,
+//! `comments_and_spacing_load_the_same_configuration`,
+//! `edited_initialization_options_load_or_are_refused_naming_them`.
 
 use proptest::prelude::*;
 use trellis_core::fuzz::{self, CountingAllocator};
@@ -10,15 +14,16 @@ use trellis_engine::config::{Config, ConfigError};
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-/// The ```toml block of the README: every key, with its documented value.
+/// The ```toml block of `docs/configuration.md`: every key, with its
+/// documented value.
 fn documented() -> String {
-    let readme = include_str!("../../README.md");
-    let start = readme
+    let reference = include_str!("../../docs/configuration.md");
+    let start = reference
         .find("```toml\n")
-        .expect("the README shows trellis.toml")
+        .expect("docs/configuration.md shows trellis.toml")
         + 8;
-    let end = start + readme[start..].find("```").unwrap();
-    readme[start..end].to_owned()
+    let end = start + reference[start..].find("```").unwrap();
+    reference[start..end].to_owned()
 }
 
 fn load(text: &[u8]) -> Result<Config, ConfigError> {

@@ -208,7 +208,7 @@ enum Command {
     /// gate, budget or stage). Every write is compiled first and stored as
     /// a new version in `.trellis/bundles.db`; `trellis repair --bundle REF`
     /// (and the editor's repair) attach versions, frozen for that repair.
-    /// Refs: `ID` (the default), `ID@N`, `ID@sha256:HEX`. See README.md.
+    /// Refs: `ID` (the default), `ID@N`, `ID@sha256:HEX`. See docs/model.md.
     Bundles {
         #[command(subcommand)]
         command: cli::bundles::BundlesCommand,

@@ -1,6 +1,16 @@
 //! The files a workspace names for the prompt plane: `trellis.toml`'s
 //! `[prompts]` (damaged text, FIFOs, huge files, paths leaving the
 //! workspace) and bundle directories (link loops).
+//!
+//! Its properties:
+//! `a_damaged_prompts_table_loads_or_is_refused_naming_the_file`,
+//! `bundles_outside_the_workspace_are_refused_naming_the_entry`,
+//! `a_bundle_with_a_link_loop_is_refused_naming_the_link`,
+//! `a_bundle_section_that_is_a_fifo_is_refused_naming_it`, and `trellis.toml`
+//! read by the engine's rules:
+//! `a_trellis_toml_that_is_a_fifo_is_refused_without_blocking`,
+//! `a_trellis_toml_linked_to_dev_zero_is_refused_without_reading_it`,
+//! `a_trellis_toml_over_one_mib_is_refused`.
 
 use std::fs;
 use std::path::Path;

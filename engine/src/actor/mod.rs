@@ -27,6 +27,24 @@
 //!   exact body of a ledgered call from its [`PreparedRequest`] and the turns'
 //!   [`TurnRecord::appended`] deltas, without a model (Gate Z);
 //!   [`model_calls`] does it for every call ledgered in a set of rows.
+//!
+//! # Architecture invariant
+//!
+//! A model acts only through the governed tools, inside its branch
+//! (`actor::runner::tests::escapes_and_protected_paths_are_refused_and_nothing_outside_is_written`,
+//! `malformed_arguments_and_unknown_tools_are_tool_errors_and_change_nothing`,
+//! `a_finish_after_an_edit_leaves_the_edit_in_the_branch`). Every call is
+//! observed raw, with no API key in any recorded value
+//! (`actor_http::the_exact_body_is_posted_with_the_key_only_in_its_header`),
+//! and replays without a model or fails closed
+//! (`replay_refuses_a_request_whose_recorded_inputs_changed`,
+//! `actor::replay::tests::gate_z_a_call_without_ledgered_programs_fails_closed`).
+//! A hung or failing endpoint cannot hold a repair
+//! (`a_hanging_endpoint_is_ended_by_the_deadline`,
+//! `a_chain_of_failing_endpoints_retires_each_after_one_retry`; through the
+//! binary,
+//! `model_repair::a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after`,
+//! `lsp_model::cancelling_a_repair_aborts_the_request_the_model_never_answers`).
 
 mod failover;
 mod http;

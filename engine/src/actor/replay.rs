@@ -14,6 +14,16 @@
 //! rebuilt body that differs from the recorded one (or charges other than
 //! its plan under the plan's accountant) is an error naming the row, never
 //! a call reported as replayable.
+//!
+//! # Architecture invariant
+//!
+//! Every ledgered call rebuilds byte for byte, with the session's pinned
+//! bundles and `[model_turns]`, or fails closed
+//! (`model_repair::replay_and_explain_session_reproduce_the_exact_requests_the_server_received`,
+//! `actor::replay::tests::gate_z_a_call_without_ledgered_programs_fails_closed`,
+//! `model_search::gate_z_a_resume_past_a_program_digest_that_no_longer_reconstructs_fails_closed`,
+//! `pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduces_them`,
+//! `model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them`).
 
 use std::collections::BTreeMap;
 use std::path::Path;

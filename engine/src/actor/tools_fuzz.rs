@@ -2,6 +2,13 @@
 //! model may send: arbitrary bytes, structural edits of real calls (wrong
 //! types, missing and duplicated fields, huge numbers, deep nesting), and
 //! rewrites that keep the meaning (reordered fields, other white space).
+//!
+//! Its properties: `damaged_arguments_are_a_tool_error_naming_the_tool`,
+//! `structurally_edited_arguments_parse_or_are_refused`,
+//! `reordered_arguments_are_the_same_call`,
+//! `any_name_and_bytes_are_a_request_or_a_tool_error`; the reply parser's are
+//! in `transport.rs` (`the_parser_never_panics_on_arbitrary_json`,
+//! `the_parser_never_panics_on_arbitrary_bytes`).
 
 use proptest::prelude::*;
 use trellis_core::fuzz;

@@ -13,6 +13,23 @@
 //! number; remove a version a ledger session names; let a bundle grant a
 //! tool or change a gate, budget or stage setting (a bundle replaces text,
 //! nothing else); let a write change what a running repair already holds.
+//!
+//! # Architecture invariant
+//!
+//! Each of those is tested: a refused write stores nothing
+//! (`bundles::store::tests::a_failed_compile_or_bound_stores_nothing`, and
+//! through the binary `lsp/tests/bundles.rs`); versions never repeat
+//! (`versions_are_monotonic_across_restarts_and_prunes`); a pin catches changed
+//! content (`a_checksum_pin_catches_changed_content`); a stale base is refused
+//! (`a_stale_base_is_refused_naming_both_versions`); prune keeps what sessions
+//! name (`prune_keeps_the_versions_a_ledgered_repair_attached`,
+//! `retention::tests::never_removes_what_must_stay`); a bundle changes no
+//! setting or bound (`a_bundle_cannot_change_a_gate_or_stage_setting`,
+//! `a_bundle_section_cannot_change_its_max_bytes`); a running repair keeps what
+//! it attached
+//! (`a_running_lsp_repair_is_unaffected_by_a_cli_write_made_during_it`), and
+//! replay rebuilds its calls with it
+//! (`an_attached_bundle_reaches_the_model_and_replay_rebuilds_it_after_the_store_moved_on`).
 
 mod attach;
 mod draft;

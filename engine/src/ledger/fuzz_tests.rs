@@ -1,6 +1,16 @@
 //! Property tests of the ledger's readers against rows damaged by a crash or
 //! rewritten by hand: payload decoding, raw row decoding, both folds, the
 //! head witness; and the round trip every appended event must survive.
+//!
+//! Its properties: `damaged_payloads_are_refused_not_panicked_on`,
+//! `structurally_edited_payloads_are_refused_not_panicked_on`,
+//! `reordered_fields_decode_to_the_same_row`,
+//! `raw_rows_with_any_columns_decode_or_are_refused`,
+//! `folds_of_rearranged_rows_never_panic`,
+//! `appended_events_read_back_unchanged`,
+//! `a_huge_witness_is_refused_without_reading_it`; the witness text's are in
+//! `witness.rs` (`any_witness_text_parses_or_is_refused`,
+//! `heads_round_trip_through_the_witness_text`).
 
 use proptest::prelude::*;
 use trellis_core::fuzz;

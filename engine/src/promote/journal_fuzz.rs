@@ -1,5 +1,10 @@
 //! Property tests of the promotion journal reader against a journal torn by
 //! a crash or edited by hand, and the regression tests of what they found.
+//!
+//! Its properties: `a_damaged_journal_is_refused_or_read`,
+//! `a_structurally_edited_journal_is_refused_or_read`,
+//! `a_reordered_journal_is_the_same_journal`, `a_journal_round_trips`,
+//! `a_huge_journal_is_refused_without_reading_it`.
 
 use proptest::prelude::*;
 use trellis_core::fuzz;

@@ -5,6 +5,18 @@
 //! measures or moves the budget (that is [`super::effects::ForestRun`]'s),
 //! and never decides whether the model's branch is good (the step measures
 //! and selects it like any other).
+//!
+//! # Architecture invariant
+//!
+//! A model's candidate is judged like any other, by the start's tests under
+//! `backward-compatible`
+//! (`model_search::backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion`,
+//! `backward_compatible_runs_the_doc_tests_as_they_were`;
+//! `lsp/tests/model_repair.rs`), and continues partial checkpoints in its own
+//! branch, shown what the branch it continues and the last attempt tried
+//! (`the_model_continues_a_compiler_branch_partial_checkpoint_the_compiler_left`,
+//! `the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is_promoted`,
+//! `a_second_repair_shows_the_model_what_the_last_attempt_tried_and_how_it_measured`).
 
 use trellis_prompts::composers::{BootstrapState, CorrectTurnState};
 use trellis_prompts::plan::{PlanInput, RemainingBudget, WitnessKind, plan};

@@ -33,6 +33,21 @@
 //!   `restore`), [`build_digest`].
 //! - [`resume`]: [`ResumeClaim::fold`]`(unclosed)` then
 //!   [`ResumeClaim::open`]`(binding, limits) -> ForestSeed`.
+//!
+//! # Architecture invariant
+//!
+//! Usage is reserved before an action and never refilled
+//! (`search::budget::tests::reservation_charges_the_worst_case_before_the_action`,
+//! `overflow_is_charged_to_the_limit_and_closes`); a branch over its
+//! reservation is contained
+//! (`search::forest::tests::a_contained_branch_is_terminal_and_frees_its_running_place`).
+//! A trigger fires only when its condition holds
+//! (`search::expansion::tests::out_of_local_retries_fires_only_when_retries_are_exhausted`,
+//! `a_continued_partial_can_seed_a_child_and_still_be_served`,
+//! `every_tool_route_is_one_route_whichever_tool_names_it`,
+//! `a_descent_that_is_no_hard_pass_measures_the_next_alternative_first`). Only
+//! a failure that failed again supports a no-good
+//! (`search::nogood::tests::gate_ab_only_a_failure_that_failed_again_supports_a_no_good`).
 
 pub mod budget;
 pub mod expansion;

@@ -4,6 +4,14 @@
 //! summary), fed mutations of outputs recorded from real `cargo check
 //! --message-format=json` and `cargo test` runs on the fixture crates
 //! (`engine/tests/fixtures/recorded/`).
+//!
+//! Its properties: `damaged_cargo_output_is_read_within_bounds`,
+//! `a_structurally_edited_compiler_message_is_read_or_counted`,
+//! `reordered_fields_are_the_same_diagnostics`,
+//! `damaged_libtest_output_is_read_within_bounds`,
+//! `any_text_is_read_as_a_test_run`, `crlf_line_ends_are_the_same_observation`;
+//! `sensor/cargo.rs` has `any_version_text_is_an_identity` and
+//! `the_recorded_outputs_read_as_what_cargo_reported`.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;

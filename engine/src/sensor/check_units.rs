@@ -27,6 +27,15 @@
 //! (`sensors::a_test_run_that_compiled_every_checked_target_decides_the_build_as_the_check_would`);
 //! a bench the test build never compiles keeps a branch's check running
 //! (`implied_stages::a_bench_the_tests_never_build_keeps_the_branchs_check_running`).
+//!
+//! The other way round, a test stage a library error decides is reported failed
+//! without running
+//! (`implied_stages::a_test_stage_that_a_library_error_decides_is_reported_failed_without_running`;
+//! control `a_bench_error_leaves_the_test_stage_to_run`), and a branch's build
+//! decided by its test build checks as measured once written
+//! (`a_branchs_build_stage_is_decided_by_its_test_build_and_the_written_repair_checks_as_measured`);
+//! a test run decides no build it did not cover
+//! (`sensors::a_test_run_decides_no_build_it_did_not_cover`).
 
 use std::collections::BTreeSet;
 use std::path::Path;

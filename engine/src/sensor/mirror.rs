@@ -23,6 +23,16 @@
 //!
 //! The mounts are made by the run's sandbox, in the namespaces it enters
 //! (`sensor/sandbox/namespace.rs`); this module plans them.
+//!
+//! # Architecture invariant
+//!
+//! A mirrored build sees the workspace's path, writes only into the slot, and
+//! leaves the user's incremental state intact; a refused namespace falls back
+//! (`slots_at_workspace_path.rs`:
+//! `a_slot_builds_at_the_workspace_path_and_writes_only_into_the_slot`,
+//! `a_slot_that_cannot_enter_its_namespace_is_built_at_its_own_path`,
+//! `a_diagnostic_named_by_the_workspace_path_is_the_workspaces_file`,
+//! `a_slot_rebuilding_a_changed_member_leaves_the_users_incremental_state_intact`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -51,6 +51,29 @@
 //! so a seeding cut short (by an error, a kill, or the cancelled run it
 //! prepares, which stops it before its next entry) is finished by the next
 //! one, never taken for done.
+//!
+//! # Architecture invariant
+//!
+//! No seeded unit is rebuilt, and a slot that rebuilds one never writes into
+//! the user's `target/` (`slots_warm.rs`:
+//! `a_seeded_slot_checks_and_tests_without_rebuilding_any_registry_dependency`,
+//! `a_seeded_slot_never_writes_into_the_users_target_even_when_it_rebuilds_a_seeded_dependency`).
+//! A seeding goes entry by entry, each whole, and shares only rustc's own files
+//! (`seed::tests`: `incremental_sessions_share_only_rustcs_own_files`,
+//! `only_the_session_rustc_goes_on_from_is_seeded`,
+//! `sessions_with_generated_code_wait_for_the_first_build_that_generates_code`,
+//! `a_file_with_two_names_is_copied_once`,
+//! `a_copy_never_writes_through_a_file_already_there`,
+//! `an_entry_that_fails_half_way_is_left_out_whole_and_seeded_again_later`,
+//! `no_file_of_the_slot_is_a_hard_link_to_the_users`;
+//! `slots_warm::a_seeding_killed_half_way_is_finished_by_the_next_run`,
+//! failpoint `seed-entry`). The first branch's slot is seeded while the view is
+//! measured, and a cancel stops a seeding before its next entry
+//! (`slots_warm::a_repair_seeds_its_first_branchs_slot_while_the_view_is_measured`,
+//! `cargo::tests::a_slot_prepared_before_the_stages_exist_is_seeded_where_its_first_check_reads`,
+//! `seed::tests::a_stopped_seeding_begins_no_entry_and_the_next_one_seeds_them_all`,
+//! `slots_warm::a_cancelled_repair_stops_seeding_its_first_branchs_slot_before_the_next_entry`,
+//! `lsp_cancel_view::a_repair_cancelled_while_its_view_is_measured_ends_cancelled_and_leaves_nothing`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};

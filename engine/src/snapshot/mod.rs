@@ -13,6 +13,18 @@
 //! - [`fsutil`]: path confinement and atomic writes for anything that writes.
 //! - [`materialize`](mod@materialize): eager copies of a snapshot into branch workspaces.
 //! - [`diff`](mod@diff): per-file text edits between two snapshots.
+//!
+//! # Architecture invariant
+//!
+//! A snapshot does not depend on how it was taken
+//! (`tree::tests::watched_reroots_equal_full_scans`,
+//! `watched_reroot_equals_a_full_scan_after_each_mutation`). Ignored files are
+//! context: measured, another root when changed, never edited
+//! (`scan::tests::a_changed_ignored_file_is_another_root_and_stays_context`,
+//! `a_bounded_walk_refuses_a_huge_ignored_directory_naming_it`,
+//! `fsutil::tests::an_edit_to_an_ignored_file_is_refused`;
+//! `ignored_files::a_repair_that_fails_an_ignored_test_is_never_promoted`,
+//! `an_ignored_test_chooses_the_repair_and_is_never_written`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

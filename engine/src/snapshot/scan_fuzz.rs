@@ -2,6 +2,10 @@
 //! round-trips, and a torn, damaged or forged file (its check digest
 //! recomputed, so the body parser itself is exercised) decodes to a cache or
 //! to nothing, never a panic, with bounded allocation.
+//!
+//! Its properties: `the_stat_cache_round_trips`,
+//! `a_damaged_stat_cache_is_ignored_or_read`,
+//! `a_forged_stat_cache_decodes_within_its_size`.
 
 use proptest::prelude::*;
 use trellis_core::fuzz;

@@ -3,6 +3,17 @@
 //! `executeCommand` arguments, `didChange` positions and the paths a
 //! client names. The seeds are the messages a real session sends (the
 //! capabilities Helix offers, recorded under `tests/editors/capabilities/`).
+//!
+//! Its properties: `a_damaged_stream_is_deframed_within_bounds`,
+//! `header_spelling_does_not_change_the_bodies`,
+//! `an_edited_message_is_admitted_or_refused_with_a_code`,
+//! `a_reordered_message_is_admitted`,
+//! `edited_command_arguments_parse_or_are_refused_naming_the_command`,
+//! `any_change_applies_whole_or_not_at_all`,
+//! `any_position_is_a_char_boundary_of_the_text`,
+//! `a_named_file_is_inside_the_root_or_refused`; the deframer's own are in
+//! `framing.rs` (`frames_survive_any_split`,
+//! `garbage_before_a_frame_is_skipped`, `memory_stays_bounded`).
 
 use proptest::prelude::*;
 use ropey::Rope;

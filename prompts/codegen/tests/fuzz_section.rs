@@ -2,6 +2,10 @@
 //! mutations of the library's own sections, which bundles replace with
 //! files from the workspace: any text parses or is refused, and every
 //! refusal names the file and a line of it.
+//!
+//! Its properties:
+//! `a_damaged_section_parses_or_each_error_names_the_file_and_a_line`,
+//! `any_text_parses_or_is_refused`.
 
 use std::path::{Path, PathBuf};
 

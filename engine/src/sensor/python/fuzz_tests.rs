@@ -4,6 +4,13 @@
 //! (the fixtures of each parser's own tests): never a panic, within
 //! `trellis_core::fuzz::bounded`'s time and allocation bound, and the same
 //! diagnostics when only the order of JSON members and whitespace changed.
+//!
+//! Its properties: `damaged_reports_are_read_or_refused_within_bounds`,
+//! `structurally_edited_reports_are_read_or_refused`,
+//! `reordered_members_are_the_same_diagnostics`,
+//! `damaged_junit_reports_are_read_or_refused_within_bounds`,
+//! `code_actions_of_any_shape_give_edits_inside_the_source`,
+//! `any_position_is_a_boundary_inside_the_text_or_none`.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

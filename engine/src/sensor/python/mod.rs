@@ -14,6 +14,14 @@
 //! ty and pyright are separate sensors with separate fingerprints: which
 //! one measured a state is part of its sensor profile, and energies under
 //! one are never compared with energies under the other.
+//!
+//! # Architecture invariant
+//!
+//! A virtualenv in the workspace is measured in place and no slot holds a copy,
+//! and a repair writes only the files it fixed
+//! (`python::a_virtualenv_in_the_workspace_measures_and_no_slot_holds_a_copy`,
+//! `repair_commits_tys_import_fix_and_writes_nothing_else`,
+//! `scan_tests::a_virtual_environment_is_never_content_nor_context`).
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -32,6 +32,17 @@
 //! the seeding copies instead of linking, `trellis check --verbose` says
 //! so, and a run of model-written code is refused unless `[sandbox]
 //! require = false`.
+//!
+//! # Architecture invariant
+//!
+//! What a slot runs writes only the slot, tested by injecting each escape as
+//! the code under measurement (`lsp/tests/sandbox.rs`,
+//! `sensor::sandbox::tests`). Landlock confines paths, not inodes, so no slot
+//! holds a hard link to a user's file
+//! (`seed::tests::no_file_of_the_slot_is_a_hard_link_to_the_users`). Without
+//! Landlock nothing is shared and model-written code is refused
+//! (`sandbox::without_a_sandbox_model_code_is_refused_and_nothing_is_shared`,
+//! `without_a_sandbox_slots_copy_the_users_artifacts_instead_of_linking_them`).
 
 #[cfg(target_os = "linux")]
 mod namespace;

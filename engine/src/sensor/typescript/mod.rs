@@ -13,6 +13,13 @@
 //! This module and its children never write into the measured tree: tsc
 //! runs with `--noEmit`, the test reporter writes below the slot's target
 //! directory, and tsserver is asked for fixes, never to apply them.
+//!
+//! # Architecture invariant
+//!
+//! Nothing is written into the measured tree or the read-only `node_modules`
+//! (`typescript_more::an_incremental_project_whose_build_info_is_in_node_modules_is_checked_and_node_modules_untouched`),
+//! and a failing test is keyed by its file and suite path, never a slot's path
+//! (`node_test::tests::failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed`).
 
 mod node_test;
 mod position;

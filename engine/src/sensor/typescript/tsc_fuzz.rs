@@ -3,6 +3,15 @@
 //! the workspace, the status), fed arbitrary text and mutations of the
 //! output recorded from a real `tsc --noEmit --pretty false` run on
 //! `engine/tests/fixtures/recorded/typescript/zoo`.
+//!
+//! Its properties: `any_text_is_read_as_messages`,
+//! `damaged_tsc_output_is_read_within_bounds`,
+//! `damaged_tsc_output_interprets_to_spans_in_the_workspace`,
+//! `crlf_line_ends_are_the_same_messages`; tsserver's and TAP's are beside
+//! their parsers (`damaged_tsserver_output_is_read_within_bounds`,
+//! `a_structurally_edited_answer_is_read_or_skipped`,
+//! `any_bytes_are_read_as_frames`; `a_damaged_report_is_read_within_bounds`,
+//! `any_text_is_read_as_a_report`).
 
 use proptest::prelude::*;
 use trellis_core::fuzz;
