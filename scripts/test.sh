@@ -25,7 +25,7 @@ if [[ -z ${TRELLIS_CACHE_DIR:-} ]]; then
     trap 'rm -rf "$TRELLIS_CACHE_DIR"' EXIT
 fi
 export TRELLIS_CACHE_DIR
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
 
 step "cargo test, on a kernel without the sandbox (simulated)"
 # The sandbox probe fails as it does without Landlock and user namespaces:
