@@ -28,7 +28,6 @@ use crate::repair::{Accepted, Ctx, Session, search};
 use crate::report::{CheckReport, Promotion, RepairOptions, RepairOutcome, RepairStatus};
 use crate::runtime::{Progress, blocking, in_idle_time};
 use crate::sensor::Sensor;
-use crate::sensor::oracle::Oracle;
 use crate::slots::Slots;
 use crate::snapshot::{
     CopyLimits, DirSource, Overlay, Snapshot, Snapshotter, View, diff, materialize,
@@ -112,7 +111,7 @@ impl Engine {
         let mut snapshotter = Snapshotter::new(&root, Some(state.join("index")));
         let limits = &config.exploration;
         snapshotter.bound(limits.workspace_files, limits.workspace_bytes);
-        if let Some(oracle) = Oracle::of(&config.verification, &root) {
+        if let Some(oracle) = config.verification.oracle(&root) {
             // Never in a view, so never in a slot, a diff or a promotion.
             snapshotter.withhold(oracle.path());
         }
@@ -427,7 +426,7 @@ impl Engine {
         cancel: CancellationToken,
     ) -> Result<RepairOutcome, EngineError> {
         let _repair = self.repair_lock.lock().await;
-        if let Some(oracle) = Oracle::of(&self.config.verification, &self.root) {
+        if let Some(oracle) = self.config.verification.oracle(&self.root) {
             // Fails closed before anything is measured or spent.
             blocking(|| oracle.check()).map_err(|message| EngineError::Config {
                 path: self.root.join(crate::config::WORKSPACE_FILE),

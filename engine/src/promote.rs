@@ -69,8 +69,8 @@ pub use journal::InterruptedPromotion;
 pub fn interrupted_promotion(
     root: &Path,
     ledger: &crate::ledger::Ledger,
-) -> Result<Option<InterruptedPromotion>, crate::error::EngineError> {
-    Ok(journal::interrupted(root, ledger.state_dir())?)
+) -> Result<Option<InterruptedPromotion>, PromoteError> {
+    journal::interrupted(root, ledger.state_dir())
 }
 
 /// Mode of a file a promotion creates.

@@ -8,9 +8,12 @@
 //! (`api_key_env`), and the transport reads it at call time, so no value
 //! here can leak a key through `Debug`, serde or the ledger.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 use trellis_prompts::ModelFamily;
 
+use crate::sensor::oracle::Oracle;
 use crate::snapshot::fsutil::check_rel_path;
 
 /// Per-request deadline when `timeout_secs` is not given.
@@ -356,6 +359,19 @@ impl VerificationLayer {
 }
 
 impl VerificationConfig {
+    /// The oracle this configures for the workspace at `root`; `None`
+    /// under any other test policy.
+    pub fn oracle(&self, root: &Path) -> Option<Oracle> {
+        if self.test_policy != TestPolicy::ExternalOracle {
+            return None;
+        }
+        Some(Oracle::new(
+            root,
+            self.oracle_path.clone()?,
+            self.oracle_command.clone()?,
+        ))
+    }
+
     /// A mispaired policy and oracle fails start-up (erratum 37).
     pub fn validate(&self) -> Result<(), String> {
         let oracle_keys = self.oracle_path.is_some() || self.oracle_command.is_some();

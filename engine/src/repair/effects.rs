@@ -41,7 +41,7 @@ use crate::search::{
     NoGoodComponents, NoGoodRefusal, PartialCheckpointRef, Receipt, Reservation, SearchBranch,
     SearchForest, Seed, Selection, Support,
 };
-use crate::sensor::oracle::{Oracle, OracleVerdict};
+use crate::sensor::oracle::OracleVerdict;
 use crate::sensor::{Sensor, SensorRun, StageReport};
 use crate::snapshot::{
     self, CopyLimits, DirSource, MaterializeReport, Overlay, Snapshot, SnapshotError, Snapshotter,
@@ -322,7 +322,7 @@ impl ForestRun<'_> {
             ctx.sandbox_policy(),
         )
         .await;
-        if let Some(oracle) = Oracle::of(&ctx.config.verification, ctx.root) {
+        if let Some(oracle) = ctx.config.verification.oracle(ctx.root) {
             m.oracle = Some(if !m.assessment.hard_pass {
                 OracleVerdict::NotRun {
                     reason: "the candidate's own checks do not pass".into(),
@@ -1121,7 +1121,11 @@ impl ForestRun<'_> {
             .model_code
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let cancel = self.ctx.cancel;
-        let withheld: Vec<String> = Oracle::of(&self.ctx.config.verification, self.ctx.root)
+        let withheld: Vec<String> = self
+            .ctx
+            .config
+            .verification
+            .oracle(self.ctx.root)
             .map(|oracle| oracle.path().to_owned())
             .into_iter()
             .collect();

@@ -61,7 +61,6 @@ use crate::ledger::Ledger;
 use crate::report::{RepairStatus, StepReport, Unfixed};
 use crate::runtime::Progress;
 use crate::sensor::Sensor;
-use crate::sensor::oracle::Oracle;
 use crate::sensor::sandbox::Policy;
 use crate::slots::Slots;
 
@@ -97,7 +96,7 @@ impl Ctx<'_> {
     /// and show it to the model).
     pub(crate) fn sandbox_policy(&self) -> Policy {
         if self.model_code.load(Ordering::SeqCst) {
-            let oracle = Oracle::of(&self.config.verification, self.root);
+            let oracle = self.config.verification.oracle(self.root);
             Policy {
                 hidden: oracle
                     .map(|o| self.root.join(o.path()))

@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 
 use super::SensorRun;
 use super::process::{Confinement, ProcessError, ProcessLimits, run_bounded};
-use crate::config::models::{TestPolicy, VerificationConfig};
 use crate::runtime::blocking;
 use crate::snapshot::fsutil::confine;
 use crate::snapshot::{Overlay, Snapshot, SnapshotError, Snapshotter};
@@ -67,17 +66,15 @@ pub struct Oracle {
 }
 
 impl Oracle {
-    /// The oracle `verification` configures for the workspace at `root`;
-    /// `None` under any other test policy.
-    pub fn of(verification: &VerificationConfig, root: &Path) -> Option<Oracle> {
-        if verification.test_policy != TestPolicy::ExternalOracle {
-            return None;
-        }
-        Some(Oracle {
+    /// The oracle of the workspace at `root`: the overlay at the
+    /// workspace-relative `path`, run by `command` (the configuration's
+    /// `VerificationConfig::oracle` makes it).
+    pub(crate) fn new(root: &Path, path: String, command: Vec<String>) -> Oracle {
+        Oracle {
             root: root.to_path_buf(),
-            path: verification.oracle_path.clone()?,
-            command: verification.oracle_command.clone()?,
-        })
+            path,
+            command,
+        }
     }
 
     /// The workspace-relative path of the overlay.
