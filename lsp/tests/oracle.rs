@@ -52,6 +52,21 @@ fn missing_import_with_oracle(expected: usize) -> Workspace {
     ws
 }
 
+/// Makes `script` (one line of `sh`) the oracle of `ws`, at `tests/oracle.sh`.
+fn with_oracle_script(ws: &Workspace, script: &str) {
+    std::fs::create_dir_all(ws.path().join("tests")).unwrap();
+    std::fs::write(
+        ws.path().join("tests/oracle.sh"),
+        format!("# {SECRET}\n{script}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("trellis.toml"),
+        oracle_toml("tests/oracle.sh", &["sh", "tests/oracle.sh"]),
+    )
+    .unwrap();
+}
+
 /// Every file under `dir` whose text holds `needle`.
 fn files_holding(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathBuf> {
     support::files_under(dir, &[])
@@ -135,19 +150,9 @@ fn an_oracle_that_fails_blocks_the_write_and_is_shown() {
 fn the_oracle_runs_confined_to_its_slot_and_cannot_write_the_users_files() {
     let ws = Workspace::of("missing-import");
     let escape = ws.path().join("written-by-the-oracle");
-    std::fs::create_dir_all(ws.path().join("tests")).unwrap();
     // The oracle tries to write into the user's workspace by its absolute
     // path, and passes only if that write succeeded.
-    std::fs::write(
-        ws.path().join("tests/oracle.sh"),
-        format!("# {SECRET}\ntouch '{}' || exit 7\n", escape.display()),
-    )
-    .unwrap();
-    std::fs::write(
-        ws.path().join("trellis.toml"),
-        oracle_toml("tests/oracle.sh", &["sh", "tests/oracle.sh"]),
-    )
-    .unwrap();
+    with_oracle_script(&ws, &format!("touch '{}' || exit 7", escape.display()));
     let before = ws.tree();
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_ne!(code, 0, "{doc:#}");
@@ -159,6 +164,35 @@ fn the_oracle_runs_confined_to_its_slot_and_cannot_write_the_users_files() {
     assert!(
         !reasons.is_empty() && reasons.iter().all(|r| r.contains("status 7")),
         "the refused write failed the oracle: {doc:#}"
+    );
+}
+
+#[test]
+fn an_oracle_that_changes_the_candidates_files_is_a_failed_oracle() {
+    let ws = Workspace::of("missing-import");
+    // The oracle "passes" by editing the candidate it is to judge: appends
+    // to the verified tree's src/lib.rs inside its slot, then exits 0.
+    with_oracle_script(&ws, "echo '// rewritten by the oracle' >> src/lib.rs");
+    let before = ws.tree();
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_ne!(code, 0, "{doc:#}");
+    assert_eq!(doc["promotion"], Value::Null, "{doc:#}");
+    assert_eq!(ws.tree(), before, "nothing is written");
+    let reasons: Vec<&str> = branches(&doc)
+        .filter(|b| b["oracle"]["status"] == "failed")
+        .filter_map(|b| b["oracle"]["reason"].as_str())
+        .collect();
+    assert!(
+        !reasons.is_empty()
+            && reasons
+                .iter()
+                .all(|r| r.contains("the oracle changed the candidate's src/lib.rs")),
+        "an oracle's exit 0 after rewriting the candidate is no pass: {doc:#}"
+    );
+    assert_eq!(
+        files_holding(ws.cache(), "rewritten by the oracle"),
+        Vec::<std::path::PathBuf>::new(),
+        "the candidate's own src/lib.rs is put back in its slot"
     );
 }
 

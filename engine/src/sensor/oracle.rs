@@ -11,7 +11,10 @@
 //! [`super::process::run_bounded`], like every tool), then removed. A
 //! candidate that already holds something where the overlay goes, or an
 //! oracle that leaves the verified tree changed, fails the verdict: it
-//! would no longer be the candidate's tree that was verified. What the
+//! would no longer be the candidate's tree that was verified. The
+//! candidate's content is kept aside in the workspace's blob store before
+//! the oracle runs, so what it changed is put back and the branch goes on
+//! from its own tree. What the
 //! oracle printed is kept out of the verdict, which the model's next
 //! attempt is shown.
 //!
@@ -28,7 +31,9 @@ use super::SensorRun;
 use super::process::{Confinement, ProcessError, ProcessLimits, run_bounded};
 use crate::runtime::blocking;
 use crate::snapshot::fsutil::confine;
-use crate::snapshot::{Overlay, Snapshot, SnapshotError, Snapshotter};
+use crate::snapshot::{
+    BlobStore, ContentSource as _, DirSource, Overlay, Snapshot, SnapshotError, Snapshotter,
+};
 
 /// The oracle's verdict on one candidate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,6 +179,14 @@ impl Oracle {
                 self.path
             ));
         }
+        let store = match blocking(|| self.keep_aside(slot, state)) {
+            Ok(store) => store,
+            Err(e) => {
+                return failed(format!(
+                    "the candidate could not be kept aside before the oracle ran: {e}"
+                ));
+            }
+        };
         let placed = blocking(|| self.place(slot));
         let ran = match placed {
             Ok(()) => {
@@ -201,8 +214,8 @@ impl Oracle {
         };
         // Whatever the run did, the slot goes back to the candidate: what
         // is not the candidate's (the overlay, anything the run added) is
-        // taken out; a changed file of the candidate's cannot be put back.
-        let changed = blocking(|| restore(slot, state));
+        // taken out, and what it changed is put back from the store.
+        let changed = blocking(|| restore(slot, state, &store));
         let verdict = match ran {
             Err(reason) => failed(reason),
             Ok(Ok(output)) if output.status.success() => OracleVerdict::Passed {
@@ -222,11 +235,29 @@ impl Oracle {
             Ok(changed) => failed(format!(
                 "the oracle changed the candidate's {}, so its verdict is not the \
                  candidate's (an oracle writes only below `CARGO_TARGET_DIR` or a temp \
-                 directory)",
+                 directory); the candidate's content was put back",
                 changed.join(", ")
             )),
             Err(e) => failed(format!("the verified tree cannot be read again: {e}")),
         }
+    }
+
+    /// Puts every entry of `state` that the workspace's blob store lacks
+    /// there, read from `slot` and verified against `state`: what a changed
+    /// file is put back from. Content already stored costs one lookup.
+    fn keep_aside(&self, slot: &Path, state: &Snapshot) -> Result<BlobStore, SnapshotError> {
+        let store = BlobStore::open(
+            self.root
+                .join(".trellis")
+                .join(crate::snapshot::store::OBJECTS),
+        )?;
+        let candidate = DirSource::new(slot, Overlay::default());
+        for (path, entry) in &state.entries {
+            if !store.object_path(&entry.blob).is_file() {
+                store.put(&candidate.read(path, entry)?)?;
+            }
+        }
+        Ok(store)
     }
 
     /// Copies the overlay's files into `slot` at their places.
@@ -247,9 +278,9 @@ impl Oracle {
 }
 
 /// Takes out of `slot` every file that is not `state`'s (and the
-/// directories left empty by that), and names the files of `state` that
-/// changed or went missing.
-fn restore(slot: &Path, state: &Snapshot) -> Result<Vec<String>, SnapshotError> {
+/// directories left empty by that), puts back from `store` the files of
+/// `state` that changed or went missing, and names them.
+fn restore(slot: &Path, state: &Snapshot, store: &BlobStore) -> Result<Vec<String>, SnapshotError> {
     let after = Snapshotter::new(slot, None).snapshot(&Overlay::default())?;
     for path in after
         .entries
@@ -267,12 +298,14 @@ fn restore(slot: &Path, state: &Snapshot) -> Result<Vec<String>, SnapshotError> 
             dir = rel.parent();
         }
     }
-    Ok(state
+    let changed: Vec<(&str, &crate::snapshot::Entry)> = state
         .entries
         .iter()
         .filter(|(path, entry)| after.entries.get(*path) != Some(entry))
-        .map(|(path, _)| path.clone())
-        .collect())
+        .map(|(path, entry)| (path.as_str(), entry))
+        .collect();
+    crate::snapshot::rewrite(slot, store, &changed)?;
+    Ok(changed.iter().map(|(path, _)| (*path).to_owned()).collect())
 }
 
 fn is_executable(path: &Path) -> bool {

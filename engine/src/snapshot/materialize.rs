@@ -124,6 +124,19 @@ pub fn materialize(
     })
 }
 
+/// Rewrites `entries` of an existing copy from `source`, their directories
+/// created as needed: for a copy something other than a sync changed (an
+/// oracle that wrote into the tree it judged), whose stat cache cannot be
+/// trusted to notice.
+pub fn rewrite(
+    dest: &Path,
+    source: &dyn ContentSource,
+    entries: &[(&str, &Entry)],
+) -> Result<(), SnapshotError> {
+    create_parent_dirs(dest, entries.iter().map(|(path, _)| *path))?;
+    write_all(dest, source, entries)
+}
+
 /// Refuses snapshots that could not have come from a walk: unsafe paths,
 /// paths in the excluded directories, or a path under another entry. A
 /// crafted snapshot must not be able to write through a symlink it created.

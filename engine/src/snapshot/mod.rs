@@ -42,7 +42,7 @@ mod watch;
 pub use crate::workspace_path::WorkspacePath;
 pub use diff::diff;
 pub use fsutil::{confine, write_atomic};
-pub use materialize::{CopyLimits, MaterializeReport, materialize};
+pub use materialize::{CopyLimits, MaterializeReport, materialize, rewrite};
 pub use scan::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
 pub use watch::RescanReason;
