@@ -17,7 +17,7 @@ mod paging;
 mod support;
 mod wrong_operator;
 
-use openai_server::{Answer, OpenAiServer};
+use openai_server::OpenAiServer;
 use paging::{count, plans, rows, session_id};
 use serde_json::{Value, json};
 use support::workspace::Workspace;
