@@ -2,12 +2,15 @@
 //! actor in one branch, until `finish`, the turn limit, or no route.
 //!
 //! For each turn it (1) resolves the route of the endpoint about to be
-//! called, (2) compiles the platform and domain programs for it and hands
-//! their records to the ledger, (3) calls the transport through the
-//! failover chain, (4) hands every raw attempt to the ledger *before*
-//! parsing, (5) parses fail-closed, (6) turns tool calls into governed
-//! proposals within the turn's tool-call and mutation allowances, and (7)
-//! records the turn and appends it to the conversation. All effects sit
+//! called, (2) compiles the platform and domain programs for it, with the
+//! tool schemas in the form the window's share allows
+//! (`context::fixed_overhead`: full, or compact with fewer optional
+//! sections), and hands their records to the ledger, (3) calls the
+//! transport through the failover chain, (4) hands every raw attempt to
+//! the ledger *before* parsing, (5) parses fail-closed, (6) turns tool
+//! calls into governed proposals within the turn's tool-call and mutation
+//! allowances, and (7) records the turn and appends it to the
+//! conversation. All effects sit
 //! behind [`TurnLedger`], [`BranchVerifier`] and the [`Transport`]s of the
 //! chain, so the loop is tested with scripted transports. The runner never
 //! decides whether a branch is good: its branch is measured like any other.
@@ -616,6 +619,12 @@ fn assemble(
         .collect()
 }
 
+/// The options each program was compiled under, and the pair.
+type Programs<'a> = (
+    (CompileOptions<'a>, CompileOptions<'a>),
+    CompiledPromptInvocation,
+);
+
 /// The two programs of a call compiled under `options` (whose tool
 /// surface names the form offered), with the options each was compiled
 /// under. Within `budget` when given: the platform program first, the
@@ -626,11 +635,6 @@ fn assemble(
 /// optional section dropped (its budget is then what the required ones
 /// charge), never with a required one missing: the request's fit
 /// (Definition 6) then decides whether it can be sent.
-type Programs<'a> = (
-    (CompileOptions<'a>, CompileOptions<'a>),
-    CompiledPromptInvocation,
-);
-
 fn compile_programs<'a>(
     cache: &mut ProgramCache,
     (platform, domain): (&StageComposition, &StageComposition),
@@ -670,7 +674,8 @@ fn compile_programs<'a>(
 /// Rebuilds the exact body of a recorded request without a model (Gate Z,
 /// Proposition 4): both programs are recompiled from this build's sections
 /// (and `replacements`, the session's pinned bundles) and must have their
-/// recorded digests, the tool surface must be this build's, and
+/// recorded digests, the tool surface must be this build's in the form
+/// the plan recorded, and
 /// `conversation` is the concatenated deltas of the turns before it, and
 /// the turn block is rebuilt from `limits`, the session's `[model_turns]`;
 /// the rebuilt messages must charge what the plan recorded, under the
