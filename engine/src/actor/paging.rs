@@ -334,7 +334,7 @@ fn blob_of(branch: &Path, rel: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Residency, UNCALIBRATED, apply_plan};
+    use crate::context::{Residency, ToolForm, UNCALIBRATED, apply_plan};
 
     #[test]
     fn a_conversation_restored_without_provenance_is_tombstoned_never_resident() {
@@ -350,7 +350,7 @@ mod tests {
         let paging = Paging::restored(&prior);
         let allowance = Allowance {
             input: 10_000,
-            ..Allowance::for_route(20_000, 0, &[], UNCALIBRATED)
+            ..Allowance::for_route(20_000, 0, (ToolForm::Full, &[]), UNCALIBRATED)
         };
         let live = paging.live(Path::new("/nonexistent"));
         let focus = Focus::default();

@@ -2,12 +2,15 @@
 //! actor in one branch, until `finish`, the turn limit, or no route.
 //!
 //! For each turn it (1) resolves the route of the endpoint about to be
-//! called, (2) compiles the platform and domain programs for it and hands
-//! their records to the ledger, (3) calls the transport through the
-//! failover chain, (4) hands every raw attempt to the ledger *before*
-//! parsing, (5) parses fail-closed, (6) turns tool calls into governed
-//! proposals within the turn's tool-call and mutation allowances, and (7)
-//! records the turn and appends it to the conversation. All effects sit
+//! called, (2) compiles the platform and domain programs for it, with the
+//! tool schemas in the form the window's share allows
+//! (`context::fixed_overhead`: full, or compact with fewer optional
+//! sections), and hands their records to the ledger, (3) calls the
+//! transport through the failover chain, (4) hands every raw attempt to
+//! the ledger *before* parsing, (5) parses fail-closed, (6) turns tool
+//! calls into governed proposals within the turn's tool-call and mutation
+//! allowances, and (7) records the turn and appends it to the
+//! conversation. All effects sit
 //! behind [`TurnLedger`], [`BranchVerifier`] and the [`Transport`]s of the
 //! chain, so the loop is tested with scripted transports. The runner never
 //! decides whether a branch is good: its branch is measured like any other.
@@ -21,9 +24,9 @@ use trellis_prompts::composers::{
     BootstrapState, CorrectTurnState, branch_correct, session_bootstrap,
 };
 use trellis_prompts::{
-    BoundedList, BoundedText, CompileOptions, CompiledPromptInvocation, MessageRole, ModelDialect,
-    ProgramCache, ProgramRecord, PromptRoute, ResolutionPolicy, ToolCallConvention, TurnContext,
-    reconstruct,
+    BoundedList, BoundedText, CompileError, CompileOptions, CompiledPromptInvocation, MessageRole,
+    ModelDialect, ProgramCache, ProgramRecord, PromptRoute, ResolutionPolicy, StageComposition,
+    ToolCallConvention, TurnContext, reconstruct,
 };
 
 use super::failover::{Attempt, CallOutcome, ChainEndpoint, FailoverChain};
@@ -38,7 +41,10 @@ use super::transport::{
 
 use super::paging::{ContextEvent, Paging};
 use crate::config::models::TurnLimits;
-use crate::context::{Allowance, Calibrations, Focus, ResidentPlan, apply_plan};
+use crate::context::{
+    Allowance, Calibrations, Focus, Overhead, OverheadInput, ResidentPlan, ToolForm, apply_plan,
+    fixed_overhead,
+};
 
 #[cfg(doc)]
 use super::transport::Transport;
@@ -113,6 +119,16 @@ pub struct PreparedRequest {
     /// 6); replay lays the conversation out by it, without selecting again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ResidentPlan>,
+}
+
+impl PreparedRequest {
+    /// The form of the tool schemas the request offered: its plan's, and
+    /// full for a request recorded without one (before paging).
+    pub fn tool_form(&self) -> ToolForm {
+        self.context
+            .as_ref()
+            .map_or(ToolForm::Full, |plan| plan.allowance.tool_form)
+    }
 }
 
 /// One tool call, what it was parsed into, and its result.
@@ -217,8 +233,6 @@ pub async fn run_actor(
         ledger,
         cancel,
     } = cx;
-    let specs = tool_specs();
-    let spec_hash = tool_spec_hash();
     let mut correction = inputs.correction.clone();
     correction.tool_names = BoundedList::new(TOOL_NAMES).expect("the short tool names fit");
     let mut cache = ProgramCache::default();
@@ -261,35 +275,70 @@ pub async fn run_actor(
                 let mut build = |_: usize, endpoint: &ChainEndpoint| {
                     let route = route_of(endpoint);
                     let dialect = ModelDialect::for_route(&route);
-                    let budget = dialect.default_budget_tokens().min(
-                        endpoint.config.context_window_tokens - endpoint.config.max_output_tokens,
+                    let (window, output) = (
+                        endpoint.config.context_window_tokens,
+                        endpoint.config.max_output_tokens,
                     );
-                    let options = CompileOptions {
+                    let calibration = calibrations.of(&endpoint.config.name);
+                    let platform = session_bootstrap(&inputs.bootstrap, dialect);
+                    let domain = branch_correct(&correction);
+                    let options = |form| CompileOptions {
                         route: &route,
                         dialect,
-                        budget_tokens: budget,
-                        tool_spec_hash: spec_hash.clone(),
+                        budget_tokens: dialect.default_budget_tokens().min(window - output),
+                        tool_spec_hash: tool_spec_hash(form),
                         policy: inputs.policy,
                         replacements: &inputs.replacements,
                     };
-                    let platform = session_bootstrap(&inputs.bootstrap, dialect);
-                    let domain = branch_correct(&correction);
-                    let compiled = cache
-                        .get_or_compile(&platform, &options)
-                        .and_then(|p| Ok((p, cache.get_or_compile(&domain, &options)?)))
-                        .and_then(|(p, d)| {
-                            CompiledPromptInvocation::new((*p).clone(), (*d).clone())
-                        })
-                        .map_err(|e| e.to_string())?;
-                    let digest = &compiled.invocation_digest;
-                    let head = assemble(&compiled, dialect, &turn_block, &[]);
-                    let allowance = Allowance::for_route(
-                        endpoint.config.context_window_tokens,
-                        endpoint.config.max_output_tokens,
-                        &specs,
-                        calibrations.of(&endpoint.config.name),
+                    // The full form first; the compact one when it takes
+                    // more of the window than its share (context::overhead).
+                    let full = compile_programs(
+                        &mut cache,
+                        (&platform, &domain),
+                        &options(ToolForm::Full),
+                        None,
+                    )?;
+                    let full_head = assemble(&full.1, dialect, &turn_block, &[]);
+                    let full_allowance = Allowance::for_route(
+                        window,
+                        output,
+                        (ToolForm::Full, &tool_specs(ToolForm::Full)),
+                        calibration,
                     );
-                    let accountant = allowance.accountant()?;
+                    let accountant = full_allowance.accountant()?;
+                    let overhead = fixed_overhead(OverheadInput {
+                        window,
+                        full_input: full_allowance.input,
+                        full_tools: full_allowance.tools,
+                        compact_tools: accountant.tools(&tool_specs(ToolForm::Compact)),
+                        full_instructions: accountant.messages(&full_head),
+                        turn_block: accountant.message(&ChatMessage::User {
+                            content: turn_block.clone(),
+                        }),
+                    });
+                    let form = overhead.tool_form();
+                    let specs = tool_specs(form);
+                    let ((platform_options, domain_options), compiled, head, allowance) =
+                        match overhead {
+                            Overhead::Full => (full.0, full.1, full_head, full_allowance),
+                            Overhead::Compact { instruction_budget } => {
+                                let (options, compiled) = compile_programs(
+                                    &mut cache,
+                                    (&platform, &domain),
+                                    &options(form),
+                                    Some(instruction_budget),
+                                )?;
+                                let head = assemble(&compiled, dialect, &turn_block, &[]);
+                                let allowance = Allowance::for_route(
+                                    window,
+                                    output,
+                                    (form, &specs),
+                                    calibration,
+                                );
+                                (options, compiled, head, allowance)
+                            }
+                        };
+                    let digest = &compiled.invocation_digest;
                     let plan = paging
                         .plan(
                             &conversation,
@@ -329,14 +378,14 @@ pub async fn run_actor(
                             ProgramRecord::new(
                                 &inputs.session_id,
                                 &platform,
-                                &options,
+                                &platform_options,
                                 &compiled.platform,
                                 Some(digest),
                             ),
                             ProgramRecord::new(
                                 &inputs.session_id,
                                 &domain,
-                                &options,
+                                &domain_options,
                                 &compiled.domain,
                                 Some(digest),
                             ),
@@ -570,10 +619,63 @@ fn assemble(
         .collect()
 }
 
+/// The options each program was compiled under, and the pair.
+type Programs<'a> = (
+    (CompileOptions<'a>, CompileOptions<'a>),
+    CompiledPromptInvocation,
+);
+
+/// The two programs of a call compiled under `options` (whose tool
+/// surface names the form offered), with the options each was compiled
+/// under. Within `budget` when given: the platform program first, the
+/// domain program within what the platform's estimate leaves, so the pair
+/// stays within it; the prompt compiler drops each program's optional
+/// sections by increasing priority (ties by id) until it fits. A program
+/// whose required sections alone exceed its part is compiled with every
+/// optional section dropped (its budget is then what the required ones
+/// charge), never with a required one missing: the request's fit
+/// (Definition 6) then decides whether it can be sent.
+fn compile_programs<'a>(
+    cache: &mut ProgramCache,
+    (platform, domain): (&StageComposition, &StageComposition),
+    options: &CompileOptions<'a>,
+    budget: Option<u64>,
+) -> Result<Programs<'a>, String> {
+    let mut within = |composition: &StageComposition, budget_tokens: u64| {
+        let options = CompileOptions {
+            budget_tokens,
+            ..options.clone()
+        };
+        match cache.get_or_compile(composition, &options) {
+            Err(CompileError::RequiredOverBudget {
+                required_tokens, ..
+            }) => {
+                let options = CompileOptions {
+                    budget_tokens: required_tokens,
+                    ..options
+                };
+                let program = cache.get_or_compile(composition, &options);
+                program.map(|p| (options, p))
+            }
+            compiled => compiled.map(|p| (options, p)),
+        }
+        .map_err(|e| e.to_string())
+    };
+    let (platform_options, p) = within(platform, budget.unwrap_or(options.budget_tokens))?;
+    let rest = budget.map_or(options.budget_tokens, |b| {
+        b.saturating_sub(p.estimated_tokens)
+    });
+    let (domain_options, d) = within(domain, rest)?;
+    let invocation =
+        CompiledPromptInvocation::new((*p).clone(), (*d).clone()).map_err(|e| e.to_string())?;
+    Ok(((platform_options, domain_options), invocation))
+}
+
 /// Rebuilds the exact body of a recorded request without a model (Gate Z,
 /// Proposition 4): both programs are recompiled from this build's sections
 /// (and `replacements`, the session's pinned bundles) and must have their
-/// recorded digests, the tool surface must be this build's, and
+/// recorded digests, the tool surface must be this build's in the form
+/// the plan recorded, and
 /// `conversation` is the concatenated deltas of the turns before it, and
 /// the turn block is rebuilt from `limits`, the session's `[model_turns]`;
 /// the rebuilt messages must charge what the plan recorded, under the
@@ -622,7 +724,7 @@ pub fn replay_request(
     Ok(request_body(&ChatRequest {
         model: &request.model,
         messages: &messages,
-        tools: &tool_specs(),
+        tools: &tool_specs(request.tool_form()),
         max_tokens: request.max_tokens,
     }))
 }
@@ -635,7 +737,8 @@ pub(super) fn rebuild_programs(
     replacements: &[PinnedReplacement],
 ) -> Result<CompiledPromptInvocation, String> {
     let [platform, domain] = &request.programs;
-    if platform.tool_spec_hash != tool_spec_hash() || domain.tool_spec_hash != tool_spec_hash() {
+    let surface = tool_spec_hash(request.tool_form());
+    if platform.tool_spec_hash != surface || domain.tool_spec_hash != surface {
         return Err("the request offered a tool surface this build does not have".into());
     }
     let invocation = CompiledPromptInvocation::new(

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use trellis_prompts::bounded::render_observation;
 
 use super::transport::BoxFuture;
-use crate::context::{RecallKey, synopsis};
+use crate::context::{RecallKey, ToolForm, synopsis};
 use crate::digest::CanonicalHasher;
 use crate::snapshot::fsutil::{confine, write_atomic};
 
@@ -34,98 +34,200 @@ pub const PROTECTED_DIRS: [&str; 3] = [".git", ".trellis", "target"];
 /// Largest file `read_file` or `search` reads and `write_file` writes.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
 
-/// The function-calling declarations (OpenAI `tools` entries).
-pub fn tool_specs() -> Vec<Value> {
-    let string = |description: &str| json!({ "type": "string", "description": description });
-    let line =
-        |description: &str| json!({ "type": "integer", "minimum": 1, "description": description });
-    let spec = |name: &str, description: &str, properties: Value, required: &[&str]| {
+/// What an argument holds.
+#[derive(Clone, Copy)]
+enum Kind {
+    Text,
+    /// A 1-based line or turn number.
+    Line,
+}
+
+/// One argument of a tool: its name and kind (authority), and its
+/// description (presentation, the full form only).
+struct Param {
+    name: &'static str,
+    kind: Kind,
+    required: bool,
+    description: &'static str,
+}
+
+/// One governed tool (PSP-10 §25 `ToolEntry`): what it accepts is one
+/// authority, shown in two forms. The full form has the full description
+/// and every argument described; the compact one the discovery summary and
+/// the bare argument types, for windows the full form would crowd
+/// (`context::fixed_overhead` chooses). Both declare the same names,
+/// arguments and required set: parsing (`parse_call`) is the same for both.
+struct ToolEntry {
+    name: &'static str,
+    description: &'static str,
+    discovery_summary: &'static str,
+    params: &'static [Param],
+}
+
+const fn param(name: &'static str, kind: Kind, required: bool, description: &'static str) -> Param {
+    Param {
+        name,
+        kind,
+        required,
+        description,
+    }
+}
+
+const PATH: &str = "workspace-relative path, `/`-separated";
+
+/// The catalog, in the order the tools are offered ([`TOOL_NAMES`]).
+const CATALOG: [ToolEntry; 9] = [
+    ToolEntry {
+        name: "read_file",
+        description: "Read a text file of the branch, optionally only lines start_line..=end_line (1-based).",
+        discovery_summary: "Read a file, or its lines start_line..=end_line.",
+        params: &[
+            param("path", Kind::Text, true, PATH),
+            param("start_line", Kind::Line, false, "first line to read"),
+            param("end_line", Kind::Line, false, "last line to read"),
+        ],
+    },
+    ToolEntry {
+        name: "list_files",
+        description: "List the files under a directory of the branch (the whole branch when path is omitted).",
+        discovery_summary: "List files under path.",
+        params: &[param("path", Kind::Text, false, PATH)],
+    },
+    ToolEntry {
+        name: "search",
+        description: "Find lines containing pattern (a literal string, not a regex) under path or the whole branch.",
+        discovery_summary: "Find lines containing a literal pattern.",
+        params: &[
+            param("pattern", Kind::Text, true, "literal text to find"),
+            param("path", Kind::Text, false, PATH),
+        ],
+    },
+    ToolEntry {
+        name: "replace",
+        description: "Replace the text old, which must occur exactly once in the file, by new.",
+        discovery_summary: "Replace old, which occurs once in the file, by new.",
+        params: &[
+            param("path", Kind::Text, true, PATH),
+            param(
+                "old",
+                Kind::Text,
+                true,
+                "exact text to replace; must occur once",
+            ),
+            param("new", Kind::Text, true, "replacement text"),
+        ],
+    },
+    ToolEntry {
+        name: "write_file",
+        description: "Write content as the whole file, creating it and its directories if needed.",
+        discovery_summary: "Write a whole file.",
+        params: &[
+            param("path", Kind::Text, true, PATH),
+            param("content", Kind::Text, true, "the complete new file content"),
+        ],
+    },
+    ToolEntry {
+        name: "run_build",
+        description: "Build the branch and return its diagnostics.",
+        discovery_summary: "Build; returns diagnostics.",
+        params: &[],
+    },
+    ToolEntry {
+        name: "run_tests",
+        description: "Run the branch's tests (only those whose name contains filter, when given) and return the failures.",
+        discovery_summary: "Run the tests; returns failures.",
+        params: &[param(
+            "filter",
+            Kind::Text,
+            false,
+            "substring of the test names to run",
+        )],
+    },
+    ToolEntry {
+        name: "finish",
+        description: "End your work: the branch as it stands becomes the candidate.",
+        discovery_summary: "End; the branch becomes the candidate.",
+        params: &[param(
+            "summary",
+            Kind::Text,
+            true,
+            "what you changed and why",
+        )],
+    },
+    ToolEntry {
+        name: "context_recall",
+        description: "Have an earlier page of this conversation (shown as [trellis:context-page ...]) back in your next request: by page id or its first 16 hex digits, or by a path, tool, call id or turn it holds.",
+        discovery_summary: "Bring back an evicted context page.",
+        params: &[
+            param(
+                "page",
+                Kind::Text,
+                false,
+                "page id, or its first 16 hex digits",
+            ),
+            param("path", Kind::Text, false, PATH),
+            param("tool", Kind::Text, false, "a tool the page called"),
+            param("call_id", Kind::Text, false, "a tool call id of the page"),
+            param("turn", Kind::Line, false, "the turn the page is from"),
+        ],
+    },
+];
+
+impl ToolEntry {
+    /// Its function-calling declaration (an OpenAI `tools` entry) in `form`.
+    fn spec(&self, form: ToolForm) -> Value {
+        let full = form == ToolForm::Full;
+        let properties: serde_json::Map<String, Value> = self
+            .params
+            .iter()
+            .map(|p| {
+                let mut schema = match p.kind {
+                    Kind::Text => json!({ "type": "string" }),
+                    Kind::Line if full => json!({ "type": "integer", "minimum": 1 }),
+                    Kind::Line => json!({ "type": "integer" }),
+                };
+                if full {
+                    schema["description"] = json!(p.description);
+                }
+                (p.name.to_owned(), schema)
+            })
+            .collect();
+        let required: Vec<&str> = self
+            .params
+            .iter()
+            .filter(|p| p.required)
+            .map(|p| p.name)
+            .collect();
+        let mut parameters = json!({ "type": "object", "properties": properties });
+        if full {
+            parameters["required"] = json!(required);
+            parameters["additionalProperties"] = json!(false);
+        } else if !required.is_empty() {
+            parameters["required"] = json!(required);
+        }
         json!({
             "type": "function",
             "function": {
-                "name": name,
-                "description": description,
-                "parameters": {
-                    "type": "object",
-                    "properties": properties,
-                    "required": required,
-                    "additionalProperties": false,
-                },
+                "name": self.name,
+                "description": if full { self.description } else { self.discovery_summary },
+                "parameters": parameters,
             },
         })
-    };
-    let path = string("workspace-relative path, `/`-separated");
-    vec![
-        spec(
-            "read_file",
-            "Read a text file of the branch, optionally only lines start_line..=end_line (1-based).",
-            json!({ "path": path, "start_line": line("first line to read"), "end_line": line("last line to read") }),
-            &["path"],
-        ),
-        spec(
-            "list_files",
-            "List the files under a directory of the branch (the whole branch when path is omitted).",
-            json!({ "path": path }),
-            &[],
-        ),
-        spec(
-            "search",
-            "Find lines containing pattern (a literal string, not a regex) under path or the whole branch.",
-            json!({ "pattern": string("literal text to find"), "path": path }),
-            &["pattern"],
-        ),
-        spec(
-            "replace",
-            "Replace the text old, which must occur exactly once in the file, by new.",
-            json!({ "path": path, "old": string("exact text to replace; must occur once"), "new": string("replacement text") }),
-            &["path", "old", "new"],
-        ),
-        spec(
-            "write_file",
-            "Write content as the whole file, creating it and its directories if needed.",
-            json!({ "path": path, "content": string("the complete new file content") }),
-            &["path", "content"],
-        ),
-        spec(
-            "run_build",
-            "Build the branch and return its diagnostics.",
-            json!({}),
-            &[],
-        ),
-        spec(
-            "run_tests",
-            "Run the branch's tests (only those whose name contains filter, when given) and return the failures.",
-            json!({ "filter": string("substring of the test names to run") }),
-            &[],
-        ),
-        spec(
-            "finish",
-            "End your work: the branch as it stands becomes the candidate.",
-            json!({ "summary": string("what you changed and why") }),
-            &["summary"],
-        ),
-        spec(
-            "context_recall",
-            "Have an earlier page of this conversation (shown as [trellis:context-page ...]) back in your next request: by page id or its first 16 hex digits, or by a path, tool, call id or turn it holds.",
-            json!({
-                "page": string("page id, or its first 16 hex digits"),
-                "path": path,
-                "tool": string("a tool the page called"),
-                "call_id": string("a tool call id of the page"),
-                "turn": line("the turn the page is from"),
-            }),
-            &[],
-        ),
-    ]
+    }
 }
 
-/// Digest of the tool surface, bound into every compiled program: a change
-/// of any name, description or schema is a different program. The schemas
-/// are built from fixed literals and serialized with sorted keys, so their
-/// text is stable for this build.
-pub fn tool_spec_hash() -> String {
+/// The function-calling declarations (OpenAI `tools` entries) in `form`.
+pub fn tool_specs(form: ToolForm) -> Vec<Value> {
+    CATALOG.iter().map(|entry| entry.spec(form)).collect()
+}
+
+/// Digest of the tool surface in `form`, bound into every compiled
+/// program: a change of any name, description or schema, or of the form,
+/// is a different program. The schemas are built from fixed literals and
+/// serialized with sorted keys, so their text is stable for this build.
+pub fn tool_spec_hash(form: ToolForm) -> String {
     let mut h = CanonicalHasher::new("tool-surface-v1");
-    let specs = tool_specs();
+    let specs = tool_specs(form);
     h.u64(specs.len() as u64);
     for spec in &specs {
         h.str(&spec.to_string());
@@ -842,19 +944,63 @@ mod tests {
 
     #[test]
     fn the_schemas_declare_exactly_the_governed_tools() {
-        let names: Vec<String> = tool_specs()
-            .iter()
-            .map(|s| s["function"]["name"].as_str().unwrap().to_owned())
-            .collect();
-        assert_eq!(names, TOOL_NAMES);
-        for spec in tool_specs() {
+        for form in [ToolForm::Full, ToolForm::Compact] {
+            let names: Vec<String> = tool_specs(form)
+                .iter()
+                .map(|s| s["function"]["name"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(names, TOOL_NAMES);
+            assert_eq!(tool_spec_hash(form), tool_spec_hash(form));
+            assert!(tool_spec_hash(form).starts_with("sha256:"));
+        }
+        for spec in tool_specs(ToolForm::Full) {
             assert_eq!(
                 spec["function"]["parameters"]["additionalProperties"],
                 false
             );
         }
-        assert_eq!(tool_spec_hash(), tool_spec_hash());
-        assert!(tool_spec_hash().starts_with("sha256:"));
+        // The full surface is the one every ledger before the compact form
+        // recorded (tests/ledgers/ascii-thirds-v1), byte for byte.
+        assert_eq!(
+            tool_spec_hash(ToolForm::Full),
+            "sha256:40e0a88e8e7d4596df6e9543dbc107a83205ebff60140c04d73040ad0e83d1e3"
+        );
+        assert_ne!(
+            tool_spec_hash(ToolForm::Compact),
+            tool_spec_hash(ToolForm::Full)
+        );
+    }
+
+    #[test]
+    fn the_compact_form_declares_the_same_arguments_in_fewer_tokens() {
+        let full = tool_specs(ToolForm::Full);
+        let compact = tool_specs(ToolForm::Compact);
+        let shape = |spec: &Value| {
+            let parameters = &spec["function"]["parameters"];
+            let properties: Vec<(String, Value)> = parameters["properties"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v["type"].clone()))
+                .collect();
+            let required = parameters.get("required").cloned();
+            let required = required.filter(|r| r != &json!([])).unwrap_or(json!([]));
+            (properties, required)
+        };
+        for (f, c) in full.iter().zip(&compact) {
+            assert_eq!(shape(f), shape(c), "{}", f["function"]["name"]);
+            let summary = c["function"]["description"].as_str().unwrap();
+            assert!(!summary.is_empty() && summary.len() <= 64, "{summary}");
+            assert!(c.to_string().len() < f.to_string().len());
+        }
+        let charge = |specs: &[Value]| crate::context::Accountant::CURRENT.tools(specs);
+        // Measured: 2,078 tokens against 3,765.
+        assert!(
+            charge(&compact) * 5 <= charge(&full) * 3,
+            "{} vs {}",
+            charge(&compact),
+            charge(&full)
+        );
     }
 
     #[test]

@@ -124,6 +124,8 @@ const EFFECTS: &[(&str, Effect)] = &[
         "models[].context_window_tokens",
         Shown(&[
             "lsp/tests/context_paging.rs::gate_af_a_small_window_evicts_recalls_refuses_stale_pages_and_replays_every_request",
+            "lsp/tests/context_overhead.rs::an_8192_token_window_sends_every_turn_with_the_compact_form_and_fixes_the_bug",
+            "lsp/tests/context_overhead.rs::a_large_window_keeps_the_full_form_and_every_section",
         ]),
     ),
     ("models[].family", Shown(&[MODEL])),

@@ -121,6 +121,11 @@ impl Accountant {
         messages.iter().map(|m| self.message(m)).sum()
     }
 
+    /// β_tool: tokens of the tool declarations `tools` and the envelope.
+    pub fn tools(self, tools: &[Value]) -> u64 {
+        tools.iter().map(|t| self.text(&t.to_string())).sum::<u64>() + self.envelope()
+    }
+
     /// Tokens of the request envelope besides the messages and tools:
     /// `model`, `tool_choice`, `max_tokens`, the JSON around them, and
     /// for the byte charge the preamble a chat template puts before the
@@ -146,6 +151,30 @@ pub trait Message: Clone + Serialize {
     fn note(content: String) -> Self;
 }
 
+/// Which form of the tool schemas a request offers, and β_tool charges:
+/// the full descriptions, or the compact discovery summaries and bare
+/// argument types (chosen by [`fixed_overhead`](super::fixed_overhead)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolForm {
+    #[default]
+    Full,
+    Compact,
+}
+
+impl ToolForm {
+    pub fn is_full(&self) -> bool {
+        *self == ToolForm::Full
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolForm::Full => "full",
+            ToolForm::Compact => "compact",
+        }
+    }
+}
+
 /// The budget of one route under an accountant: the window, its
 /// reservations, and the input allowance left for instructions and pages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +188,10 @@ pub struct Allowance {
     pub output: u64,
     /// β_tool: the serialized tool schemas and the request envelope.
     pub tools: u64,
+    /// The form of the schemas β_tool charges and the request offers.
+    /// Absent (full) in every plan made before there was a compact form.
+    #[serde(default, skip_serializing_if = "ToolForm::is_full")]
+    pub tool_form: ToolForm,
     /// β_guard: the reserve for the accountant's error.
     pub guard: u64,
     /// β_in, zero when the reservations exceed the window.
@@ -176,16 +209,17 @@ pub struct Allowance {
 
 impl Allowance {
     /// The allowance of a route with `window` tokens, `output` reserved for
-    /// the answer, offering the tool declarations `tools`, under the
-    /// current accountant at `calibration` (thousandths, [`UNCALIBRATED`]
-    /// for none).
-    pub fn for_route(window: u64, output: u64, tools: &[Value], calibration: u32) -> Allowance {
+    /// the answer, offering the tool declarations `tools` (in `form`),
+    /// under the current accountant at `calibration` (thousandths,
+    /// [`UNCALIBRATED`] for none).
+    pub fn for_route(
+        window: u64,
+        output: u64,
+        (form, tools): (ToolForm, &[Value]),
+        calibration: u32,
+    ) -> Allowance {
         let accountant = Accountant::CURRENT;
-        let tools = tools
-            .iter()
-            .map(|t| accountant.text(&t.to_string()))
-            .sum::<u64>()
-            + accountant.envelope();
+        let tools = accountant.tools(tools);
         let guard = (window / 16).max(MIN_GUARD);
         let calibration = calibration.max(UNCALIBRATED);
         let room = window.saturating_sub(output + guard);
@@ -196,6 +230,7 @@ impl Allowance {
             window,
             output,
             tools,
+            tool_form: form,
             guard,
             input: (room * u64::from(UNCALIBRATED) / u64::from(calibration)).saturating_sub(tools),
             calibration,
@@ -266,21 +301,21 @@ mod tests {
     #[test]
     fn the_allowance_subtracts_every_reservation_and_never_underflows() {
         let tools = [json!({ "name": "read_file" })];
-        let a = Allowance::for_route(4096, 512, &tools, UNCALIBRATED);
+        let a = Allowance::for_route(4096, 512, (ToolForm::Full, &tools), UNCALIBRATED);
         assert_eq!(a.guard, 256);
         assert_eq!(a.input, 4096 - 512 - a.tools - 256);
         assert!(a.tools > Accountant::CURRENT.envelope());
         assert_eq!(a.accountant(), Ok(Accountant::CURRENT));
         assert_eq!(
-            Allowance::for_route(100, 512, &tools, UNCALIBRATED).input,
+            Allowance::for_route(100, 512, (ToolForm::Full, &tools), UNCALIBRATED).input,
             0
         );
     }
 
     #[test]
     fn a_calibration_shrinks_the_input_allowance_and_is_recorded_only_when_set() {
-        let plain = Allowance::for_route(4096, 512, &[], UNCALIBRATED);
-        let calibrated = Allowance::for_route(4096, 512, &[], 1500);
+        let plain = Allowance::for_route(4096, 512, (ToolForm::Full, &[]), UNCALIBRATED);
+        let calibrated = Allowance::for_route(4096, 512, (ToolForm::Full, &[]), 1500);
         assert_eq!(calibrated.calibration, 1500);
         assert_eq!(
             calibrated.input,
@@ -288,7 +323,10 @@ mod tests {
         );
         assert!(calibrated.input < plain.input);
         // Below one is no calibration: the charge is a bound already.
-        assert_eq!(Allowance::for_route(4096, 512, &[], 10), plain);
+        assert_eq!(
+            Allowance::for_route(4096, 512, (ToolForm::Full, &[]), 10),
+            plain
+        );
         let json = serde_json::to_value(&plain).unwrap();
         assert!(json.get("calibration").is_none(), "{json}");
         let back: Allowance = serde_json::from_value(json).unwrap();

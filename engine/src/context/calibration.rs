@@ -101,10 +101,10 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::context::{Accountant, Allowance};
+    use crate::context::{Accountant, Allowance, ToolForm};
 
     fn plan(request_tokens: u64, calibration: u32) -> ResidentPlan {
-        let allowance = Allowance::for_route(4096, 512, &[], calibration);
+        let allowance = Allowance::for_route(4096, 512, (ToolForm::Full, &[]), calibration);
         ResidentPlan {
             allowance,
             instruction_tokens: request_tokens,

@@ -145,7 +145,7 @@ pub fn context_turns(rows: &[Row]) -> Result<Vec<TurnContext>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Allowance, ResidentPlan, UNCALIBRATED};
+    use crate::context::{Allowance, ResidentPlan, ToolForm, UNCALIBRATED};
     use crate::ledger::test_support::temp_ledger;
 
     fn working_set(turn: u32, digest: Option<&str>) -> SearchEvent {
@@ -166,7 +166,7 @@ mod tests {
 
     fn selected(turn: u32) -> SearchEvent {
         let plan = ResidentPlan {
-            allowance: Allowance::for_route(4096, 512, &[], UNCALIBRATED),
+            allowance: Allowance::for_route(4096, 512, (ToolForm::Full, &[]), UNCALIBRATED),
             instruction_tokens: 10,
             mandatory_tokens: 0,
             optional_tokens: 0,

@@ -14,7 +14,8 @@
 //! mandatory pages exceed β_in is refused ([`Infeasible`]): nothing is
 //! sent. The [`ResidentPlan`] of a request is ledgered with it, so
 //! [`apply_plan`] rebuilds the exact messages from the recorded pages
-//! without selecting again.
+//! without selecting again. Before any of that, [`fixed_overhead`] decides
+//! how much of a small window the instructions and tool schemas may take.
 //!
 //! This module never calls a model or a summarizer, never rewrites a page
 //! (a stale page is invalidated, never relabelled), never truncates a
@@ -27,6 +28,7 @@
 mod accountant;
 mod calibration;
 mod explain;
+mod overhead;
 mod page;
 mod plan;
 mod recall;
@@ -34,9 +36,12 @@ mod select;
 pub mod synopsis;
 mod working_set;
 
-pub use accountant::{Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD};
+pub use accountant::{
+    Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD, ToolForm,
+};
 pub use calibration::{Calibrations, UNCALIBRATED, Underestimate};
 pub use explain::{Outcome, TurnContext, context_turns};
+pub use overhead::{OVERHEAD_SHARE, Overhead, OverheadInput, fixed_overhead, overhead_cap};
 pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
 pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
 pub use recall::{RecallKey, resolve};

@@ -278,7 +278,7 @@ mod tests {
     use super::*;
     use crate::context::testing::Msg;
     use crate::context::{
-        Accountant, Dependency, PageKeys, PageSpan, UNCALIBRATED, apply_plan, pages,
+        Accountant, Dependency, PageKeys, PageSpan, ToolForm, UNCALIBRATED, apply_plan, pages,
     };
 
     /// A turn: one call of `tool` on `path` and a result of `size` bytes
@@ -330,6 +330,7 @@ mod tests {
             window: input,
             output: 0,
             tools: 0,
+            tool_form: ToolForm::Full,
             guard: 0,
             input,
             calibration: UNCALIBRATED,

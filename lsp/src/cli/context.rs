@@ -105,11 +105,13 @@ fn explain(
         )?;
         writeln!(
             out,
-            "  allowance: {} tokens = {} window − {} output − {} tools − {} guard ({} v{})",
+            "  allowance: {} tokens = {} window − {} output − {} tools ({} schemas) − {} guard \
+             ({} v{})",
             allowance.input,
             allowance.window,
             allowance.output,
             allowance.tools,
+            allowance.tool_form.as_str(),
             allowance.guard,
             allowance.accountant,
             allowance.accountant_version

@@ -394,6 +394,44 @@ async fn a_plan_recorded_under_the_ascii_thirds_accountant_replays_under_its_ari
 }
 
 #[tokio::test]
+async fn a_small_window_offers_the_compact_tools_and_replays_only_under_the_form_it_recorded() {
+    use crate::actor::tools::tool_specs;
+    use crate::context::ToolForm;
+    let dir = branch();
+    let model = ScriptedTransport::new([finish()]);
+    let mut small = FailoverChain::new(vec![ChainEndpoint {
+        config: ModelEndpoint {
+            context_window_tokens: 8192,
+            max_output_tokens: 256,
+            ..endpoint("a", "gpt-a", 5)
+        },
+        transport: Box::new(model.clone()),
+    }]);
+    let (outcome, recorder, _) = run(&mut small, dir.path(), LIMITS).await;
+    assert!(
+        matches!(outcome.stop, StopReason::Finished { .. }),
+        "{outcome:?}"
+    );
+    let prepared = &recorder.prepared[0];
+    assert_eq!(prepared.tool_form(), ToolForm::Compact);
+    let body: Value = serde_json::from_slice(&model.requests()[0]).unwrap();
+    assert_eq!(body["tools"], json!(tool_specs(ToolForm::Compact)));
+    let [platform, domain] = &prepared.programs;
+    assert_eq!(platform.tool_spec_hash, tool_spec_hash(ToolForm::Compact));
+    assert!(
+        !domain.dropped_sections.is_empty() || !platform.dropped_sections.is_empty(),
+        "the share drops optional sections: {platform:?} {domain:?}"
+    );
+    assert_replays(&recorder, &LIMITS);
+    // The same request relabelled full offers a surface its programs were
+    // not compiled for: replay refuses it rather than send other schemas.
+    let mut relabelled = prepared.clone();
+    relabelled.context.as_mut().unwrap().allowance.tool_form = ToolForm::Full;
+    let error = replay_request(&relabelled, &[], &[], &LIMITS).unwrap_err();
+    assert!(error.contains("tool surface"), "{error}");
+}
+
+#[tokio::test]
 async fn malformed_arguments_and_unknown_tools_are_tool_errors_and_change_nothing() {
     let dir = branch();
     let raw = json!({
