@@ -29,9 +29,10 @@
 use super::accountant::ToolForm;
 
 /// The share of the window the fixed overhead may take before the compact
-/// form is chosen: two fifths, so a 4,096-token window keeps at least
-/// 60% for output, guard and pages.
-pub const OVERHEAD_SHARE: (u64, u64) = (2, 5);
+/// form is chosen: three fifths, so the shipped defaults (about 8,500
+/// tokens in full) keep the full form from a 16,384-token window up, and
+/// an 8,192-token window, which they would overflow, gets the compact one.
+pub const OVERHEAD_SHARE: (u64, u64) = (3, 5);
 
 /// The figures the choice is made from, all under the route's accountant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,18 +109,26 @@ mod tests {
     fn a_large_window_keeps_the_full_form_and_a_small_one_gets_the_compact() {
         assert_eq!(fixed_overhead(measured(32_768)), Overhead::Full);
         assert_eq!(fixed_overhead(measured(131_072)), Overhead::Full);
+        assert_eq!(fixed_overhead(measured(16_384)), Overhead::Full);
         let small = fixed_overhead(measured(8_192));
         assert_eq!(
             small,
             Overhead::Compact {
-                instruction_budget: 8_192 * 2 / 5 - 1947 - 170
+                instruction_budget: 8_192 * 3 / 5 - 1947 - 170
             }
         );
         assert_eq!(small.tool_form(), ToolForm::Compact);
-        // Below what the compact schemas charge, nothing is left for the
-        // programs: the compiler keeps the required sections only.
+        // Little is left for the programs: the compiler keeps the required
+        // sections only.
         assert_eq!(
             fixed_overhead(measured(4_096)),
+            Overhead::Compact {
+                instruction_budget: 4_096 * 3 / 5 - 1947 - 170
+            }
+        );
+        // Below what the compact schemas charge, nothing is left at all.
+        assert_eq!(
+            fixed_overhead(measured(2_048)),
             Overhead::Compact {
                 instruction_budget: 0
             }
