@@ -32,10 +32,10 @@
 //! A tool found nowhere is a [`NotFound`] naming every place searched;
 //! `trellis check --verbose` names what was found and why ([`Found`]).
 //! [`Search`] and its [`Search::find`] are pure over the directories and a
-//! predicate; [`is_program`], [`Search::path`], [`poetry_env`] and
-//! [`conda_prefix`] are the edge that reads the system.
+//! predicate; [`is_program`], [`Search::path`], [`Vars::of_process`] and
+//! [`python`] (which may ask poetry) are the edge that reads the system.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -256,9 +256,26 @@ pub fn is_program(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The environment variables the Python search reads, taken once from the
+/// process ([`Vars::of_process`]) so that the search itself takes values.
+#[derive(Clone, Debug, Default)]
+pub struct Vars {
+    pub path: Option<OsString>,
+    pub conda_prefix: Option<OsString>,
+}
+
+impl Vars {
+    pub fn of_process() -> Self {
+        Vars {
+            path: std::env::var_os("PATH"),
+            conda_prefix: std::env::var_os("CONDA_PREFIX"),
+        }
+    }
+}
+
 /// The places a Python tool of the project whose interpreter is
-/// `interpreter` is looked for, `PATH` last.
-pub async fn python(workspace: &Path, interpreter: &Path) -> Search {
+/// `interpreter` is looked for before `PATH`, under the variables `vars`.
+pub async fn python(workspace: &Path, interpreter: &Path, vars: &Vars) -> Search {
     let mut search = Search::default();
     if let Some(dir) = interpreter.parent().filter(|d| d.is_absolute()) {
         let venv = dir
@@ -267,11 +284,10 @@ pub async fn python(workspace: &Path, interpreter: &Path) -> Search {
             .map(Path::to_path_buf);
         search = search.then(dir.to_path_buf(), Origin::Interpreter { venv });
     }
-    if let Some(env) = poetry_env(workspace).await {
+    if let Some(env) = poetry_env(workspace, vars.path.as_deref()).await {
         search = search.then(env.join("bin"), Origin::Poetry(env));
     }
-    let conda = std::env::var_os("CONDA_PREFIX");
-    if let Some(prefix) = conda_prefix(conda.as_deref()) {
+    if let Some(prefix) = conda_prefix(vars.conda_prefix.as_deref()) {
         search = search.then(prefix.join("bin"), Origin::Conda(prefix));
     }
     search
@@ -279,7 +295,7 @@ pub async fn python(workspace: &Path, interpreter: &Path) -> Search {
 
 /// The active conda environment named by `CONDA_PREFIX`'s value, if it is
 /// an absolute path.
-pub fn conda_prefix(value: Option<&OsStr>) -> Option<PathBuf> {
+fn conda_prefix(value: Option<&OsStr>) -> Option<PathBuf> {
     value
         .map(PathBuf::from)
         .filter(|prefix| prefix.is_absolute())
@@ -287,9 +303,9 @@ pub fn conda_prefix(value: Option<&OsStr>) -> Option<PathBuf> {
 
 /// Poetry's environment for the project at `workspace`: asked of poetry
 /// only when it is the project's tool ([`uses_poetry`]) and `poetry` is on
-/// `PATH`, within [`POETRY_DEADLINE`]; `None` otherwise, or when poetry
-/// cannot say.
-async fn poetry_env(workspace: &Path) -> Option<PathBuf> {
+/// `path` (a `PATH` value), within [`POETRY_DEADLINE`]; `None` otherwise,
+/// or when poetry cannot say.
+async fn poetry_env(workspace: &Path, path: Option<&OsStr>) -> Option<PathBuf> {
     let pyproject = std::fs::read_to_string(workspace.join("pyproject.toml")).ok();
     if !uses_poetry(
         pyproject.as_deref(),
@@ -297,7 +313,10 @@ async fn poetry_env(workspace: &Path) -> Option<PathBuf> {
     ) {
         return None;
     }
-    let poetry = Search::default().path().find("poetry", is_program).ok()?;
+    let poetry = Search::default()
+        .then_path(path)
+        .find("poetry", is_program)
+        .ok()?;
     let mut cmd = Command::new(&poetry.program);
     cmd.args(["env", "info", "-p"])
         .current_dir(workspace)
@@ -505,7 +524,8 @@ mod tests {
         std::fs::write(venv.join("pyvenv.cfg"), "home = base\n").unwrap();
         std::fs::write(base.join("python3"), "").unwrap();
         std::os::unix::fs::symlink(base.join("python3"), venv.join("bin/python")).unwrap();
-        let search = python(&dir.path().join("proj"), &venv.join("bin/python")).await;
+        let vars = Vars::default();
+        let search = python(&dir.path().join("proj"), &venv.join("bin/python"), &vars).await;
         assert_eq!(
             search.places[0],
             Place {
@@ -516,11 +536,57 @@ mod tests {
             }
         );
         // A bare name (python3 found on PATH but not run) adds no place.
-        let bare = python(&dir.path().join("proj"), Path::new("python3")).await;
+        let bare = python(&dir.path().join("proj"), Path::new("python3"), &vars).await;
+        assert_eq!(bare, Search::default());
+    }
+
+    #[tokio::test]
+    async fn poetrys_environment_is_asked_of_the_poetry_on_path_for_a_poetry_project() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let [project, bin, env] = ["proj", "bin", "env"].map(|d| dir.path().join(d));
+        for d in [&project, &bin, &env] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let poetry = bin.join("poetry");
+        let script = format!(
+            "#!/bin/sh\n[ \"$*\" = \"env info -p\" ] && echo {}\n",
+            env.display()
+        );
+        std::fs::write(&poetry, script).unwrap();
+        std::fs::set_permissions(&poetry, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let vars = Vars {
+            path: Some(bin.clone().into_os_string()),
+            conda_prefix: Some("/opt/conda".into()),
+        };
+        let interpreter = Path::new("/usr/bin/python3");
+        // Not poetry's project: poetry is not asked.
+        let plain = python(&project, interpreter, &vars).await;
+        assert_eq!(
+            plain.places.iter().map(|p| &p.origin).collect::<Vec<_>>(),
+            [
+                &Origin::Interpreter { venv: None },
+                &Origin::Conda("/opt/conda".into())
+            ]
+        );
+        std::fs::write(project.join("poetry.lock"), "").unwrap();
+        let search = python(&project, interpreter, &vars).await;
+        assert_eq!(
+            search.places[1],
+            Place {
+                dir: env.join("bin"),
+                origin: Origin::Poetry(env.clone()),
+            }
+        );
+        assert_eq!(search.places[2].origin, Origin::Conda("/opt/conda".into()));
+        // Without poetry on PATH there is no poetry environment.
+        let without = Vars { path: None, ..vars };
+        let search = python(&project, interpreter, &without).await;
         assert!(
-            bare.places
+            search
+                .places
                 .iter()
-                .all(|p| !matches!(p.origin, Origin::Interpreter { .. }))
+                .all(|p| !matches!(p.origin, Origin::Poetry(_)))
         );
     }
 

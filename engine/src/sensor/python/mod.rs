@@ -80,14 +80,15 @@ pub struct PythonSetup {
 /// [`UnavailableStage`] naming where it was looked for and how to install it.
 pub async fn python_sensors(workspace: &Path, setup: &PythonSetup) -> Vec<Box<dyn Sensor>> {
     let interpreter = Interpreter::detect(workspace, setup.interpreter.as_deref()).await;
-    let environment = toolpath::python(workspace, Path::new(&interpreter.program)).await;
-    let npm = environment.clone().node_modules(workspace).path();
-    let search = environment.path();
-    let install = |tool: &str| {
+    let vars = toolpath::Vars::of_process();
+    let environment = toolpath::python(workspace, Path::new(&interpreter.program), &vars).await;
+    let path = vars.path.as_deref();
+    let npm = environment.clone().node_modules(workspace).then_path(path);
+    let search = environment.then_path(path);
+    let pip = |tool: &str| {
+        let python = Path::new(&interpreter.program).display();
         format!(
-            "install it into the interpreter's environment (`{} -m pip install {tool}`) \
-             or put it on PATH",
-            Path::new(&interpreter.program).display()
+            "into the interpreter's environment (`{python} -m pip install {tool}`) or put it on PATH"
         )
     };
     let typecheck: Box<dyn Sensor> = match identify(&search, "ty", workspace).await {
@@ -99,8 +100,8 @@ pub async fn python_sensors(workspace: &Path, setup: &PythonSetup) -> Vec<Box<dy
                 "ty-check",
                 format!(
                     "no Python type checker: {ty_missing}; {pyright_missing}; \
-                     install ty, the primary checker ({}), or pyright",
-                    install("ty")
+                     install ty, the primary checker, {}; or install pyright",
+                    pip("ty")
                 ),
             )),
         },
@@ -110,7 +111,7 @@ pub async fn python_sensors(workspace: &Path, setup: &PythonSetup) -> Vec<Box<dy
         Err(missing) => Box::new(UnavailableStage::new(
             "python.lint",
             "ruff-check",
-            format!("{missing}; {}", install("ruff")),
+            format!("{missing}; install it {}", pip("ruff")),
         )),
     };
     vec![
@@ -158,7 +159,7 @@ async fn probe(
     dir: &Path,
 ) -> Result<String, String> {
     let program = program.as_ref();
-    let mut cmd = Command::new(&program);
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(dir)
         .envs(ENVIRONMENT.iter().copied());
