@@ -3,7 +3,8 @@
 //! and `ruff` in its `.venv/bin`, found with the virtualenv not activated
 //! and not on `PATH` (as an editor starts the server), in the view and in
 //! every branch; a tool found nowhere named with every place searched; and
-//! a TypeScript project's `node_modules/.bin/tsc` where `PATH` has none.
+//! a TypeScript project's `node_modules/.bin/tsc`, its own or hoisted to
+//! an npm workspace's root above it, where `PATH` has none.
 //! `trellis check --verbose` names each program and why it was chosen.
 
 mod support;
@@ -278,5 +279,79 @@ fn a_projects_node_modules_tsc_runs_where_path_has_none() {
     assert_eq!(
         (node[0].1.as_path(), node[0].2.as_str()),
         (path.path().join("node").as_path(), "PATH")
+    );
+}
+
+#[test]
+fn a_tsc_hoisted_to_the_npm_workspace_root_above_the_project_runs() {
+    let ws = Workspace::empty();
+    let npm_root = Command::new("npm").args(["root", "-g"]).output().unwrap();
+    let typescript =
+        PathBuf::from(String::from_utf8(npm_root.stdout).unwrap().trim()).join("typescript");
+    assert!(
+        typescript.is_dir(),
+        "{} is missing: run scripts/install-test-deps.sh",
+        typescript.display()
+    );
+    // An npm workspace whose root holds the tools; the project is a member.
+    let hoisted = ws.path().join("node_modules");
+    std::fs::create_dir_all(hoisted.join(".bin")).unwrap();
+    std::os::unix::fs::symlink(&typescript, hoisted.join("typescript")).unwrap();
+    for tool in ["tsc", "tsserver"] {
+        let target = Path::new("../typescript/bin").join(tool);
+        std::os::unix::fs::symlink(target, hoisted.join(".bin").join(tool)).unwrap();
+    }
+    std::fs::write(
+        ws.path().join("package.json"),
+        r#"{"private": true, "workspaces": ["app"]}"#,
+    )
+    .unwrap();
+    let app = ws.path().join("app");
+    std::fs::create_dir_all(app.join("src")).unwrap();
+    std::fs::write(
+        app.join("package.json"),
+        r#"{"name": "app", "type": "module"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        app.join("tsconfig.json"),
+        r#"{"compilerOptions": {"strict": true, "noEmit": true, "types": []}, "include": ["src"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        app.join("src/total.ts"),
+        "export const total: number = \"3\";\n",
+    )
+    .unwrap();
+    let path = bare_path(&["node"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(["check", "--format", "json"])
+        .arg(&app)
+        .env("TRELLIS_CACHE_DIR", ws.cache())
+        .env("XDG_CONFIG_HOME", ws.cache().join("config"))
+        .env("PATH", path.path())
+        .output()
+        .unwrap();
+    let doc = json(&out);
+    assert_eq!(
+        stage(&doc, "typescript.typecheck")["status"],
+        "failed",
+        "{doc:#}"
+    );
+    assert!(
+        doc["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "TS2322"),
+        "tsc found the type error: {doc:#}"
+    );
+    assert_eq!(
+        tools_of(&doc, "typescript.typecheck")[0],
+        (
+            "tsc".to_owned(),
+            hoisted.join(".bin/tsc"),
+            "node_modules/.bin".to_owned()
+        )
     );
 }
