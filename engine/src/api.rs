@@ -229,6 +229,14 @@ impl Engine {
         self.recovered.as_ref()
     }
 
+    /// The program each stage runs and why that one, in stage order: what
+    /// `trellis check --verbose` names. Identifies the sensors if no check
+    /// has yet.
+    pub async fn tools(&self) -> Result<Vec<crate::sensor::toolpath::ToolUse>, EngineError> {
+        let sensors = self.sensors().await?;
+        Ok(sensors.iter().flat_map(|sensor| sensor.tools()).collect())
+    }
+
     /// The sensors, fingerprinted once per session; the first call ledgers
     /// the session start with them.
     async fn sensors(&self) -> Result<&[Box<dyn Sensor>], EngineError> {

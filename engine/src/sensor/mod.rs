@@ -19,6 +19,7 @@ pub(crate) mod seed;
 #[cfg(target_os = "linux")]
 mod supervisor;
 pub mod test_inventory;
+pub mod toolpath;
 pub mod typescript;
 pub mod unavailable;
 
@@ -166,6 +167,14 @@ pub trait Sensor: Send + Sync {
     /// The stage id this sensor fills (`build`, `test`).
     fn stage(&self) -> &str;
     fn fingerprint(&self) -> &SensorFingerprint;
+    /// The programs this stage runs, each with why that one
+    /// ([`toolpath`]): what `trellis check --verbose` names. Empty for a
+    /// stage whose tool could not be found (its report says where it was
+    /// looked for) and for the Rust stages, which run the `cargo` on
+    /// `PATH` by name.
+    fn tools(&self) -> Vec<toolpath::ToolUse> {
+        Vec::new()
+    }
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport>;
     /// This stage's report on the tree that produced `earlier` (the reports
     /// of the stages before it in one measurement), when those already

@@ -28,6 +28,11 @@ pub async fn run(
         Ok(report) => report,
         Err(e) => return fail(e),
     };
+    // Identified by the check: asking again runs nothing.
+    let tools = match engine.tools().await {
+        Ok(tools) => tools,
+        Err(e) => return fail(e),
+    };
     match format {
         Format::Json => {
             let doc = serde_json::json!({
@@ -40,12 +45,14 @@ pub async fn run(
                 "diagnostics": report.diagnostics,
                 "failures": report.failures,
                 "sandbox": render::sandbox_json(engine.sandbox()),
+                "tools": tools,
             });
             print_json(doc);
         }
         Format::Human => {
             terminal::print(&render::check_report(&report, detail, render::Then::Check));
             if detail == Detail::Verbose {
+                terminal::print(&render::tools(&tools));
                 terminal::print(&format!("sandbox: {}\n", engine.sandbox().describe()));
             }
         }

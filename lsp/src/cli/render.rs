@@ -11,6 +11,7 @@ use trellis_engine::gate::Verdict;
 use trellis_engine::sensor::StageStatus;
 use trellis_engine::sensor::oracle::OracleVerdict;
 use trellis_engine::sensor::sandbox::Support;
+use trellis_engine::sensor::toolpath::ToolUse;
 use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
 
 use super::terminal;
@@ -144,6 +145,27 @@ pub fn check_report(report: &CheckReport, detail: Detail, then: Then) -> String 
         (false, Then::Repair) => "problems remain; searching for a verified fix",
     };
     let _ = writeln!(out, "result: {verdict}");
+    out
+}
+
+/// Which program each stage runs and why, one line each under `tools:`
+/// (`trellis check --verbose`); nothing when no stage names its programs
+/// (the Rust stages run the `cargo` on `PATH`).
+pub fn tools(tools: &[ToolUse]) -> String {
+    let mut out = String::new();
+    if tools.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "tools:");
+    let width = tools.iter().map(|t| t.stage.len()).max().unwrap_or(0);
+    for tool in tools {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {}",
+            tool.stage,
+            terminal::line(&tool.to_string())
+        );
+    }
     out
 }
 

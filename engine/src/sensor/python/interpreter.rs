@@ -7,10 +7,15 @@
 //! a branch slot: every branch runs the same environment read-only, and a
 //! virtualenv inside the workspace is left out of snapshots altogether
 //! (`snapshot/scan.rs`, a directory holding `pyvenv.cfg`), so no slot ever
-//! holds a copy of its site-packages.
+//! holds a copy of its site-packages. The directory holding the
+//! interpreter, as named (a virtualenv's `bin/`, not the base Python its
+//! `python` links to), is also the first place the Python tools are looked
+//! for (`sensor/toolpath.rs`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use crate::sensor::toolpath::ToolUse;
 
 /// Where the interpreter came from, for a person reading the fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +82,17 @@ impl Interpreter {
             .join("pyvenv.cfg")
             .is_file()
             .then(|| prefix.as_os_str().to_owned())
+    }
+
+    /// What `trellis check --verbose` shows of the interpreter `stage` runs
+    /// its tool with (`python -m pytest`).
+    pub fn used_by(&self, stage: &str) -> ToolUse {
+        ToolUse {
+            stage: stage.to_owned(),
+            tool: "python".to_owned(),
+            program: PathBuf::from(&self.program),
+            from: self.source.describe().to_owned(),
+        }
     }
 
     /// The identity that goes into a fingerprint: version and where it is.

@@ -5,9 +5,13 @@
 //! [`python_sensors`] identifies every tool once (its version and the
 //! interpreter's go into the fingerprint) and builds the three stages; a
 //! tool that is missing still fills its stage, which then reports
-//! [`StageStatus::Unavailable`] naming what to install. Every run points the
-//! tools at the user's interpreter ([`interpreter`]) by absolute path, so a
-//! branch measures the user's environment without a copy of it, and keeps
+//! [`StageStatus::Unavailable`] naming where it was looked for and what to
+//! install. Each tool is the one the interpreter's environment holds, else
+//! poetry's or conda's, else `PATH`'s ([`super::toolpath`]): an editor
+//! starts the server without the virtualenv activated. Every run starts the
+//! tool and points it at the user's interpreter ([`interpreter`]) by
+//! absolute path, so a branch measures the user's environment without a
+//! copy of it, and keeps
 //! the measured tree as it found it: no bytecode, no tool caches written
 //! into it.
 //!
@@ -43,6 +47,7 @@ use tokio::process::Command;
 
 use super::process::{self, Confinement, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::WorkspacePaths;
+use super::toolpath::{self, Found, Search};
 use super::unavailable::UnavailableStage;
 use super::{Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::diagnostic::{Diagnostic, Level, TestFailure};
@@ -69,31 +74,62 @@ pub struct PythonSetup {
 }
 
 /// The typecheck, test and lint stages for the workspace at `workspace`.
+/// Each tool is looked for in the interpreter's environment first
+/// ([`toolpath::python`]), pyright also in `node_modules/.bin`, then on
+/// `PATH`; a tool found nowhere fills its stage with an
+/// [`UnavailableStage`] naming where it was looked for and how to install it.
 pub async fn python_sensors(workspace: &Path, setup: &PythonSetup) -> Vec<Box<dyn Sensor>> {
     let interpreter = Interpreter::detect(workspace, setup.interpreter.as_deref()).await;
-    let typecheck: Box<dyn Sensor> = match probe_version("ty", &["--version"], workspace).await {
-        Ok(version) => Box::new(ty::TyCheck::new(version, &interpreter)),
-        Err(ty_missing) => match probe_version("pyright", &["--version"], workspace).await {
-            Ok(version) => Box::new(pyright::Pyright::new(version, &interpreter)),
+    let vars = toolpath::Vars::of_process();
+    let environment = toolpath::python(workspace, Path::new(&interpreter.program), &vars).await;
+    let path = vars.path.as_deref();
+    let npm = environment.clone().node_modules(workspace).then_path(path);
+    let search = environment.then_path(path);
+    let pip = |tool: &str| {
+        let python = Path::new(&interpreter.program).display();
+        format!(
+            "into the interpreter's environment (`{python} -m pip install {tool}`) or put it on PATH"
+        )
+    };
+    let typecheck: Box<dyn Sensor> = match identify(&search, "ty", workspace).await {
+        Ok((found, version)) => Box::new(ty::TyCheck::new(found, version, &interpreter)),
+        Err(ty_missing) => match identify(&npm, "pyright", workspace).await {
+            Ok((found, version)) => Box::new(pyright::Pyright::new(found, version, &interpreter)),
             Err(pyright_missing) => Box::new(UnavailableStage::new(
                 "python.typecheck",
                 "ty-check",
                 format!(
-                    "no Python type checker: {ty_missing}; {pyright_missing} \
-                     (install ty, the primary checker, or pyright)"
+                    "no Python type checker: {ty_missing}; {pyright_missing}; \
+                     install ty, the primary checker, {}; or install pyright",
+                    pip("ty")
                 ),
             )),
         },
     };
-    let lint: Box<dyn Sensor> = match probe_version("ruff", &["--version"], workspace).await {
-        Ok(version) => Box::new(ruff::RuffCheck::new(version, setup.lint_blocks)),
-        Err(missing) => Box::new(UnavailableStage::new("python.lint", "ruff-check", missing)),
+    let lint: Box<dyn Sensor> = match identify(&search, "ruff", workspace).await {
+        Ok((found, version)) => Box::new(ruff::RuffCheck::new(found, version, setup.lint_blocks)),
+        Err(missing) => Box::new(UnavailableStage::new(
+            "python.lint",
+            "ruff-check",
+            format!("{missing}; install it {}", pip("ruff")),
+        )),
     };
     vec![
         typecheck,
         Box::new(pytest::Pytest::new(&interpreter, workspace).await),
         lint,
     ]
+}
+
+/// `tool` where `search` finds it, and the first line its `--version`
+/// prints (with the place it was found, for the fingerprint), or why not.
+async fn identify(search: &Search, tool: &str, dir: &Path) -> Result<(Found, String), String> {
+    let found = search
+        .find(tool, toolpath::is_program)
+        .map_err(|missing| missing.to_string())?;
+    let version = probe_version(&found.program, &["--version"], dir).await?;
+    let version = format!("{version} ({})", found.label);
+    Ok((found, version))
 }
 
 /// Bounds for the version probes.
@@ -107,7 +143,7 @@ fn probe_limits() -> ProcessLimits {
 
 /// The first line a version probe prints, or a reason naming what is missing.
 async fn probe_version(
-    program: impl Into<OsString>,
+    program: impl AsRef<std::ffi::OsStr>,
     args: &[&str],
     dir: &Path,
 ) -> Result<String, String> {
@@ -117,9 +153,13 @@ async fn probe_version(
 
 /// What a probe prints (stdout, then stderr), or a reason naming what is
 /// missing.
-async fn probe(program: impl Into<OsString>, args: &[&str], dir: &Path) -> Result<String, String> {
-    let program = program.into();
-    let mut cmd = Command::new(&program);
+async fn probe(
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+    dir: &Path,
+) -> Result<String, String> {
+    let program = program.as_ref();
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(dir)
         .envs(ENVIRONMENT.iter().copied());
@@ -321,6 +361,10 @@ macro_rules! python_sensor {
 
             fn fingerprint(&self) -> &$crate::sensor::SensorFingerprint {
                 &self.fingerprint
+            }
+
+            fn tools(&self) -> Vec<$crate::sensor::toolpath::ToolUse> {
+                self.tools.clone()
             }
 
             fn run<'a>(

@@ -20,10 +20,12 @@ use super::{Invocation, Observation, fingerprint, measure, python_sensor, summar
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::toolpath::{Found, ToolUse};
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport};
 
 pub struct Pyright {
     program: OsString,
+    tools: Vec<ToolUse>,
     args: Vec<String>,
     fingerprint: SensorFingerprint,
     unavailable: Option<String>,
@@ -32,7 +34,9 @@ pub struct Pyright {
 impl Pyright {
     pub const STAGE: &'static str = "python.typecheck";
 
-    pub fn new(version: String, interpreter: &Interpreter) -> Self {
+    /// pyright at `found`, whose `--version` said `version`, checking
+    /// against `interpreter`.
+    pub fn new(found: Found, version: String, interpreter: &Interpreter) -> Self {
         let args = vec![
             "--outputjson".to_owned(),
             "--pythonpath".to_owned(),
@@ -44,7 +48,8 @@ impl Pyright {
                 format!("{version}; {}", interpreter.identity()),
                 &args,
             ),
-            program: "pyright".into(),
+            tools: vec![found.used_by(Self::STAGE)],
+            program: found.program.into_os_string(),
             args,
             unavailable: interpreter.version.clone().err(),
         }

@@ -21,6 +21,7 @@ use super::{Invocation, Observation, fingerprint, measure, python_sensor, summar
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::toolpath::ToolUse;
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
 
 /// The most of one failure's text kept as its output.
@@ -44,6 +45,7 @@ const NO_TESTS_COLLECTED: i32 = 5;
 
 pub struct Pytest {
     program: OsString,
+    tools: Vec<ToolUse>,
     args: Vec<String>,
     fingerprint: SensorFingerprint,
     unavailable: Option<String>,
@@ -74,6 +76,7 @@ impl Pytest {
                 ),
                 &args,
             ),
+            tools: vec![interpreter.used_by(Self::STAGE)],
             program: interpreter.program.clone(),
             args,
             unavailable: version.err(),

@@ -24,6 +24,7 @@ use crate::diagnostic::{
 };
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::toolpath::{Found, ToolUse};
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport};
 
 const ARGS: &[&str] = &[
@@ -37,6 +38,7 @@ const ARGS: &[&str] = &[
 
 pub struct RuffCheck {
     program: OsString,
+    tools: Vec<ToolUse>,
     args: Vec<String>,
     level: Level,
     fingerprint: SensorFingerprint,
@@ -45,14 +47,17 @@ pub struct RuffCheck {
 impl RuffCheck {
     pub const STAGE: &'static str = "python.lint";
 
-    pub fn new(version: String, blocks: bool) -> Self {
+    /// ruff at `found`, whose `--version` said `version`; its findings
+    /// are errors when `blocks`.
+    pub fn new(found: Found, version: String, blocks: bool) -> Self {
         let args: Vec<String> = ARGS.iter().map(|a| (*a).to_owned()).collect();
         let level = if blocks { Level::Error } else { Level::Warning };
         let mut shown = args.clone();
         shown.push(format!("(findings as {level:?})"));
         Self {
             fingerprint: fingerprint("ruff-check", version, &shown),
-            program: "ruff".into(),
+            tools: vec![found.used_by(Self::STAGE)],
+            program: found.program.into_os_string(),
             args,
             level,
         }

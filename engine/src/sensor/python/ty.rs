@@ -18,6 +18,7 @@ use super::{Invocation, Observation, fingerprint, measure, python_sensor, summar
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::toolpath::{Found, ToolUse};
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
 
 /// The rule whose sites ty's server can fix by adding an import.
@@ -25,6 +26,7 @@ pub const UNRESOLVED_REFERENCE: &str = "unresolved-reference";
 
 pub struct TyCheck {
     program: OsString,
+    tools: Vec<ToolUse>,
     args: Vec<String>,
     /// The interpreter's environment, for `ty server` (which takes it from
     /// `VIRTUAL_ENV`).
@@ -36,8 +38,9 @@ pub struct TyCheck {
 impl TyCheck {
     pub const STAGE: &'static str = "python.typecheck";
 
-    pub fn new(version: String, interpreter: &Interpreter) -> Self {
-        let program: OsString = "ty".into();
+    /// ty at `found`, whose `--version` said `version`, checking against
+    /// `interpreter`.
+    pub fn new(found: Found, version: String, interpreter: &Interpreter) -> Self {
         let mut args: Vec<String> = [
             "check",
             "--output-format",
@@ -58,7 +61,8 @@ impl TyCheck {
                 format!("{version}; {}", interpreter.identity()),
                 &args,
             ),
-            program,
+            tools: vec![found.used_by(Self::STAGE)],
+            program: found.program.into_os_string(),
             args,
             virtual_env: interpreter.virtual_env(),
             unavailable: interpreter.version.clone().err(),

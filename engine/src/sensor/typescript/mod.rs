@@ -3,10 +3,13 @@
 //! `typescript.test`, [`NodeTest`]), as [`Sensor`]s.
 //!
 //! [`NodeTools::detect`] pins the tools once per session, as the user's own
-//! commands would find them: the project's `node_modules/.bin/tsc` and
-//! `tsserver` when it has them (the TypeScript its `package.json` pins),
-//! otherwise the ones on `PATH`, and the `node` on `PATH`; their versions
-//! are part of every fingerprint. A branch slot's `node_modules` is the
+//! commands (`npm run`, `npx`) would find them ([`toolpath`]): the `tsc` of
+//! the project's `node_modules/.bin`, or of a directory above it (an npm
+//! workspace hoists its packages' tools to its root), which is the
+//! TypeScript its `package.json` pins, otherwise the one on `PATH`, with
+//! the `tsserver` beside it; and the `node` on `PATH`. The absolute paths
+//! found are what every run starts, and their versions are part of every
+//! fingerprint. A branch slot's `node_modules` is the
 //! user's, linked read-only ([`crate::slots`]), so a stage measures the
 //! dependencies the user installed, never a copy.
 //!
@@ -30,8 +33,8 @@ mod tsc;
 mod tsc_output;
 mod tsserver;
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::time::Duration;
 
 use tokio::process::Command;
@@ -39,6 +42,7 @@ use tokio::process::Command;
 pub use self::node_test::NodeTest;
 pub use self::tsc::TscCheck;
 use super::process::{self, ProcessLimits};
+use super::toolpath::{self, Found, Search, ToolUse};
 use super::{Observation, Sensor};
 
 /// The build and test stages of the TypeScript project at `workspace`.
@@ -56,20 +60,43 @@ pub async fn typescript_sensors(workspace: &Path) -> Vec<Box<dyn Sensor>> {
 /// cannot run.
 #[derive(Clone, Debug)]
 struct Tool {
+    /// The absolute path found, or the bare name when it was found nowhere.
     program: OsString,
-    /// Where it came from, for the fingerprint and for people:
-    /// `node_modules/.bin/tsc` or `PATH`.
-    origin: &'static str,
+    found: Option<Found>,
     version: Result<String, String>,
 }
 
 impl Tool {
-    /// `tsc 5.9.3 (node_modules/.bin/tsc)`, or `unavailable`.
-    fn identity(&self, name: &str) -> String {
-        match &self.version {
-            Ok(version) => format!("{name} {version} ({})", self.origin),
-            Err(_) => format!("{name} unavailable"),
+    /// `name` where `search` finds it, asked for its version in `dir`; or,
+    /// found nowhere or unable to say, why not and `remedy`.
+    async fn identify(search: &Search, name: &str, dir: &Path, remedy: &str) -> Self {
+        match search.find(name, toolpath::is_program) {
+            Ok(found) => Tool {
+                program: found.program.clone().into_os_string(),
+                version: probe(found.program.as_os_str(), dir, remedy).await,
+                found: Some(found),
+            },
+            Err(missing) => Tool {
+                program: name.into(),
+                found: None,
+                version: Err(format!("{missing}: {remedy}")),
+            },
         }
+    }
+
+    /// `tsc 5.9.3 (node_modules/.bin)`, or `unavailable`.
+    fn identity(&self, name: &str) -> String {
+        match (&self.version, &self.found) {
+            (Ok(version), Some(found)) => format!("{name} {version} ({})", found.label),
+            _ => format!("{name} unavailable"),
+        }
+    }
+
+    /// What `trellis check --verbose` shows of this tool for `stage`, if it
+    /// runs.
+    fn used_by(&self, stage: &str) -> Option<ToolUse> {
+        self.version.as_ref().ok()?;
+        Some(self.found.as_ref()?.used_by(stage))
     }
 }
 
@@ -80,42 +107,36 @@ pub struct NodeTools {
     tsc: Tool,
     /// The language service, from the same place as `tsc`: its fixes are
     /// for the compiler that measures them.
-    tsserver: OsString,
+    tsserver: Option<Found>,
 }
 
 impl NodeTools {
-    /// Finds `tsc` and `tsserver` in `workspace/node_modules/.bin`, else on
-    /// `PATH`, and `node` on `PATH`, and asks each for its version.
+    /// Finds `tsc` in the `node_modules/.bin` of `workspace` or a directory
+    /// above it, else on `PATH` ([`toolpath`]), and `tsserver` beside it;
+    /// `node` on `PATH`; and asks each for its version.
     pub async fn detect(workspace: &Path) -> Self {
-        let bin = workspace.join("node_modules").join(".bin");
-        let local = |name: &str| -> Option<PathBuf> {
-            let path = bin.join(name);
-            path.is_file().then_some(path)
-        };
-        let (tsc, tsserver, origin) = match (local("tsc"), local("tsserver")) {
-            (Some(tsc), Some(tsserver)) => (
-                tsc.into_os_string(),
-                tsserver.into_os_string(),
-                "node_modules/.bin",
-            ),
-            _ => ("tsc".into(), "tsserver".into(), "PATH"),
-        };
-        let tsc_version = probe(&tsc, workspace, TSC_MISSING)
-            .await
-            .map(|printed| printed.trim().trim_start_matches("Version ").to_owned());
-        let node_version = probe(&"node".into(), workspace, NODE_MISSING)
-            .await
-            .map(|printed| printed.trim().to_owned());
+        let search = Search::default().node_modules(workspace).path();
+        let tsc = Tool::identify(&search, "tsc", workspace, TSC_MISSING).await;
+        let tsserver = tsc.found.as_ref().and_then(|tsc| {
+            let beside = tsc.program.with_file_name("tsserver");
+            toolpath::is_program(&beside).then(|| Found {
+                tool: "tsserver".to_owned(),
+                program: beside,
+                ..tsc.clone()
+            })
+        });
+        let tsserver = tsserver.or_else(|| search.find("tsserver", toolpath::is_program).ok());
+        let node = Tool::identify(&Search::default().path(), "node", workspace, NODE_MISSING).await;
         NodeTools {
             node: Tool {
-                program: "node".into(),
-                origin: "PATH",
-                version: node_version,
+                version: node.version.map(|printed| printed.trim().to_owned()),
+                ..node
             },
             tsc: Tool {
-                program: tsc,
-                origin,
-                version: tsc_version,
+                version: tsc
+                    .version
+                    .map(|printed| printed.trim().trim_start_matches("Version ").to_owned()),
+                ..tsc
             },
             tsserver,
         }
@@ -138,7 +159,7 @@ const NODE_MISSING: &str = "install Node.js or put `node` on PATH";
 
 /// Runs `program --version` in `dir`; its output, or a reason naming what
 /// to install.
-async fn probe(program: &OsString, dir: &Path, remedy: &str) -> Result<String, String> {
+async fn probe(program: &OsStr, dir: &Path, remedy: &str) -> Result<String, String> {
     let mut cmd = Command::new(program);
     cmd.arg("--version").current_dir(dir);
     let limits = ProcessLimits {

@@ -33,6 +33,7 @@ use crate::sensor::process::{
     Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
 };
 use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::toolpath::ToolUse;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
 
@@ -258,6 +259,10 @@ impl Sensor for NodeTest {
 
     fn fingerprint(&self) -> &SensorFingerprint {
         &self.fingerprint
+    }
+
+    fn tools(&self) -> Vec<ToolUse> {
+        self.node.used_by(STAGE).into_iter().collect()
     }
 
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {

@@ -28,6 +28,7 @@ use crate::sensor::process::{
     Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
 };
 use crate::sensor::rustc_json::WorkspacePaths;
+use crate::sensor::toolpath::ToolUse;
 use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 use crate::workspace_path::WorkspacePath;
 
@@ -60,6 +61,7 @@ fn fix_deadline(deadline: Duration, tsc: Duration) -> Duration {
 pub struct TscCheck {
     tsc: Tool,
     tsserver: std::ffi::OsString,
+    tools: Vec<ToolUse>,
     fingerprint: SensorFingerprint,
 }
 
@@ -67,7 +69,18 @@ impl TscCheck {
     pub fn new(tools: &NodeTools) -> Self {
         TscCheck {
             tsc: tools.tsc.clone(),
-            tsserver: tools.tsserver.clone(),
+            // Where it was found nowhere, its launch says so.
+            tsserver: tools.tsserver.as_ref().map_or_else(
+                || "tsserver".into(),
+                |found| found.program.clone().into_os_string(),
+            ),
+            tools: [
+                tools.tsc.used_by(STAGE),
+                tools.tsserver.as_ref().map(|found| found.used_by(STAGE)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             fingerprint: SensorFingerprint {
                 tool: "tsc".into(),
                 version: tools.compiler_identity(),
@@ -151,6 +164,10 @@ impl Sensor for TscCheck {
 
     fn fingerprint(&self) -> &SensorFingerprint {
         &self.fingerprint
+    }
+
+    fn tools(&self) -> Vec<ToolUse> {
+        self.tools.clone()
     }
 
     fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
