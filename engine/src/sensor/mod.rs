@@ -100,6 +100,14 @@ pub struct StageReport {
     /// after it ([`Sensor::run_deciding`]); `None` for a stage that ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_run: Option<String>,
+    /// The workspace's targets this run did not compile because something
+    /// they depend on did not build (a package's name for its library, else
+    /// `package kind name`), sorted: their own errors, if any, are not in
+    /// this report. Set by the build stage (`cargo check --keep-going`
+    /// compiles every target it can); a candidate measured on other targets
+    /// than its root is not compared with it ([`crate::search::Coverage`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchecked: Vec<String>,
 }
 
 /// Where and how a sensor runs.
@@ -234,6 +242,8 @@ pub(crate) struct Observation {
     pub(crate) notes: Vec<String>,
     /// See [`StageReport::blocks_tests`].
     pub(crate) blocks_tests: Option<String>,
+    /// See [`StageReport::unchecked`].
+    pub(crate) unchecked: Vec<String>,
 }
 
 impl Observation {
@@ -253,6 +263,7 @@ impl Observation {
             truncated: false,
             notes: Vec::new(),
             blocks_tests: None,
+            unchecked: Vec::new(),
         }
     }
 
@@ -278,6 +289,7 @@ impl Observation {
             notes: self.notes,
             blocks_tests: self.blocks_tests,
             not_run: None,
+            unchecked: self.unchecked,
         }
     }
 }
@@ -307,5 +319,6 @@ pub(crate) fn test_report(
         notes: Vec::new(),
         blocks_tests: None,
         not_run: None,
+        unchecked: Vec::new(),
     }
 }

@@ -58,6 +58,7 @@ impl Sensor for UnavailableStage {
                 notes: Vec::new(),
                 blocks_tests: None,
                 not_run: None,
+                unchecked: Vec::new(),
             }
         })
     }

@@ -292,6 +292,7 @@ fn report(
         notes: observation.notes,
         blocks_tests: None,
         not_run: None,
+        unchecked: Vec::new(),
     }
 }
 

@@ -495,6 +495,7 @@ fn interpret(
         truncated: output.truncated(),
         notes,
         blocks_tests: None,
+        unchecked: Vec::new(),
     };
     (observation, passed)
 }
