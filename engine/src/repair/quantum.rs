@@ -4,7 +4,12 @@
 //! A measured state is eligible (it awaits selection), kept as a partial
 //! checkpoint when it fails only on descent and the proposer can still act
 //! on a cluster whose resolution alone would make it eligible, or rejected;
-//! a rejection with deterministic evidence records an exact no-good.
+//! a rejection with deterministic evidence records an exact no-good. A
+//! state measured on more of the workspace than the accepted one (a
+//! library's fix that lets its dependents be compiled) is not compared
+//! with it ([`Coverage`]): it is kept as a partial checkpoint whenever the
+//! proposer can act on anything it shows, so the repair goes on with what
+//! it revealed, and is never a no-good.
 //!
 //! It must never copy, measure or move the budget except through
 //! [`ForestRun`], and never select or commit: that is the step's, once per
@@ -21,7 +26,7 @@ use crate::language::{StageRole, stage_role};
 use crate::measure::Measurement;
 use crate::propose::{Candidate, SuggestionProposer};
 use crate::search::{
-    Attempt, CandidateObservation, Eligibility, Environmental, Evidence, Ineligibility,
+    Attempt, CandidateObservation, Coverage, Eligibility, Environmental, Evidence, Ineligibility,
     NoGoodComponents, NoGoodRefusal, Seed, Support, same_route,
 };
 use crate::sensor::{StageReport, StageStatus};
@@ -385,6 +390,7 @@ impl QuantumRun<'_, '_> {
             self.reject(NotUsed::TestsWeakened { tests }, reason)?;
             return Ok(QuantumEnd::Ineligible);
         }
+        let coverage = Coverage::of(&self.accepted.measurement.unchecked(), &m.unchecked());
         let observation = CandidateObservation {
             root: y.root,
             energy: m.energy(),
@@ -392,6 +398,7 @@ impl QuantumRun<'_, '_> {
             targeted_improvement: self.targeted_before
                 - packet_energy(&m, &self.plan.packet.cluster_id),
             profile: m.profile,
+            coverage: coverage.clone(),
             barriers_hold: true,
             required_sensors_ran: m.required_ran(ctx.config),
         };
@@ -416,6 +423,34 @@ impl QuantumRun<'_, '_> {
             let stages = m.unavailable();
             let reason = format!("a required stage could not run: {}", stages.join(", "));
             (NotUsed::StageUnavailable { stages }, reason)
+        } else if let Coverage::Reveals(units) = &coverage
+            && reasons.contains(&Ineligibility::MeasuredOnMore)
+        {
+            let reason = format!(
+                "reveals errors in {}, which could not be checked before: measured on more of \
+                 the workspace, not compared",
+                quoted(units)
+            );
+            (
+                NotUsed::MeasuredOnMore {
+                    units: units.clone(),
+                },
+                reason,
+            )
+        } else if let Coverage::Hides(units) = &coverage
+            && reasons.contains(&Ineligibility::MeasuredOnLess)
+        {
+            let reason = format!(
+                "keeps {} from being checked, which could be before: measured on less of the \
+                 workspace, not compared",
+                quoted(units)
+            );
+            (
+                NotUsed::MeasuredOnLess {
+                    units: units.clone(),
+                },
+                reason,
+            )
         } else if reasons.contains(&Ineligibility::NotDescending) {
             let reason = format!(
                 "no descent: energy {:.2} is not below {:.2} − ρ",
@@ -431,13 +466,17 @@ impl QuantumRun<'_, '_> {
         // is worth keeping when the proposer can act on a cluster whose
         // resolution alone would make the state eligible: evidence the branch
         // can still turn into a descent, not a pre-existing residual to carry.
+        // One measured on more of the workspace than its root is not compared
+        // at all: whatever it revealed is the next work, and only a hard pass
+        // of the whole workspace ends it.
         let bar = self.trajectory.v_best() - ctx.config.gate.rho;
-        let actionable = (reasons == [Ineligibility::NotDescending])
+        let revealing = reasons == [Ineligibility::MeasuredOnMore];
+        let actionable = (revealing || reasons == [Ineligibility::NotDescending])
             .then(|| {
                 Plan::first_actionable(
                     &m,
                     None,
-                    |cluster| m.energy() - cluster.energy <= bar,
+                    |cluster| revealing || m.energy() - cluster.energy <= bar,
                     ctx.config,
                     &SuggestionProposer,
                 )
@@ -450,6 +489,7 @@ impl QuantumRun<'_, '_> {
                 next_plan.digest(),
                 obligations(&m),
                 evidence_digest(&m),
+                &reason,
             )?;
             self.report.outcome = BranchOutcome::Partial {
                 reason: format!(
@@ -471,6 +511,10 @@ impl QuantumRun<'_, '_> {
         }
         track.correction_empty = correction_is_empty(&m, &self.plan.packet.cluster_id);
         self.reject(cause, reason)?;
+        if reasons.contains(&Ineligibility::MeasuredOnMore) {
+            // Not compared, so no evidence against the candidate.
+            return Ok(QuantumEnd::Ineligible);
+        }
         // Only deterministic evidence supports a no-good: a stage that could not
         // run is environmental, and a retry may succeed.
         let support = if observation.required_sensors_ran {
@@ -501,4 +545,10 @@ impl QuantumRun<'_, '_> {
     pub(super) fn reject(&mut self, cause: NotUsed, reason: String) -> Result<(), EngineError> {
         self.run.reject(self.report, cause, reason)
     }
+}
+
+/// `units` in backquotes, comma-separated.
+fn quoted(units: &[String]) -> String {
+    let quoted: Vec<String> = units.iter().map(|unit| format!("`{unit}`")).collect();
+    quoted.join(", ")
 }

@@ -23,6 +23,8 @@
 //!   `select(profile)`, `commit(trajectory)`, `close(reason)`),
 //!   [`SearchBranch`], [`SearchBranchState`], [`PartialCheckpointRef`],
 //!   [`ForestBinding`], [`Seed`], [`BranchSpec`], [`CandidateObservation`].
+//! - [`coverage`]: [`Coverage::of`]`(root_unchecked, candidate_unchecked)`:
+//!   whether a candidate's energy may be compared with its root's at all.
 //! - [`frontier`]: [`Frontier`] (`upsert`, `remove`, `serve() ->
 //!   Option<Service>`), [`FrontierEntry`], [`frontier::compare`].
 //! - [`expansion`]: [`next_expansions`]`(&ExpansionState) ->
@@ -50,6 +52,7 @@
 //! (`search::nogood::tests::gate_ab_only_a_failure_that_failed_again_supports_a_no_good`).
 
 pub mod budget;
+pub mod coverage;
 pub mod expansion;
 pub mod forest;
 pub mod frontier;
@@ -60,6 +63,7 @@ pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
     SearchBudget, SearchLimits, SearchUsage, SettleError, Settlement, SnapshotError,
 };
+pub use coverage::Coverage;
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
     Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first, same_route,
@@ -101,6 +105,7 @@ mod tests {
             hard_pass,
             targeted_improvement: 1.0,
             profile: Digest::ZERO,
+            coverage: Coverage::Same,
             barriers_hold: true,
             required_sensors_ran: true,
         }
