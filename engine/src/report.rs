@@ -95,6 +95,10 @@ pub enum BranchOutcome {
     /// continued or forked from; never accepted itself.
     Partial {
         reason: String,
+        /// The targets it let be checked that could not be before, when it
+        /// was kept for that ([`NotUsed::MeasuredOnMore`]): not compared.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        revealed: Vec<String>,
     },
 }
 

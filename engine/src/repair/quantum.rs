@@ -497,6 +497,10 @@ impl QuantumRun<'_, '_> {
                     checkpoint.digest().short(12),
                     next_plan.packet.cluster_title
                 ),
+                revealed: match (&coverage, revealing) {
+                    (Coverage::Reveals(units), true) => units.clone(),
+                    _ => Vec::new(),
+                },
             };
             let overlay = self.accepted.overlay_toward(ctx, self.slot.clone(), &y)?;
             return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
