@@ -79,6 +79,15 @@ impl Measurement {
             .collect()
     }
 
+    /// The workspace targets a stage reported an error in (see
+    /// [`StageReport::failing`]).
+    pub fn failing(&self) -> BTreeSet<String> {
+        self.reports
+            .iter()
+            .flat_map(|r| r.failing.iter().cloned())
+            .collect()
+    }
+
     /// Stages that could not run.
     pub fn unavailable(&self) -> Vec<String> {
         self.reports

@@ -390,7 +390,10 @@ impl QuantumRun<'_, '_> {
             self.reject(NotUsed::TestsWeakened { tests }, reason)?;
             return Ok(QuantumEnd::Ineligible);
         }
-        let coverage = Coverage::of(&self.accepted.measurement.unchecked(), &m.unchecked());
+        let coverage = Coverage::of(
+            &self.accepted.measurement.unchecked(),
+            (&m.unchecked(), &m.failing()),
+        );
         let observation = CandidateObservation {
             root: y.root,
             energy: m.energy(),

@@ -6,10 +6,12 @@
 //! A sensor profile fixes which tools measure, but not everything they
 //! reach: cargo compiles no crate whose dependency failed to build, so
 //! while a library does not build, its dependents' own errors are not in
-//! the measurement. A candidate that fixes the library is measured on more
-//! of the workspace than its root was, and its energy, which counts the
-//! errors it revealed, says nothing about descent: it is neither a descent
-//! nor "no descent", and no evidence against the fix. The runtime keeps it
+//! the measurement. A candidate that fixes the library and finds errors in
+//! what it let be checked is measured on more of the workspace than its
+//! root was, and its energy, which counts the errors it revealed, says
+//! nothing about descent (a dependent that builds cleanly once checked
+//! adds nothing, and leaves the comparison as it was): it is neither a
+//! descent nor "no descent", and no evidence against the fix. The runtime keeps it
 //! as a partial checkpoint and repairs what it revealed
 //! (`repair::quantum`). A candidate measured on less (one that breaks a
 //! library its dependents were checked against) hides errors rather than
@@ -30,15 +32,16 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 /// What a candidate's measurement covers, against its root's, by the units
-/// each could not check (see `StageReport::unchecked`).
+/// each could not check (see `StageReport::unchecked`) and those the
+/// candidate found errors in (`StageReport::failing`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "coverage", content = "units", rename_all = "snake_case")]
 pub enum Coverage {
     /// Both checked the same units: their energies are comparable.
     #[default]
     Same,
-    /// The candidate's measurement checked these units, which its root's
-    /// could not.
+    /// The candidate's measurement found errors in these units, which its
+    /// root's could not check.
     Reveals(Vec<String>),
     /// The candidate's measurement could not check these units, which its
     /// root's did (or which it added).
@@ -47,9 +50,15 @@ pub enum Coverage {
 
 impl Coverage {
     /// The candidate's coverage against its root's, from the units each
-    /// left unchecked. Hiding any unit outweighs revealing others: what a
-    /// candidate hides may hold the errors its energy no longer counts.
-    pub fn of(root_unchecked: &BTreeSet<String>, candidate_unchecked: &BTreeSet<String>) -> Self {
+    /// left unchecked and the units the candidate found errors in. A unit
+    /// the candidate let be checked is revealed when it has errors: a
+    /// clean one adds nothing the root's energy missed. Hiding any unit
+    /// outweighs revealing others: what a candidate hides may hold the
+    /// errors its energy no longer counts.
+    pub fn of(
+        root_unchecked: &BTreeSet<String>,
+        (candidate_unchecked, candidate_failing): (&BTreeSet<String>, &BTreeSet<String>),
+    ) -> Self {
         let hidden: Vec<String> = candidate_unchecked
             .difference(root_unchecked)
             .cloned()
@@ -59,6 +68,7 @@ impl Coverage {
         }
         let revealed: Vec<String> = root_unchecked
             .difference(candidate_unchecked)
+            .filter(|unit| candidate_failing.contains(*unit))
             .cloned()
             .collect();
         if revealed.is_empty() {
@@ -80,16 +90,27 @@ mod tests {
     }
 
     /// The library fixed: its dependents, which the root could not check,
-    /// are checked now.
+    /// are checked now and have errors of their own.
     #[test]
-    fn a_candidate_that_checks_what_its_root_could_not_reveals_those_units() {
+    fn a_candidate_that_finds_errors_where_its_root_could_not_check_reveals_them() {
+        let dependents = units(&["hd-a", "hd-b"]);
         assert_eq!(
-            Coverage::of(&units(&["hd-a", "hd-b"]), &units(&[])),
+            Coverage::of(&dependents, (&units(&[]), &dependents)),
             Coverage::Reveals(vec!["hd-a".into(), "hd-b".into()])
         );
         assert_eq!(
-            Coverage::of(&units(&["hd-a", "hd-b"]), &units(&["hd-b"])),
+            Coverage::of(&dependents, (&units(&["hd-b"]), &units(&["hd-a"]))),
             Coverage::Reveals(vec!["hd-a".into()])
+        );
+    }
+
+    /// A target the library's fix let be checked that builds cleanly adds
+    /// nothing the root's energy missed: compared as before.
+    #[test]
+    fn a_unit_checked_now_without_errors_reveals_nothing() {
+        assert_eq!(
+            Coverage::of(&units(&["demo test it"]), (&units(&[]), &units(&[]))),
+            Coverage::Same
         );
     }
 
@@ -98,32 +119,37 @@ mod tests {
     #[test]
     fn a_candidate_that_leaves_unchecked_what_its_root_checked_hides_it() {
         assert_eq!(
-            Coverage::of(&units(&[]), &units(&["hd-a"])),
+            Coverage::of(&units(&[]), (&units(&["hd-a"]), &units(&["hd-core"]))),
             Coverage::Hides(vec!["hd-a".into()])
         );
         assert_eq!(
-            Coverage::of(&units(&["hd-b"]), &units(&["hd-a"])),
+            Coverage::of(&units(&["hd-b"]), (&units(&["hd-a"]), &units(&["hd-b"]))),
             Coverage::Hides(vec!["hd-a".into()])
         );
     }
 
     proptest! {
-        /// Equal coverage is `Same` whatever it holds; unequal coverage is
-        /// never `Same`, and what it names is exactly the difference.
+        /// Equal coverage is `Same` whatever it holds; a candidate that
+        /// leaves more unchecked hides exactly those units, and one that
+        /// leaves fewer reveals exactly those of them it found errors in.
         #[test]
-        fn coverage_is_same_exactly_when_both_left_the_same_units_unchecked(
+        fn coverage_names_exactly_the_units_that_make_it_differ(
             root in proptest::collection::btree_set("[a-d]", 0..4),
             candidate in proptest::collection::btree_set("[a-d]", 0..4),
+            failing in proptest::collection::btree_set("[a-d]", 0..4),
         ) {
-            prop_assert_eq!(Coverage::of(&root, &root), Coverage::Same);
-            let named = match Coverage::of(&root, &candidate) {
+            prop_assert_eq!(Coverage::of(&root, (&root, &failing)), Coverage::Same);
+            let named = match Coverage::of(&root, (&candidate, &failing)) {
                 Coverage::Same => BTreeSet::new(),
                 Coverage::Reveals(units) | Coverage::Hides(units) => {
                     units.into_iter().collect()
                 }
             };
             let expected: BTreeSet<String> = if candidate.is_subset(&root) {
-                root.difference(&candidate).cloned().collect()
+                root.difference(&candidate)
+                    .filter(|unit| failing.contains(*unit))
+                    .cloned()
+                    .collect()
             } else {
                 candidate.difference(&root).cloned().collect()
             };

@@ -776,7 +776,10 @@ impl CargoStage {
                 StageStatus::Passed | StageStatus::Failed
             );
         if let Some(targets) = targets.filter(|_| complete) {
-            observation.unchecked = check_units::unchecked(&targets, &interpreted.reached);
+            let reached = &interpreted.reached;
+            observation.unchecked = check_units::labels(&targets, |id| !reached.contains(id));
+            observation.failing =
+                check_units::labels(&targets, |id| interpreted.failing.contains(id));
         }
         let build = expected.and_then(|expected| interpreted.deciding_build(&expected));
         (interpreted.observation, build)
@@ -873,6 +876,8 @@ struct Interpreted {
     compiled: BTreeSet<Compilation>,
     /// The workspace's targets the build compiled, found fresh or reported on.
     reached: BTreeSet<TargetId>,
+    /// The workspace's targets the build reported an error in.
+    failing: BTreeSet<TargetId>,
     build_succeeded: Option<bool>,
 }
 
@@ -995,9 +1000,11 @@ fn interpret(
             notes,
             blocks_tests: messages.blocks_tests,
             unchecked: Vec::new(),
+            failing: Vec::new(),
         },
         compiled: messages.compiled,
         reached: messages.reached,
+        failing: messages.failing,
         build_succeeded: messages.build_succeeded,
     }
 }

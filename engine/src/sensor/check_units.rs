@@ -23,8 +23,8 @@
 //! The same model says what a failed check did not reach: with
 //! `--keep-going` cargo compiles every target it can, so a workspace target
 //! the run neither compiled nor reported on is one that something it
-//! depends on kept from building ([`unchecked`]), and its own errors are
-//! missing from the measurement (`search::coverage`).
+//! depends on kept from building, and its own errors are missing from the
+//! measurement (`StageReport::unchecked`, compared by `search::coverage`).
 //!
 //! # Architecture invariant
 //!
@@ -129,15 +129,17 @@ pub(super) fn workspace_targets(
     Some(targets)
 }
 
-/// The labels of `targets` a run did not reach (compile, find fresh or
-/// report on), sorted and distinct.
-pub(super) fn unchecked(targets: &[WorkspaceTarget], reached: &BTreeSet<TargetId>) -> Vec<String> {
-    let unchecked: BTreeSet<&str> = targets
+/// The labels of the `targets` whose id `selected`, sorted and distinct.
+pub(super) fn labels(
+    targets: &[WorkspaceTarget],
+    selected: impl Fn(&TargetId) -> bool,
+) -> Vec<String> {
+    let labels: BTreeSet<&str> = targets
         .iter()
-        .filter(|target| !reached.contains(&target.id))
+        .filter(|target| selected(&target.id))
         .map(|target| target.label.as_str())
         .collect();
-    unchecked.into_iter().map(str::to_owned).collect()
+    labels.into_iter().map(str::to_owned).collect()
 }
 
 /// How a check compiles a target, by its kind.
@@ -315,10 +317,10 @@ mod tests {
     }
 
     /// A failed check that reached the library (it reported its error) and
-    /// nothing else: the test and the binary, which need the library, were
-    /// not checked, named by package and kind; the library by its package.
+    /// nothing else: the test and the binary, which need the library, are
+    /// named by package and kind; the library by its package.
     #[test]
-    fn the_targets_a_failed_check_did_not_reach_are_unchecked_by_name() {
+    fn targets_are_named_by_their_package_and_kind() {
         let files = ["src/lib.rs", "src/main.rs", "tests/it.rs"];
         let (dir, mut paths) = workspace("", &files);
         let at = |file: &str| dir.path().join(file).display().to_string();
@@ -330,17 +332,9 @@ mod tests {
         let targets = workspace_targets(&metadata(dir.path(), targets), &mut paths).unwrap();
         let library = (WorkspacePath::new("src/lib.rs").unwrap(), "demo".to_owned());
         assert_eq!(
-            unchecked(&targets, &BTreeSet::from([library.clone()])),
+            labels(&targets, |id| *id != library),
             ["demo bin demo", "demo test it"]
         );
-        let binary = (
-            WorkspacePath::new("src/main.rs").unwrap(),
-            "demo".to_owned(),
-        );
-        let test = (WorkspacePath::new("tests/it.rs").unwrap(), "it".to_owned());
-        assert_eq!(
-            unchecked(&targets, &BTreeSet::from([binary, test])),
-            ["demo"]
-        );
+        assert_eq!(labels(&targets, |id| *id == library), ["demo"]);
     }
 }

@@ -108,6 +108,11 @@ pub struct StageReport {
     /// than its root is not compared with it ([`crate::search::Coverage`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unchecked: Vec<String>,
+    /// The workspace's targets this run reported an error in, named as in
+    /// `unchecked`, sorted: a target a candidate let be checked counts as
+    /// revealed only when it has errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<String>,
 }
 
 /// Where and how a sensor runs.
@@ -244,6 +249,8 @@ pub(crate) struct Observation {
     pub(crate) blocks_tests: Option<String>,
     /// See [`StageReport::unchecked`].
     pub(crate) unchecked: Vec<String>,
+    /// See [`StageReport::failing`].
+    pub(crate) failing: Vec<String>,
 }
 
 impl Observation {
@@ -264,6 +271,7 @@ impl Observation {
             notes: Vec::new(),
             blocks_tests: None,
             unchecked: Vec::new(),
+            failing: Vec::new(),
         }
     }
 
@@ -290,6 +298,7 @@ impl Observation {
             blocks_tests: self.blocks_tests,
             not_run: None,
             unchecked: self.unchecked,
+            failing: self.failing,
         }
     }
 }
@@ -320,5 +329,6 @@ pub(crate) fn test_report(
         blocks_tests: None,
         not_run: None,
         unchecked: Vec::new(),
+        failing: Vec::new(),
     }
 }

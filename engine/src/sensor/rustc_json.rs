@@ -180,6 +180,8 @@ pub struct CompilerMessages {
     /// reported a diagnostic for: what it checked (see
     /// `check_units::unchecked`).
     pub reached: BTreeSet<TargetId>,
+    /// The workspace's own targets the run reported an error in.
+    pub failing: BTreeSet<TargetId>,
 }
 
 /// A workspace target by its source file and its name.
@@ -281,11 +283,15 @@ pub fn parse_compiler_messages<'a>(
         match envelope.reason.as_str() {
             "compiler-message" => match serde_json::from_str::<CompilerMessage>(line) {
                 Ok(message) => {
-                    found.reached.extend(
-                        paths
-                            .relative(message.target.src_path.as_str())
-                            .map(|source| (source, message.target.name.clone())),
-                    );
+                    let target = paths
+                        .relative(message.target.src_path.as_str())
+                        .map(|source| (source, message.target.name.clone()));
+                    if message.message.level == DiagnosticLevel::Error
+                        && let Some(target) = &target
+                    {
+                        found.failing.insert(target.clone());
+                    }
+                    found.reached.extend(target);
                     if let Some(diagnostic) = convert(&message.message, stage, paths) {
                         blocker.record(&message, &diagnostic);
                         found.diagnostics.push(diagnostic);

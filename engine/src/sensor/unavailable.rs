@@ -59,6 +59,7 @@ impl Sensor for UnavailableStage {
                 blocks_tests: None,
                 not_run: None,
                 unchecked: Vec::new(),
+                failing: Vec::new(),
             }
         })
     }

@@ -293,6 +293,7 @@ fn report(
         blocks_tests: None,
         not_run: None,
         unchecked: Vec::new(),
+        failing: Vec::new(),
     }
 }
 

@@ -496,6 +496,7 @@ fn interpret(
         notes,
         blocks_tests: None,
         unchecked: Vec::new(),
+        failing: Vec::new(),
     };
     (observation, passed)
 }
