@@ -426,34 +426,8 @@ impl QuantumRun<'_, '_> {
             let stages = m.unavailable();
             let reason = format!("a required stage could not run: {}", stages.join(", "));
             (NotUsed::StageUnavailable { stages }, reason)
-        } else if let Coverage::Reveals(units) = &coverage
-            && reasons.contains(&Ineligibility::MeasuredOnMore)
-        {
-            let reason = format!(
-                "reveals errors in {}, which could not be checked before: measured on more of \
-                 the workspace, not compared",
-                quoted(units)
-            );
-            (
-                NotUsed::MeasuredOnMore {
-                    units: units.clone(),
-                },
-                reason,
-            )
-        } else if let Coverage::Hides(units) = &coverage
-            && reasons.contains(&Ineligibility::MeasuredOnLess)
-        {
-            let reason = format!(
-                "keeps {} from being checked, which could be before: measured on less of the \
-                 workspace, not compared",
-                quoted(units)
-            );
-            (
-                NotUsed::MeasuredOnLess {
-                    units: units.clone(),
-                },
-                reason,
-            )
+        } else if let Some(not_compared) = not_compared(&coverage) {
+            not_compared
         } else if reasons.contains(&Ineligibility::NotDescending) {
             let reason = format!(
                 "no descent: energy {:.2} is not below {:.2} − ρ",
@@ -500,8 +474,8 @@ impl QuantumRun<'_, '_> {
                     checkpoint.digest().short(12),
                     next_plan.packet.cluster_title
                 ),
-                revealed: match (&coverage, revealing) {
-                    (Coverage::Reveals(units), true) => units.clone(),
+                revealed: match &coverage {
+                    Coverage::Reveals(units) if revealing => units.clone(),
                     _ => Vec::new(),
                 },
             };
@@ -554,8 +528,35 @@ impl QuantumRun<'_, '_> {
     }
 }
 
-/// `units` in backquotes, comma-separated.
-fn quoted(units: &[String]) -> String {
-    let quoted: Vec<String> = units.iter().map(|unit| format!("`{unit}`")).collect();
-    quoted.join(", ")
+/// Why a candidate measured on another part of the workspace than the
+/// accepted state was not compared with it, and the engine's wording;
+/// `None` on the same coverage.
+fn not_compared(coverage: &Coverage) -> Option<(NotUsed, String)> {
+    let quoted = |units: &[String]| {
+        let quoted: Vec<String> = units.iter().map(|unit| format!("`{unit}`")).collect();
+        quoted.join(", ")
+    };
+    match coverage {
+        Coverage::Same => None,
+        Coverage::Reveals(units) => Some((
+            NotUsed::MeasuredOnMore {
+                units: units.clone(),
+            },
+            format!(
+                "reveals errors in {}, which could not be checked before: measured on more of \
+                 the workspace, not compared",
+                quoted(units)
+            ),
+        )),
+        Coverage::Hides(units) => Some((
+            NotUsed::MeasuredOnLess {
+                units: units.clone(),
+            },
+            format!(
+                "keeps {} from being checked, which could be before: measured on less of the \
+                 workspace, not compared",
+                quoted(units)
+            ),
+        )),
+    }
 }
