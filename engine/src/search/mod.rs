@@ -50,6 +50,10 @@
 //! `a_descent_that_is_no_hard_pass_measures_the_next_alternative_first`). Only
 //! a failure that failed again supports a no-good
 //! (`search::nogood::tests::gate_ab_only_a_failure_that_failed_again_supports_a_no_good`).
+//! Energies are compared only on one coverage of the workspace: a candidate
+//! measured on more is never judged not descending
+//! (`search::forest::tests::a_candidate_measured_on_more_of_the_workspace_is_not_compared`,
+//! `a_real_non_descent_on_the_same_coverage_is_still_no_descent`).
 
 pub mod budget;
 pub mod coverage;
