@@ -3,13 +3,17 @@
 //! scheduled its packages (issue 36, item 8). Cargo stops at the first
 //! package that fails unless it is told to keep going, so without
 //! `--keep-going` one run of the same state reported one broken dependent
-//! and the next both.
+//! and the next both. A library's fix that lets its dependents be compiled
+//! is measured on more of the workspace than the state it started from, so
+//! it is continued, never compared or held against (issue 37, item 0).
 
 use serde_json::Value;
 
 mod support;
 
+use support::kill::{count_rows, kill_repair_when};
 use support::workspace::Workspace;
+use trellis_engine::ledger::SearchEvent;
 
 /// What a `check` or a branch says about a state: its energy, and each
 /// diagnostic's file and line and each cluster's title, in order.
@@ -150,4 +154,49 @@ fn a_library_fix_that_reveals_its_dependents_errors_is_continued_and_all_three_a
     assert_eq!(code, 0, "the written workspace checks clean: {doc:#}");
     let (code, doc) = ws.json(&["repair"]);
     assert_eq!(code, 0, "nothing is left to repair: {doc:#}");
+}
+
+/// Killed once the library's fix was kept for what it revealed, the next
+/// repair resumes the search (its budget carried over, never refilled):
+/// nothing was held against the fix, so it is measured again and the three
+/// fixes are written, and the ledger still replays.
+#[test]
+fn a_repair_killed_after_the_library_fix_was_kept_resumes_and_writes_all_three() {
+    let ws = Workspace::of("hidden-dependents");
+    kill_repair_when(&ws, "after the library's fix was kept", |db| {
+        count_rows(db, "payload LIKE '%\"kind\":\"partial_checkpointed\"%'") > 0
+    });
+    let killed = ws
+        .search_events_named("search_opened")
+        .into_iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchOpened { forest_id, .. } => Some(forest_id),
+            _ => None,
+        })
+        .expect("the killed repair opened a forest");
+
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    assert!(
+        ws.read("core/src/lib.rs").contains("let mut words"),
+        "{doc:#}"
+    );
+    assert!(
+        ws.read("a/src/lib.rs").contains("distinct(&text)"),
+        "{doc:#}"
+    );
+    assert!(ws.read("b/src/lib.rs").contains("let mut best"), "{doc:#}");
+    assert!(
+        ws.search_events().iter().any(|e| matches!(e,
+            SearchEvent::SearchOpened { resumed_from: Some(from), .. } if *from == killed)),
+        "the search was resumed"
+    );
+    assert!(ws.search_events_named("no_good_recorded").is_empty());
+    let replay = ws.trellis(&["ledger", "replay"]);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
 }
