@@ -443,12 +443,16 @@ impl QuantumRun<'_, '_> {
         // is worth keeping when the proposer can act on a cluster whose
         // resolution alone would make the state eligible: evidence the branch
         // can still turn into a descent, not a pre-existing residual to carry.
-        // One measured on more of the workspace than its root is not compared
-        // at all: whatever it revealed is the next work, and only a hard pass
-        // of the whole workspace ends it.
+        // One measured on less of the workspace (a library broken on the way
+        // to a fix) is kept on the same terms: it is no descent either. One
+        // measured on more is not compared at all: whatever it revealed is
+        // the next work, and only a hard pass of the whole workspace ends it.
         let bar = self.trajectory.v_best() - ctx.config.gate.rho;
         let revealing = reasons == [Ineligibility::MeasuredOnMore];
-        let actionable = (revealing || reasons == [Ineligibility::NotDescending])
+        let keepable = revealing
+            || reasons == [Ineligibility::NotDescending]
+            || reasons == [Ineligibility::MeasuredOnLess];
+        let actionable = keepable
             .then(|| {
                 Plan::first_actionable(
                     &m,

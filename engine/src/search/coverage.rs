@@ -15,7 +15,8 @@
 //! as a partial checkpoint and repairs what it revealed
 //! (`repair::quantum`). A candidate measured on less (one that breaks a
 //! library its dependents were checked against) hides errors rather than
-//! fixing them, and is not compared either. A hard pass passes every
+//! fixing them, and is not compared either: never a descent, it is kept or
+//! rejected as one that did not descend would be. A hard pass passes every
 //! required stage on the whole workspace, so it is compared as usual.
 //!
 //! # Architecture invariant
