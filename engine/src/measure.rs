@@ -10,6 +10,7 @@
 //! `gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honours`).
 //! A stage the next one may decide runs after it (`measure::order_tests`).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -67,6 +68,24 @@ impl Measurement {
     /// the state, passed too.
     pub fn hard_pass(&self) -> bool {
         self.assessment.hard_pass && self.oracle.as_ref().is_none_or(OracleVerdict::passed)
+    }
+
+    /// The workspace targets a stage could not check because something they
+    /// depend on did not build (see [`StageReport::unchecked`]).
+    pub fn unchecked(&self) -> BTreeSet<String> {
+        self.reports
+            .iter()
+            .flat_map(|r| r.unchecked.iter().cloned())
+            .collect()
+    }
+
+    /// The workspace targets a stage reported an error in (see
+    /// [`StageReport::failing`]).
+    pub fn failing(&self) -> BTreeSet<String> {
+        self.reports
+            .iter()
+            .flat_map(|r| r.failing.iter().cloned())
+            .collect()
     }
 
     /// Stages that could not run.

@@ -362,12 +362,14 @@ pub fn search_candidate_measured(
     }
 }
 
-/// A branch's ineligible state kept as a partial checkpoint; the
-/// `candidate_id` names the checkpoint by its content address.
+/// A branch's ineligible state kept as a partial checkpoint, and why it
+/// was ineligible; the `candidate_id` names the checkpoint by its content
+/// address.
 pub fn partial_checkpointed(
     forest_id: &str,
     branch_id: &str,
     checkpoint: &PartialCheckpointRef,
+    reason: &str,
 ) -> SearchEvent {
     SearchEvent::PartialCheckpointed {
         forest_id: forest_id.to_owned(),
@@ -377,6 +379,7 @@ pub fn partial_checkpointed(
             checkpoint.digest().short(12)
         ),
         root: checkpoint.state_root,
+        reason: Some(reason.to_owned()),
     }
 }
 

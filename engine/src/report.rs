@@ -95,6 +95,10 @@ pub enum BranchOutcome {
     /// continued or forked from; never accepted itself.
     Partial {
         reason: String,
+        /// The targets it let be checked that could not be before, when it
+        /// was kept for that ([`NotUsed::MeasuredOnMore`]): not compared.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        revealed: Vec<String>,
     },
 }
 
@@ -114,6 +118,14 @@ impl BranchOutcome {
 pub enum NotUsed {
     /// Measured: it leaves no fewer or less severe problems.
     NoDescent,
+    /// Measured on more of the workspace than the state it started from:
+    /// it let `units` be checked, which something they depend on kept from
+    /// building before, so its problems are not compared with that
+    /// state's. Rejected only when nothing it revealed can be worked on.
+    MeasuredOnMore { units: Vec<String> },
+    /// Measured on less of the workspace: it keeps `units`, checked
+    /// before, from being checked, so its problems are not compared.
+    MeasuredOnLess { units: Vec<String> },
     /// A required stage could not run on it, so it cannot be verified.
     StageUnavailable { stages: Vec<String> },
     /// The search's budget ran out first; `limit` names the

@@ -3,13 +3,17 @@
 //! scheduled its packages (issue 36, item 8). Cargo stops at the first
 //! package that fails unless it is told to keep going, so without
 //! `--keep-going` one run of the same state reported one broken dependent
-//! and the next both.
+//! and the next both. A library's fix that lets its dependents be compiled
+//! is measured on more of the workspace than the state it started from, so
+//! it is continued, never compared or held against (issue 37, item 0).
 
 use serde_json::Value;
 
 mod support;
 
+use support::kill::{count_rows, kill_repair_when};
 use support::workspace::Workspace;
+use trellis_engine::ledger::SearchEvent;
 
 /// What a `check` or a branch says about a state: its energy, and each
 /// diagnostic's file and line and each cluster's title, in order.
@@ -67,17 +71,19 @@ fn a_fixed_library_with_two_broken_dependents_measures_the_same_every_time() {
 }
 
 /// The broken library's import is a fix that makes both dependents
-/// compile, and counts as a descent with both of their errors in its
-/// measurement; the repair goes on to fix each dependent and writes a
-/// workspace whose tests pass.
+/// compile, with both of their errors in its measurement: measured on more
+/// of the workspace than the state it started from, it is not compared
+/// with it but kept, and the repair goes on from it to fix each dependent
+/// in the same step and writes a workspace whose tests pass.
 #[test]
-fn a_library_and_the_dependents_it_hid_are_repaired_step_by_step() {
+fn a_library_and_the_dependents_it_hid_are_repaired_in_one_step() {
     let ws = Workspace::of("three-members");
     let (code, doc) = ws.json_with(&["repair", "--commit"], &[("CARGO_BUILD_JOBS", "1")]);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");
     let first = &doc["steps"][0]["branches"][0];
     assert_eq!(first["energy"].as_f64(), Some(3.0), "{doc:#}");
+    assert_eq!(first["outcome"], "partial", "{doc:#}");
     let clusters: Vec<&str> = first["clusters"]
         .as_array()
         .unwrap()
@@ -89,6 +95,108 @@ fn a_library_and_the_dependents_it_hid_are_repaired_step_by_step() {
             && clusters.iter().any(|c| c.contains("tally/src/lib.rs")),
         "{clusters:?}"
     );
-    assert_eq!(doc["steps"].as_array().unwrap().len(), 3, "{doc:#}");
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 1, "{doc:#}");
     assert!(ws.cargo_test_passes());
+}
+
+/// A library missing a `mut` and two dependents with bugs of their own (a
+/// missing borrow, a missing `mut`), repaired with the default settings.
+/// While the library does not build, cargo compiles neither dependent, so
+/// the library's fix is measured on more of the workspace than the state it
+/// started from: it reveals two errors for the one it fixed. That is no
+/// comparison of like with like, so it is neither "no descent" nor a
+/// no-good: the repair continues from it, fixes what it revealed, and
+/// writes the three fixes once the whole workspace passes.
+#[test]
+fn a_library_fix_that_reveals_its_dependents_errors_is_continued_and_all_three_are_written() {
+    let ws = Workspace::of("hidden-dependents");
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    assert!(
+        ws.read("core/src/lib.rs").contains("let mut words"),
+        "{doc:#}"
+    );
+    assert!(
+        ws.read("a/src/lib.rs").contains("distinct(&text)"),
+        "{doc:#}"
+    );
+    assert!(ws.read("b/src/lib.rs").contains("let mut best"), "{doc:#}");
+    let library_fix = support::workspace::branches(&doc).next().expect("a branch");
+    assert_eq!(library_fix["outcome"], "partial", "{doc:#}");
+    assert_eq!(
+        library_fix["revealed"],
+        serde_json::json!(["hd-a", "hd-b"]),
+        "{doc:#}"
+    );
+    let reason = library_fix["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("reveals errors in `hd-a`, `hd-b`, which could not be checked before"),
+        "{reason}"
+    );
+    let kept_reasons: Vec<String> = ws
+        .search_events_named("partial_checkpointed")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        kept_reasons[0].contains("measured on more of the workspace, not compared"),
+        "the ledger says why the fix was kept: {kept_reasons:#?}"
+    );
+    assert!(
+        ws.search_events_named("no_good_recorded").is_empty(),
+        "{:#?}",
+        ws.search_events_named("no_good_recorded")
+    );
+    assert!(ws.cargo_test_passes());
+
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 0, "the written workspace checks clean: {doc:#}");
+    let (code, doc) = ws.json(&["repair"]);
+    assert_eq!(code, 0, "nothing is left to repair: {doc:#}");
+}
+
+/// Killed once the library's fix was kept for what it revealed, the next
+/// repair resumes the search (its budget carried over, never refilled):
+/// nothing was held against the fix, so it is measured again and the three
+/// fixes are written, and the ledger still replays.
+#[test]
+fn a_repair_killed_after_the_library_fix_was_kept_resumes_and_writes_all_three() {
+    let ws = Workspace::of("hidden-dependents");
+    kill_repair_when(&ws, "after the library's fix was kept", |db| {
+        count_rows(db, "payload LIKE '%\"kind\":\"partial_checkpointed\"%'") > 0
+    });
+    let killed = ws
+        .search_events_named("search_opened")
+        .into_iter()
+        .find_map(|e| match e {
+            SearchEvent::SearchOpened { forest_id, .. } => Some(forest_id),
+            _ => None,
+        })
+        .expect("the killed repair opened a forest");
+
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    assert!(
+        ws.read("core/src/lib.rs").contains("let mut words"),
+        "{doc:#}"
+    );
+    assert!(
+        ws.read("a/src/lib.rs").contains("distinct(&text)"),
+        "{doc:#}"
+    );
+    assert!(ws.read("b/src/lib.rs").contains("let mut best"), "{doc:#}");
+    assert!(
+        ws.search_events().iter().any(|e| matches!(e,
+            SearchEvent::SearchOpened { resumed_from: Some(from), .. } if *from == killed)),
+        "the search was resumed"
+    );
+    assert!(ws.search_events_named("no_good_recorded").is_empty());
+    let replay = ws.trellis(&["ledger", "replay"]);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
 }

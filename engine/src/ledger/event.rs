@@ -549,6 +549,10 @@ pub enum SearchEvent {
         branch_id: String,
         candidate_id: String,
         root: Digest,
+        /// Why the state was ineligible ("no descent", "measured on more of
+        /// the workspace"); absent in ledgers written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     FrontierEpochStarted {
         forest_id: String,
@@ -1003,9 +1007,16 @@ impl fmt::Display for SearchEvent {
                 Ok(())
             }
             PartialCheckpointed {
-                candidate_id, root, ..
+                candidate_id,
+                root,
+                reason,
+                ..
             } => {
-                write!(f, ": {candidate_id} at {}", root.short(12))
+                write!(f, ": {candidate_id} at {}", root.short(12))?;
+                match reason {
+                    Some(reason) => write!(f, ": {reason}"),
+                    None => Ok(()),
+                }
             }
             FrontierEpochStarted { epoch, .. } => write!(f, ": epoch {epoch}"),
             FrontierEntryServed { epoch, rank, .. } => write!(f, ": epoch {epoch} rank {rank}"),

@@ -493,6 +493,7 @@ impl ForestRun<'_> {
         plan: Digest,
         obligations: Vec<Digest>,
         evidence: Digest,
+        reason: &str,
     ) -> Result<PartialCheckpointRef, EngineError> {
         let checkpoint =
             self.forest
@@ -501,6 +502,7 @@ impl ForestRun<'_> {
             self.id(),
             branch_id,
             &checkpoint,
+            reason,
         ))?;
         Ok(checkpoint)
     }

@@ -134,7 +134,7 @@ pub(super) fn hypothesis_measured(
     if !report.clusters.is_empty() {
         measured.push_str(&format!("; left: {}", report.clusters.join("; ")));
     }
-    if let BranchOutcome::Ineligible { reason, .. } | BranchOutcome::Partial { reason } =
+    if let BranchOutcome::Ineligible { reason, .. } | BranchOutcome::Partial { reason, .. } =
         &report.outcome
     {
         measured.push_str(&format!("; {reason}"));

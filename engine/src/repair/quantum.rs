@@ -4,7 +4,12 @@
 //! A measured state is eligible (it awaits selection), kept as a partial
 //! checkpoint when it fails only on descent and the proposer can still act
 //! on a cluster whose resolution alone would make it eligible, or rejected;
-//! a rejection with deterministic evidence records an exact no-good.
+//! a rejection with deterministic evidence records an exact no-good. A
+//! state measured on more of the workspace than the accepted one (a
+//! library's fix that lets its dependents be compiled) is not compared
+//! with it ([`Coverage`]): it is kept as a partial checkpoint whenever the
+//! proposer can act on anything it shows, so the repair goes on with what
+//! it revealed, and is never a no-good.
 //!
 //! It must never copy, measure or move the budget except through
 //! [`ForestRun`], and never select or commit: that is the step's, once per
@@ -21,7 +26,7 @@ use crate::language::{StageRole, stage_role};
 use crate::measure::Measurement;
 use crate::propose::{Candidate, SuggestionProposer};
 use crate::search::{
-    Attempt, CandidateObservation, Eligibility, Environmental, Evidence, Ineligibility,
+    Attempt, CandidateObservation, Coverage, Eligibility, Environmental, Evidence, Ineligibility,
     NoGoodComponents, NoGoodRefusal, Seed, Support, same_route,
 };
 use crate::sensor::{StageReport, StageStatus};
@@ -385,6 +390,10 @@ impl QuantumRun<'_, '_> {
             self.reject(NotUsed::TestsWeakened { tests }, reason)?;
             return Ok(QuantumEnd::Ineligible);
         }
+        let coverage = Coverage::of(
+            &self.accepted.measurement.unchecked(),
+            (&m.unchecked(), &m.failing()),
+        );
         let observation = CandidateObservation {
             root: y.root,
             energy: m.energy(),
@@ -392,6 +401,7 @@ impl QuantumRun<'_, '_> {
             targeted_improvement: self.targeted_before
                 - packet_energy(&m, &self.plan.packet.cluster_id),
             profile: m.profile,
+            coverage: coverage.clone(),
             barriers_hold: true,
             required_sensors_ran: m.required_ran(ctx.config),
         };
@@ -416,6 +426,8 @@ impl QuantumRun<'_, '_> {
             let stages = m.unavailable();
             let reason = format!("a required stage could not run: {}", stages.join(", "));
             (NotUsed::StageUnavailable { stages }, reason)
+        } else if let Some(not_compared) = not_compared(&coverage) {
+            not_compared
         } else if reasons.contains(&Ineligibility::NotDescending) {
             let reason = format!(
                 "no descent: energy {:.2} is not below {:.2} − ρ",
@@ -431,13 +443,21 @@ impl QuantumRun<'_, '_> {
         // is worth keeping when the proposer can act on a cluster whose
         // resolution alone would make the state eligible: evidence the branch
         // can still turn into a descent, not a pre-existing residual to carry.
+        // One measured on less of the workspace (a library broken on the way
+        // to a fix) is kept on the same terms: it is no descent either. One
+        // measured on more is not compared at all: whatever it revealed is
+        // the next work, and only a hard pass of the whole workspace ends it.
         let bar = self.trajectory.v_best() - ctx.config.gate.rho;
-        let actionable = (reasons == [Ineligibility::NotDescending])
+        let revealing = reasons == [Ineligibility::MeasuredOnMore];
+        let keepable = revealing
+            || reasons == [Ineligibility::NotDescending]
+            || reasons == [Ineligibility::MeasuredOnLess];
+        let actionable = keepable
             .then(|| {
                 Plan::first_actionable(
                     &m,
                     None,
-                    |cluster| m.energy() - cluster.energy <= bar,
+                    |cluster| revealing || m.energy() - cluster.energy <= bar,
                     ctx.config,
                     &SuggestionProposer,
                 )
@@ -450,6 +470,7 @@ impl QuantumRun<'_, '_> {
                 next_plan.digest(),
                 obligations(&m),
                 evidence_digest(&m),
+                &reason,
             )?;
             self.report.outcome = BranchOutcome::Partial {
                 reason: format!(
@@ -457,6 +478,10 @@ impl QuantumRun<'_, '_> {
                     checkpoint.digest().short(12),
                     next_plan.packet.cluster_title
                 ),
+                revealed: match &coverage {
+                    Coverage::Reveals(units) if revealing => units.clone(),
+                    _ => Vec::new(),
+                },
             };
             let overlay = self.accepted.overlay_toward(ctx, self.slot.clone(), &y)?;
             return Ok(QuantumEnd::Partial(Box::new(KeptPartial {
@@ -471,6 +496,10 @@ impl QuantumRun<'_, '_> {
         }
         track.correction_empty = correction_is_empty(&m, &self.plan.packet.cluster_id);
         self.reject(cause, reason)?;
+        if reasons.contains(&Ineligibility::MeasuredOnMore) {
+            // Not compared, so no evidence against the candidate.
+            return Ok(QuantumEnd::Ineligible);
+        }
         // Only deterministic evidence supports a no-good: a stage that could not
         // run is environmental, and a retry may succeed.
         let support = if observation.required_sensors_ran {
@@ -500,5 +529,38 @@ impl QuantumRun<'_, '_> {
     /// Rejects the running branch (see [`ForestRun::reject`]).
     pub(super) fn reject(&mut self, cause: NotUsed, reason: String) -> Result<(), EngineError> {
         self.run.reject(self.report, cause, reason)
+    }
+}
+
+/// Why a candidate measured on another part of the workspace than the
+/// accepted state was not compared with it, and the engine's wording;
+/// `None` on the same coverage.
+fn not_compared(coverage: &Coverage) -> Option<(NotUsed, String)> {
+    let quoted = |units: &[String]| {
+        let quoted: Vec<String> = units.iter().map(|unit| format!("`{unit}`")).collect();
+        quoted.join(", ")
+    };
+    match coverage {
+        Coverage::Same => None,
+        Coverage::Reveals(units) => Some((
+            NotUsed::MeasuredOnMore {
+                units: units.clone(),
+            },
+            format!(
+                "reveals errors in {}, which could not be checked before: measured on more of \
+                 the workspace, not compared",
+                quoted(units)
+            ),
+        )),
+        Coverage::Hides(units) => Some((
+            NotUsed::MeasuredOnLess {
+                units: units.clone(),
+            },
+            format!(
+                "keeps {} from being checked, which could be before: measured on less of the \
+                 workspace, not compared",
+                quoted(units)
+            ),
+        )),
     }
 }

@@ -229,9 +229,9 @@ impl ForestStatus {
             SearchEvent::BranchCandidateMeasured { branch_id, .. } => {
                 self.set_branch(branch_id, S::Measured, None)
             }
-            SearchEvent::PartialCheckpointed { branch_id, .. } => {
-                self.set_branch(branch_id, S::PartialCheckpointed, None)
-            }
+            SearchEvent::PartialCheckpointed {
+                branch_id, reason, ..
+            } => self.set_branch(branch_id, S::PartialCheckpointed, reason.as_deref()),
             SearchEvent::BranchIneligible {
                 branch_id, reason, ..
             } => self.set_branch(branch_id, S::Ineligible, Some(reason)),

@@ -25,6 +25,7 @@ use super::budget::{
     ActionKind, BudgetRefusal, Receipt, Reservation, SearchBudget, SearchLimits, SearchUsage,
     SettleError, Settlement,
 };
+use super::coverage::Coverage;
 use super::expansion::Strategy;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{AcceptedTrajectory, GateDecision, GateRefusal, Observation, Verdict};
@@ -113,10 +114,26 @@ pub struct CandidateObservation {
     pub targeted_improvement: f64,
     /// Digest of the sensor profile and energy model used.
     pub profile: Digest,
+    /// What the measurement covers against its root's: energies measured
+    /// on different parts of the workspace are not compared.
+    #[serde(default)]
+    pub coverage: Coverage,
     /// Φ: operational barriers hold.
     pub barriers_hold: bool,
     /// S_req: every required sensor ran.
     pub required_sensors_ran: bool,
+}
+
+/// Why `observation` cannot be judged by descent at all: only a candidate
+/// measured on its root's coverage is, and a hard pass, which passed every
+/// required stage on the whole workspace ([`Coverage`]).
+fn incomparable(observation: &CandidateObservation) -> Option<Ineligibility> {
+    match observation.coverage {
+        Coverage::Same => None,
+        Coverage::Reveals(_) if observation.hard_pass => None,
+        Coverage::Reveals(_) => Some(Ineligibility::MeasuredOnMore),
+        Coverage::Hides(_) => Some(Ineligibility::MeasuredOnLess),
+    }
 }
 
 /// A candidate measured eligible, kept for selection and commit.
@@ -137,6 +154,12 @@ pub enum Ineligibility {
     BarrierViolated,
     RequiredSensorMissing,
     NotDescending,
+    /// Measured on more of the workspace than its root ([`Coverage`]): its
+    /// energy counts errors its root could not see, so it is not compared.
+    MeasuredOnMore,
+    /// Measured on less of the workspace than its root: its energy misses
+    /// errors its root counted, so it is not compared.
+    MeasuredOnLess,
 }
 
 /// The outcome of measuring one candidate.
@@ -632,7 +655,9 @@ impl SearchForest {
         if !observation.required_sensors_ran {
             reasons.push(Ineligibility::RequiredSensorMissing);
         }
-        if !preview.accepted() {
+        if let Some(incomparable) = incomparable(observation) {
+            reasons.push(incomparable);
+        } else if !preview.accepted() {
             reasons.push(Ineligibility::NotDescending);
         }
         self.measured_roots.insert(observation.root);
@@ -924,6 +949,7 @@ mod tests {
             hard_pass,
             targeted_improvement: 1.0,
             profile: Digest::ZERO,
+            coverage: Coverage::Same,
             barriers_hold: true,
             required_sensors_ran: true,
         }
@@ -1176,6 +1202,54 @@ mod tests {
             ])
         );
         assert_eq!(f.branch("b1").unwrap().state, SearchBranchState::Running);
+    }
+
+    /// Issue 37: the library's fix reveals two errors in its dependents
+    /// for the one it fixed. Measured on more of the workspace, it is not
+    /// compared, so not "no descent"; a hard pass on it would be.
+    #[test]
+    fn a_candidate_measured_on_more_of_the_workspace_is_not_compared() {
+        let t = trajectory(1.5);
+        let mut f = forest_at(&t, "f1");
+        fork(&mut f, Seed::Accepted).unwrap();
+        fork(&mut f, Seed::Accepted).unwrap();
+        fork(&mut f, Seed::Accepted).unwrap();
+        let revealed = Coverage::Reveals(vec!["hd-a".into(), "hd-b".into()]);
+        f.start("b1").unwrap();
+        let mut o = obs("revealed", 3.0, false);
+        o.coverage = revealed.clone();
+        assert_eq!(
+            measure(&mut f, &t, "b1", &o),
+            Eligibility::Ineligible(vec![Ineligibility::MeasuredOnMore])
+        );
+        f.abandon("b1", "done").unwrap();
+        f.start("b2").unwrap();
+        let mut o = obs("hidden", 0.5, false);
+        o.coverage = Coverage::Hides(vec!["hd-a".into()]);
+        assert_eq!(
+            measure(&mut f, &t, "b2", &o),
+            Eligibility::Ineligible(vec![Ineligibility::MeasuredOnLess]),
+            "a descent that hides a dependent is no descent of like with like"
+        );
+        f.abandon("b2", "done").unwrap();
+        f.start("b3").unwrap();
+        let mut o = obs("passed", 0.0, true);
+        o.coverage = revealed;
+        assert_eq!(measure(&mut f, &t, "b3", &o), Eligibility::Eligible);
+    }
+
+    /// The control: on the same coverage, an energy not below v_best − ρ is
+    /// still no descent.
+    #[test]
+    fn a_real_non_descent_on_the_same_coverage_is_still_no_descent() {
+        let t = trajectory(1.5);
+        let mut f = forest_at(&t, "f1");
+        fork(&mut f, Seed::Accepted).unwrap();
+        f.start("b1").unwrap();
+        assert_eq!(
+            measure(&mut f, &t, "b1", &obs("worse", 3.0, false)),
+            Eligibility::Ineligible(vec![Ineligibility::NotDescending])
+        );
     }
 
     #[test]

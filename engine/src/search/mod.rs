@@ -23,6 +23,8 @@
 //!   `select(profile)`, `commit(trajectory)`, `close(reason)`),
 //!   [`SearchBranch`], [`SearchBranchState`], [`PartialCheckpointRef`],
 //!   [`ForestBinding`], [`Seed`], [`BranchSpec`], [`CandidateObservation`].
+//! - [`coverage`]: [`Coverage::of`]`(root_unchecked, candidate_unchecked)`:
+//!   whether a candidate's energy may be compared with its root's at all.
 //! - [`frontier`]: [`Frontier`] (`upsert`, `remove`, `serve() ->
 //!   Option<Service>`), [`FrontierEntry`], [`frontier::compare`].
 //! - [`expansion`]: [`next_expansions`]`(&ExpansionState) ->
@@ -48,8 +50,13 @@
 //! `a_descent_that_is_no_hard_pass_measures_the_next_alternative_first`). Only
 //! a failure that failed again supports a no-good
 //! (`search::nogood::tests::gate_ab_only_a_failure_that_failed_again_supports_a_no_good`).
+//! Energies are compared only on one coverage of the workspace: a candidate
+//! measured on more is never judged not descending
+//! (`search::forest::tests::a_candidate_measured_on_more_of_the_workspace_is_not_compared`,
+//! `a_real_non_descent_on_the_same_coverage_is_still_no_descent`).
 
 pub mod budget;
+pub mod coverage;
 pub mod expansion;
 pub mod forest;
 pub mod frontier;
@@ -60,6 +67,7 @@ pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
     SearchBudget, SearchLimits, SearchUsage, SettleError, Settlement, SnapshotError,
 };
+pub use coverage::Coverage;
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
     Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first, same_route,
@@ -101,6 +109,7 @@ mod tests {
             hard_pass,
             targeted_improvement: 1.0,
             profile: Digest::ZERO,
+            coverage: Coverage::Same,
             barriers_hold: true,
             required_sensors_ran: true,
         }

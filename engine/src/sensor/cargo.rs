@@ -20,7 +20,7 @@ pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
 use super::mirror::{self, Mirror};
 use super::process::{self, Confinement, ProcessLimits, ProcessOutput, run_bounded};
-use super::rustc_json::{self, Compilation, WorkspacePaths};
+use super::rustc_json::{self, Compilation, TargetId, WorkspacePaths};
 use super::sandbox;
 use super::{
     BoxFuture, Observation, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus,
@@ -679,8 +679,11 @@ impl CargoStage {
         let seeding =
             tokio::task::spawn_blocking(move || setup.prepare(&base, &dir, generates_code, &stop));
         // Read while cargo runs: only the run's interpretation needs it.
+        // The test run reads the metadata to decide the build stage, and the
+        // build stage to say which targets it could not check.
+        let reads_metadata = decide_build || !self.reads_tests;
         let metadata = async {
-            if !decide_build {
+            if !reads_metadata {
                 return None;
             }
             let mut cmd = Command::new(&self.program);
@@ -749,15 +752,35 @@ impl CargoStage {
             }
         };
         // The metadata names the slot by its own paths.
-        let expected = metadata.and_then(|metadata| {
-            check_units::check_compilations(&String::from_utf8_lossy(&metadata), &mut paths)
-        });
+        let metadata = metadata.map(|metadata| String::from_utf8_lossy(&metadata).into_owned());
+        let expected = metadata
+            .as_deref()
+            .filter(|_| decide_build)
+            .and_then(|metadata| check_units::check_compilations(metadata, &mut paths));
+        let targets = metadata
+            .as_deref()
+            .filter(|_| !self.reads_tests)
+            .and_then(|metadata| check_units::workspace_targets(metadata, &mut paths));
         let mut paths = match &mirror {
             // What cargo printed names the slot by the user's paths.
             Some(mirror) => paths.seen_at(&mirror.root),
             None => paths,
         };
-        let interpreted = interpret(self.stage, self.reads_tests, &output, &mut paths);
+        let mut interpreted = interpret(self.stage, self.reads_tests, &output, &mut paths);
+        let observation = &mut interpreted.observation;
+        // A cut output or a run that could not compile says nothing of what
+        // was left unchecked.
+        let complete = !observation.truncated
+            && matches!(
+                observation.status,
+                StageStatus::Passed | StageStatus::Failed
+            );
+        if let Some(targets) = targets.filter(|_| complete) {
+            let reached = &interpreted.reached;
+            observation.unchecked = check_units::labels(&targets, |id| !reached.contains(id));
+            observation.failing =
+                check_units::labels(&targets, |id| interpreted.failing.contains(id));
+        }
         let build = expected.and_then(|expected| interpreted.deciding_build(&expected));
         (interpreted.observation, build)
     }
@@ -851,6 +874,10 @@ struct Interpreted {
     observation: Observation,
     /// The workspace's compilations the build made or found fresh.
     compiled: BTreeSet<Compilation>,
+    /// The workspace's targets the build compiled, found fresh or reported on.
+    reached: BTreeSet<TargetId>,
+    /// The workspace's targets the build reported an error in.
+    failing: BTreeSet<TargetId>,
     build_succeeded: Option<bool>,
 }
 
@@ -972,8 +999,12 @@ fn interpret(
             truncated: output.truncated(),
             notes,
             blocks_tests: messages.blocks_tests,
+            unchecked: Vec::new(),
+            failing: Vec::new(),
         },
         compiled: messages.compiled,
+        reached: messages.reached,
+        failing: messages.failing,
         build_succeeded: messages.build_succeeded,
     }
 }

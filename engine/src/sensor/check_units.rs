@@ -20,6 +20,12 @@
 //! test and bench as a test, every build script as itself, and an example
 //! as itself and, when its manifest entry sets `test` or `bench`, as a test.
 //!
+//! The same model says what a failed check did not reach: with
+//! `--keep-going` cargo compiles every target it can, so a workspace target
+//! the run neither compiled nor reported on is one that something it
+//! depends on kept from building, and its own errors are missing from the
+//! measurement (`StageReport::unchecked`, compared by `search::coverage`).
+//!
 //! # Architecture invariant
 //!
 //! A build stage is decided by a test run only when that run's build
@@ -42,7 +48,7 @@ use std::path::Path;
 
 use cargo_metadata::{Metadata, Target, TargetKind};
 
-use super::rustc_json::{Compilation, WorkspacePaths};
+use super::rustc_json::{Compilation, TargetId, WorkspacePaths};
 
 /// The compilations of `cargo check --workspace --all-targets` on the
 /// workspace `metadata` (the output of `cargo metadata --no-deps
@@ -80,6 +86,60 @@ pub(super) fn check_compilations(
         }
     }
     Some(expected)
+}
+
+/// A workspace target, by what cargo's messages name it by, and the name a
+/// person knows it by (see [`StageReport::unchecked`](super::StageReport::unchecked)).
+pub(super) struct WorkspaceTarget {
+    id: TargetId,
+    label: String,
+}
+
+/// Every target of the workspace's members in `metadata` (as
+/// [`check_compilations`] reads it), named by `paths`. `None` when the
+/// metadata cannot be read or a source is outside the workspace.
+pub(super) fn workspace_targets(
+    metadata: &str,
+    paths: &mut WorkspacePaths,
+) -> Option<Vec<WorkspaceTarget>> {
+    let metadata: Metadata = serde_json::from_str(metadata).ok()?;
+    let mut targets = Vec::new();
+    for package in metadata
+        .packages
+        .iter()
+        .filter(|package| metadata.workspace_members.contains(&package.id))
+    {
+        for target in &package.targets {
+            let label = if role(target) == Some(Role::Crate) && !target.is_bin() {
+                package.name.to_string()
+            } else {
+                let kind = target
+                    .kind
+                    .first()
+                    .map_or_else(|| "target".to_owned(), ToString::to_string);
+                format!("{} {kind} {}", package.name, target.name)
+            };
+            let id = (
+                paths.relative(target.src_path.as_str())?,
+                target.name.clone(),
+            );
+            targets.push(WorkspaceTarget { id, label });
+        }
+    }
+    Some(targets)
+}
+
+/// The labels of the `targets` whose id `selected`, sorted and distinct.
+pub(super) fn labels(
+    targets: &[WorkspaceTarget],
+    selected: impl Fn(&TargetId) -> bool,
+) -> Vec<String> {
+    let labels: BTreeSet<&str> = targets
+        .iter()
+        .filter(|target| selected(&target.id))
+        .map(|target| target.label.as_str())
+        .collect();
+    labels.into_iter().map(str::to_owned).collect()
 }
 
 /// How a check compiles a target, by its kind.
@@ -138,6 +198,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::workspace_path::WorkspacePath;
 
     fn target(kind: &str, name: &str, src: &str, test: bool) -> serde_json::Value {
         json!({
@@ -253,5 +314,27 @@ mod tests {
         let outside = target("lib", "demo", "/nonexistent/src/lib.rs", true);
         assert!(check_compilations(&metadata(dir.path(), vec![outside]), &mut paths).is_none());
         assert!(check_compilations("{\"packages\": 3}", &mut paths).is_none());
+    }
+
+    /// A failed check that reached the library (it reported its error) and
+    /// nothing else: the test and the binary, which need the library, are
+    /// named by package and kind; the library by its package.
+    #[test]
+    fn targets_are_named_by_their_package_and_kind() {
+        let files = ["src/lib.rs", "src/main.rs", "tests/it.rs"];
+        let (dir, mut paths) = workspace("", &files);
+        let at = |file: &str| dir.path().join(file).display().to_string();
+        let targets = vec![
+            target("lib", "demo", &at("src/lib.rs"), true),
+            target("bin", "demo", &at("src/main.rs"), true),
+            target("test", "it", &at("tests/it.rs"), true),
+        ];
+        let targets = workspace_targets(&metadata(dir.path(), targets), &mut paths).unwrap();
+        let library = (WorkspacePath::new("src/lib.rs").unwrap(), "demo".to_owned());
+        assert_eq!(
+            labels(&targets, |id| *id != library),
+            ["demo bin demo", "demo test it"]
+        );
+        assert_eq!(labels(&targets, |id| *id == library), ["demo"]);
     }
 }

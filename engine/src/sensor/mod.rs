@@ -101,6 +101,19 @@ pub struct StageReport {
     /// after it ([`Sensor::run_deciding`]); `None` for a stage that ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_run: Option<String>,
+    /// The workspace's targets this run did not compile because something
+    /// they depend on did not build (a package's name for its library, else
+    /// `package kind name`), sorted: their own errors, if any, are not in
+    /// this report. Set by the build stage (`cargo check --keep-going`
+    /// compiles every target it can); a candidate measured on other targets
+    /// than its root is not compared with it ([`crate::search::Coverage`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchecked: Vec<String>,
+    /// The workspace's targets this run reported an error in, named as in
+    /// `unchecked`, sorted: a target a candidate let be checked counts as
+    /// revealed only when it has errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<String>,
 }
 
 /// Where and how a sensor runs.
@@ -243,6 +256,10 @@ pub(crate) struct Observation {
     pub(crate) notes: Vec<String>,
     /// See [`StageReport::blocks_tests`].
     pub(crate) blocks_tests: Option<String>,
+    /// See [`StageReport::unchecked`].
+    pub(crate) unchecked: Vec<String>,
+    /// See [`StageReport::failing`].
+    pub(crate) failing: Vec<String>,
 }
 
 impl Observation {
@@ -262,6 +279,8 @@ impl Observation {
             truncated: false,
             notes: Vec::new(),
             blocks_tests: None,
+            unchecked: Vec::new(),
+            failing: Vec::new(),
         }
     }
 
@@ -287,6 +306,8 @@ impl Observation {
             notes: self.notes,
             blocks_tests: self.blocks_tests,
             not_run: None,
+            unchecked: self.unchecked,
+            failing: self.failing,
         }
     }
 }
@@ -316,5 +337,7 @@ pub(crate) fn test_report(
         notes: Vec::new(),
         blocks_tests: None,
         not_run: None,
+        unchecked: Vec::new(),
+        failing: Vec::new(),
     }
 }

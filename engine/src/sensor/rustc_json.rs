@@ -176,7 +176,16 @@ pub struct CompilerMessages {
     pub compiled: BTreeSet<Compilation>,
     /// Whether the build succeeded, when cargo said (`build-finished`).
     pub build_succeeded: Option<bool>,
+    /// The workspace's own targets the run compiled, found fresh or
+    /// reported a diagnostic for: what it checked (see
+    /// `check_units::unchecked`).
+    pub reached: BTreeSet<TargetId>,
+    /// The workspace's own targets the run reported an error in.
+    pub failing: BTreeSet<TargetId>,
 }
+
+/// A workspace target by its source file and its name.
+pub type TargetId = (WorkspacePath, String);
 
 /// One compilation of a workspace target: its source file, its name, and
 /// whether it was compiled as a test (`cfg(test)`, the test harness).
@@ -274,6 +283,15 @@ pub fn parse_compiler_messages<'a>(
         match envelope.reason.as_str() {
             "compiler-message" => match serde_json::from_str::<CompilerMessage>(line) {
                 Ok(message) => {
+                    let target = paths
+                        .relative(message.target.src_path.as_str())
+                        .map(|source| (source, message.target.name.clone()));
+                    if message.message.level == DiagnosticLevel::Error
+                        && let Some(target) = &target
+                    {
+                        found.failing.insert(target.clone());
+                    }
+                    found.reached.extend(target);
                     if let Some(diagnostic) = convert(&message.message, stage, paths) {
                         blocker.record(&message, &diagnostic);
                         found.diagnostics.push(diagnostic);
@@ -284,15 +302,18 @@ pub fn parse_compiler_messages<'a>(
             "compiler-artifact" => {
                 match serde_json::from_str::<Artifact>(line) {
                     // A dependency's source is outside the workspace.
-                    Ok(artifact) => found.compiled.extend(
-                        paths
-                            .relative(artifact.target.src_path.as_str())
-                            .map(|source| Compilation {
+                    Ok(artifact) => {
+                        if let Some(source) = paths.relative(artifact.target.src_path.as_str()) {
+                            found
+                                .reached
+                                .insert((source.clone(), artifact.target.name.clone()));
+                            found.compiled.insert(Compilation {
                                 source,
                                 target: artifact.target.name,
                                 test: artifact.profile.test,
-                            }),
-                    ),
+                            });
+                        }
+                    }
                     Err(_) => found.malformed_lines += 1,
                 }
             }

@@ -58,6 +58,8 @@ impl Sensor for UnavailableStage {
                 notes: Vec::new(),
                 blocks_tests: None,
                 not_run: None,
+                unchecked: Vec::new(),
+                failing: Vec::new(),
             }
         })
     }

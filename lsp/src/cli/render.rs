@@ -244,6 +244,13 @@ fn branch_outcome(outcome: &BranchOutcome, step: &StepReport, detail: Detail) ->
         }
         // A partial checkpoint, said without the machinery: the reason names
         // energies and ρ, which `--verbose` shows.
+        (BranchOutcome::Partial { revealed, .. }, Detail::Plain) if !revealed.is_empty() => {
+            format!(
+                "kept to build on: it lets `{}` be checked, which could not be before, and the \
+                 compiler can fix what that revealed",
+                revealed.join("`, `")
+            )
+        }
         (BranchOutcome::Partial { .. }, Detail::Plain) => {
             "kept to build on: no better yet, but the compiler can fix what it revealed".into()
         }
@@ -251,7 +258,7 @@ fn branch_outcome(outcome: &BranchOutcome, step: &StepReport, detail: Detail) ->
         (BranchOutcome::Ineligible { reason, .. }, Detail::Verbose) => {
             format!("ineligible: {reason}")
         }
-        (BranchOutcome::Partial { reason }, Detail::Verbose) => format!("partial: {reason}"),
+        (BranchOutcome::Partial { reason, .. }, Detail::Verbose) => format!("partial: {reason}"),
     }
 }
 

@@ -17,6 +17,15 @@ use super::render::counted;
 pub(super) fn plain_reason(cause: &NotUsed) -> String {
     match cause {
         NotUsed::NoDescent => "it does not leave fewer or less severe problems".into(),
+        NotUsed::MeasuredOnMore { units } => format!(
+            "it lets `{}` be checked, which could not be before, and nothing it revealed there \
+             can be fixed",
+            units.join("`, `")
+        ),
+        NotUsed::MeasuredOnLess { units } => format!(
+            "it keeps `{}` from being checked, so its problems cannot be compared with before",
+            units.join("`, `")
+        ),
         NotUsed::StageUnavailable { stages } => {
             format!("a required check could not run: {}", stages.join(", "))
         }

@@ -332,6 +332,8 @@ fn report(
         notes: observation.notes,
         blocks_tests: None,
         not_run: None,
+        unchecked: Vec::new(),
+        failing: Vec::new(),
     }
 }
 

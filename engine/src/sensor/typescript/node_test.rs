@@ -500,6 +500,8 @@ fn interpret(
         truncated: output.truncated(),
         notes,
         blocks_tests: None,
+        unchecked: Vec::new(),
+        failing: Vec::new(),
     };
     (observation, passed)
 }

@@ -143,7 +143,7 @@ impl From<&BranchOutcome> for ForestBranchOutcome {
             BranchOutcome::Ineligible { reason, .. } => ForestBranchOutcome::Ineligible {
                 reason: reason.clone(),
             },
-            BranchOutcome::Partial { reason } => ForestBranchOutcome::Partial {
+            BranchOutcome::Partial { reason, .. } => ForestBranchOutcome::Partial {
                 reason: reason.clone(),
             },
         }
@@ -251,6 +251,7 @@ mod tests {
                 branch(
                     BranchOutcome::Partial {
                         reason: "tests fail".into(),
+                        revealed: Vec::new(),
                     },
                     StageStatus::Unavailable {
                         reason: "timeout".into(),
