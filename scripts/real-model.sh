@@ -108,13 +108,21 @@ esac
 # What the ledger says the model did: answered turns, and requests refused
 # because they did not fit.
 read -r answered infeasible < <("$venv/bin/python" - "$ws/.trellis/ledger.db" <<'PY'
-import sqlite3, sys
+import json, sqlite3, sys
 rows = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
-    "SELECT kind, payload FROM events").fetchall()
-def count(name):
-    return sum(1 for kind, payload in rows
-               if kind == name or f'"kind":"{name}"' in payload.replace(" ", ""))
-print(count("model_turn_recorded"), count("context_infeasible"))
+    "SELECT payload FROM events").fetchall()
+def events(value):
+    # The search event is the object tagged with its kind, wherever the row nests it.
+    if isinstance(value, dict):
+        if "kind" in value:
+            yield value
+        for inner in value.values():
+            yield from events(inner)
+events_ = [e for (payload,) in rows for e in events(json.loads(payload))]
+# A recorded turn names the endpoint that answered it, when one did.
+answered = sum(1 for e in events_ if e["kind"] == "model_turn_recorded"
+               and (e.get("record") or {}).get("endpoint"))
+print(answered, sum(1 for e in events_ if e["kind"] == "context_infeasible"))
 PY
 )
 echo "real-model: $answered model turn(s) answered, $infeasible request(s) refused as context_infeasible"

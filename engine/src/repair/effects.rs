@@ -795,7 +795,9 @@ fn turn_progress(record: &TurnRecord) -> String {
             crate::actor::TurnReply::Parsed { .. } => "no tool call".to_owned(),
             crate::actor::TurnReply::Malformed { .. } => "an unreadable reply".to_owned(),
             crate::actor::TurnReply::Refused => "the endpoint refused".to_owned(),
-            crate::actor::TurnReply::None => "no endpoint answered".to_owned(),
+            // Nothing answered, or nothing was sent (a request that did not
+            // fit, already reported as such): either way, no reply.
+            crate::actor::TurnReply::None => "no reply".to_owned(),
         }
     } else {
         calls.join(", ")
