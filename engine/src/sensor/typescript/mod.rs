@@ -1,6 +1,7 @@
 //! The TypeScript stages: `tsc --noEmit` (stage `typescript.typecheck`,
 //! [`TscCheck`]) and the project's tests under Node's test runner (stage
-//! `typescript.test`, [`NodeTest`]), as [`Sensor`]s.
+//! `typescript.test`, [`NodeTest`], read from Node's runner or jest), as
+//! [`Sensor`]s.
 //!
 //! [`NodeTools::detect`] pins the tools once per session, as the user's own
 //! commands (`npm run`, `npx`) would find them ([`toolpath`]): the `tsc` of
@@ -24,7 +25,9 @@
 //! and a failing test is keyed by its file and suite path, never a slot's path
 //! (`node_test::tests::failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed`).
 
+mod jest;
 mod node_test;
+mod out_dir;
 mod position;
 mod rerun;
 mod tap;
