@@ -257,6 +257,13 @@ impl NodeTest {
             let reason = format!("`{}` has no `--test` to select tests by", command.shown());
             return (Observation::unavailable(reason), None);
         };
+        if let Err(error) = self.out_dir.mark_build_output(run.dir) {
+            let reason = format!(
+                "cannot mark the build output of {}: {error}",
+                run.dir.display()
+            );
+            return (Observation::unavailable(reason), None);
+        }
         if let Err(error) = std::fs::create_dir_all(run.own_target()).and_then(|()| {
             match std::fs::remove_file(&report) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
@@ -802,6 +809,55 @@ mod tests {
         );
         let error = with("{").unwrap_err();
         assert!(error.contains("package.json is not JSON"), "{error}");
+    }
+
+    #[test]
+    fn jest_is_the_runner_of_a_script_with_a_jest_word_or_of_a_project_depending_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |manifest: &str| {
+            std::fs::write(dir.path().join("package.json"), manifest).unwrap();
+            TestCommand::of(dir.path()).unwrap()
+        };
+        let script = with(r#"{"scripts": {"test": "tsc -p . && jest dist"}}"#);
+        assert_eq!(script.runner(), Runner::Jest);
+        let flags = ["--json".to_owned()];
+        let cmd = script.command(&"node".into(), &flags).unwrap();
+        let args: Vec<_> = cmd.as_std().get_args().collect();
+        assert_eq!(args, ["-c", "tsc -p . && jest '--json' dist"]);
+        let bare = with(r#"{"devDependencies": {"jest": "29.7.0"}}"#);
+        assert_eq!(bare, TestCommand::Script("jest".into()));
+        assert_eq!(bare.runner(), Runner::Jest);
+        let node =
+            with(r#"{"scripts": {"test": "node --test"}, "devDependencies": {"jest": "29"}}"#);
+        assert_eq!(node.runner(), Runner::Node, "the script decides");
+        assert_eq!(with("{}").runner(), Runner::Node);
+    }
+
+    #[test]
+    fn a_jest_report_that_cannot_be_read_is_a_stage_error_and_a_missing_one_leaves_the_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let jest = TestCommand::Script("tsc -p . && jest dist".into());
+        let mut paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+        let out_dir = OutDir::default();
+        let mut sources = Sources::new(&mut paths, &out_dir);
+        let mut read = |report: Option<&str>| {
+            interpret(&jest, &output(1, "out"), report, dir.path(), &mut sources).0
+        };
+        let cut = read(Some(r#"{"testResults": [{"name": "#));
+        match &cut.status {
+            StageStatus::Unavailable { reason } => {
+                assert!(reason.contains("jest's report cannot be read"), "{reason}");
+            }
+            status => panic!("{status:?}"),
+        }
+        let missing = read(None);
+        assert_eq!(missing.status, StageStatus::Failed);
+        assert_eq!(missing.failures[0].binary, COMMAND_FAILURE);
+        assert!(
+            missing.notes[0].contains("no report from jest; its tests are judged by its exit code"),
+            "{:?}",
+            missing.notes
+        );
     }
 
     #[test]

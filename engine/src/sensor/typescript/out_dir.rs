@@ -13,8 +13,21 @@
 //! as the runner ran them. Only the file is mapped: a line of a compiled
 //! file is no line of its source, so the sensor takes lines only from
 //! frames the runner has already mapped through source maps.
+//!
+//! A measurement must leave its tree as it found it, but a script that
+//! compiles first writes its `outDir` into the measured tree. Before a run,
+//! an `outDir` the tree does not have yet is made and tagged as build
+//! output ([`OutDir::mark_build_output`], a `CACHEDIR.TAG`, as cargo tags
+//! `target/`), so every snapshot leaves what tsc compiled out, like
+//! `target/`, and no compiled file is ever taken for a candidate's change
+//! (`typescript_jest::a_model_fixes_the_logic_bug_a_jest_test_catches_and_npm_test_passes`).
+//! An `outDir` already there (the user's own build, copied with the
+//! workspace) is left as it is.
 
+use std::io::Write as _;
 use std::path::Path;
+
+use crate::snapshot::scan::{CACHEDIR_SIGNATURE, CACHEDIR_TAG};
 
 /// A project's `outDir` and the directories its sources may be under.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +68,39 @@ impl OutDir {
             out: (out != ".").then_some(out),
             roots,
         }
+    }
+
+    /// Makes the `outDir` of the tree at `dir` and tags it as build output,
+    /// when nothing is at its path yet; every component is made here, so a
+    /// link in the tree is never followed.
+    pub(super) fn mark_build_output(&self, dir: &Path) -> std::io::Result<()> {
+        let Some(out) = self.out.as_deref() else {
+            return Ok(());
+        };
+        if out.split('/').any(|part| part.is_empty() || part == "..") {
+            return Ok(());
+        }
+        let parts: Vec<&str> = out.split('/').collect();
+        let mut at = dir.to_path_buf();
+        for (index, part) in parts.iter().enumerate() {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                // The last component is already there: not the measurement's.
+                Ok(_) if index + 1 == parts.len() => return Ok(()),
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir(&at)?;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let mut tag = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(at.join(CACHEDIR_TAG))?;
+        tag.write_all(CACHEDIR_SIGNATURE)?;
+        tag.write_all(b"\n# The outDir a test script compiles into: build output, see Trellis's sensor/typescript/out_dir.rs.\n")
     }
 
     /// The source of `file` (absolute, in the tree at one of `prefixes`,
