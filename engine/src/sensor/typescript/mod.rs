@@ -23,7 +23,9 @@
 //! Nothing is written into the measured tree or the read-only `node_modules`
 //! (`typescript_more::an_incremental_project_whose_build_info_is_in_node_modules_is_checked_and_node_modules_untouched`),
 //! and a failing test is keyed by its file and suite path, never a slot's path
-//! (`node_test::tests::failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed`).
+//! (`node_test::tests::failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed`),
+//! jest's too, a compiled test by its source file
+//! (`typescript_jest::check_names_the_failing_jest_test_by_its_source_file_line_and_message`).
 
 mod jest;
 mod node_test;
