@@ -128,3 +128,31 @@ fn a_model_fixes_the_logic_bug_a_jest_test_catches_and_npm_test_passes() {
     assert!(!ws.path().join("dist").exists());
     assert!(npm_test_passes(&ws));
 }
+
+#[test]
+fn a_runner_trellis_cannot_read_is_judged_by_its_exit_code_and_the_failure_says_so() {
+    // The same project, its tests run by plain `node` instead: no runner
+    // whose report Trellis reads.
+    let ws = Workspace::of_node_project("ts-jest-failing-test");
+    let manifest = ws
+        .read("package.json")
+        .replace("jest dist", "node dist/test/discount.test.js");
+    std::fs::write(ws.path().join("package.json"), manifest).unwrap();
+    let (code, doc) = ws.json(&["check"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(
+        stage(&doc, "typescript.test")["status"],
+        "failed",
+        "{doc:#}"
+    );
+    let failure = only_failure(&doc);
+    assert_eq!(failure["binary"], "package.json", "{doc:#}");
+    let output = failure["output"].as_str().unwrap();
+    assert!(
+        output.starts_with(
+            "`sh -c \"tsc -p . && node dist/test/discount.test.js\"` wrote no report from Node's \
+             test runner; its tests are judged by its exit code:"
+        ),
+        "{output}"
+    );
+}

@@ -16,7 +16,10 @@
 //!
 //! This module and its children never write into the measured tree: tsc
 //! runs with `--noEmit`, the test reporter writes below the slot's target
-//! directory, and tsserver is asked for fixes, never to apply them.
+//! directory, and tsserver is asked for fixes, never to apply them. The one
+//! mark they leave is for a test script that compiles into the tree itself:
+//! the `outDir` it is about to create is made first and tagged as build
+//! output, so snapshots leave it out like `target/` ([`out_dir`]).
 //!
 //! # Architecture invariant
 //!

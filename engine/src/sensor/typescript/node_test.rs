@@ -600,7 +600,11 @@ fn interpret(
             failures.push(TestFailure {
                 binary: COMMAND_FAILURE.into(),
                 name: command.shown(),
-                output: cap_output(&printed()),
+                // Why nothing finer is shown, where the failure is read.
+                output: cap_output(&match report {
+                    None => format!("{}:\n{}", notes[0], printed()),
+                    Some(_) => printed(),
+                }),
                 location: None,
                 calls: Vec::new(),
                 rerun: None,
@@ -779,7 +783,10 @@ mod tests {
         let failed = interpret_in(dir.path(), 1, None);
         assert_eq!(failed.status, StageStatus::Failed);
         assert_eq!(failed.failures[0].name, "node --test");
-        assert_eq!(failed.failures[0].output, "out");
+        assert_eq!(
+            failed.failures[0].output,
+            "`node --test` wrote no report from Node's test runner; its tests are judged by its exit code:\nout"
+        );
         let missing = interpret_in(dir.path(), 127, None);
         assert!(matches!(missing.status, StageStatus::Unavailable { .. }));
     }
