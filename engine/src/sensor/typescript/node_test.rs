@@ -1,5 +1,6 @@
 //! Stage `typescript.test`: the project's own test command,
-//! its failing tests read from Node's test runner as counterexamples.
+//! its failing tests read from Node's test runner or jest as
+//! counterexamples.
 //!
 //! The command is the `test` script of the workspace's `package.json`, run
 //! the way `npm test` runs it (`sh -c` in the project directory, with
@@ -9,10 +10,25 @@
 //! is verified. `NODE_OPTIONS` asks every `node --test` the command starts
 //! for a TAP report into a file below the slot's target directory
 //! ([`super::tap`]): each failing test is a [`TestFailure`] keyed by its
-//! file and its name within its suites, with the report's failure text. A
-//! command whose runner writes no report (another test framework) is judged
-//! by its exit code alone, and says so in a note. Declared nondeterministic,
-//! the stage re-runs its failing tests alone, by name ([`super::rerun`]).
+//! file and its name within its suites, with the report's failure text.
+//!
+//! A script with a `jest` word (`tsc -p . && jest dist`), or no script and
+//! `jest` among the project's dependencies (then the command is `jest`),
+//! runs jest: its JSON report (`--json --outputFile=<file below the slot's
+//! target directory> --testLocationInResults`, [`super::jest`]) is asked for
+//! on the command line, right after the script's first `jest` word, since
+//! jest takes no flags from the environment. The script itself runs as
+//! written (its build step too), and no configuration file is touched;
+//! `npm test -- <flags>` was not chosen because it appends to the script's
+//! end, which reaches jest only when jest ends the script. A report that is
+//! truncated or not jest's JSON makes the stage unavailable, saying why.
+//! A file a compiled test names (`dist/test/a.test.js`) is named by its
+//! source ([`super::out_dir`]).
+//!
+//! A command whose runner writes no report (another test framework, or a
+//! build step that failed before jest ran) is judged by its exit code
+//! alone, and says so in a note. Declared nondeterministic, the stage
+//! re-runs its failing tests alone, by name ([`super::rerun`]).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -22,9 +38,11 @@ use std::time::Instant;
 
 use tokio::process::Command;
 
+use super::jest;
+use super::out_dir::OutDir;
 use super::position;
-use super::rerun::{self, Again, TestKey, UNLOCATED};
-use super::tap::{self, Outcome, TapResult};
+use super::rerun::{self, Again, JEST, TEST, TestKey, UNLOCATED};
+use super::tap::{self, Outcome, TapResult, TapRun};
 use super::tsc::span_of;
 use super::{NodeTools, Observation, Tool, tail};
 use crate::diagnostic::{Span, TestFailure};
@@ -53,6 +71,13 @@ const COMMAND_FAILURE: &str = "package.json";
 /// not exhaust memory); the rest is left unread and noted.
 const REPORT_CAP: u64 = 8 * 1024 * 1024;
 
+/// The runner whose report a run is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runner {
+    Node,
+    Jest,
+}
+
 /// How the project runs its tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum TestCommand {
@@ -76,11 +101,17 @@ impl TestCommand {
         };
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|error| format!("{} is not JSON: {error}", manifest.display()))?;
+        let depends_on_jest = ["devDependencies", "dependencies"]
+            .iter()
+            .any(|list| value[list].get(JEST).is_some());
         match &value["scripts"]["test"] {
             serde_json::Value::String(script)
                 if !script.trim().is_empty() && script.trim() != NPM_PLACEHOLDER =>
             {
                 Ok(TestCommand::Script(script.clone()))
+            }
+            serde_json::Value::Null | serde_json::Value::String(_) if depends_on_jest => {
+                Ok(TestCommand::Script(JEST.into()))
             }
             serde_json::Value::Null | serde_json::Value::String(_) => Ok(TestCommand::NodeTest),
             _ => Err(format!(
@@ -90,15 +121,27 @@ impl TestCommand {
         }
     }
 
-    /// The command, with `flags` for Node's runner after its `--test`;
-    /// `None` when the script has no `--test` to put them after.
+    /// jest for a script with a `jest` word, else Node's runner.
+    fn runner(&self) -> Runner {
+        match self {
+            TestCommand::Script(script) if rerun::word_end(script, JEST).is_some() => Runner::Jest,
+            _ => Runner::Node,
+        }
+    }
+
+    /// The command, with `flags` for its runner after its `--test` or
+    /// `jest`; `None` when the script has no such word to put them after.
     fn command(&self, node: &OsString, flags: &[String]) -> Option<Command> {
         match self {
             TestCommand::Script(script) => {
+                let word = match self.runner() {
+                    Runner::Node => TEST,
+                    Runner::Jest => JEST,
+                };
                 let script = if flags.is_empty() {
                     script.clone()
                 } else {
-                    rerun::narrowed_script(script, flags)?
+                    rerun::narrowed_script(script, word, flags)?
                 };
                 let mut cmd = Command::new("sh");
                 cmd.arg("-c").arg(script);
@@ -121,10 +164,11 @@ impl TestCommand {
 }
 
 /// Stage `typescript.test`: the project's test command under Node's TAP
-/// reporter.
+/// reporter or jest's JSON one.
 pub struct NodeTest {
     node: Tool,
     command: Result<TestCommand, String>,
+    out_dir: OutDir,
     fingerprint: SensorFingerprint,
 }
 
@@ -135,14 +179,19 @@ impl NodeTest {
         let shown = command
             .as_ref()
             .map_or_else(|error| format!("unreadable: {error}"), TestCommand::shown);
+        let (tool, reporter) = match command.as_ref().map(TestCommand::runner) {
+            Ok(Runner::Jest) => ("jest", jest::report_flags(Path::new("<file>")).join(" ")),
+            _ => ("node-test", format!("NODE_OPTIONS={REPORTER}<file>")),
+        };
         NodeTest {
             node: tools.node.clone(),
             fingerprint: SensorFingerprint {
-                tool: "node-test".into(),
+                tool: tool.into(),
                 version: tools.node.identity("node"),
-                config: format!("NODE_OPTIONS={REPORTER}<file> FORCE_COLOR=0 {shown}"),
+                config: format!("{reporter} FORCE_COLOR=0 {shown}"),
             },
             command,
+            out_dir: OutDir::of(workspace),
         }
     }
 
@@ -162,7 +211,11 @@ impl NodeTest {
     /// run).
     async fn rerun(&self, run: SensorRun<'_>, failures: &[TestFailure]) -> Vec<TestFailure> {
         let selected = |f: &TestFailure| f.binary != COMMAND_FAILURE;
-        let flags = rerun::pattern_flags(failures.iter().filter(|f| selected(f)));
+        let chosen = failures.iter().filter(|f| selected(f));
+        let flags = match self.command.as_ref().map(TestCommand::runner) {
+            Ok(Runner::Jest) => rerun::jest_pattern_flag(chosen).into_iter().collect(),
+            _ => rerun::pattern_flags(chosen),
+        };
         let again = match (&self.node.version, &self.command) {
             (Ok(_), Ok(command)) if !flags.is_empty() && !run.cancel.is_cancelled() => {
                 match self.observe(command, &flags, &run).await {
@@ -185,7 +238,7 @@ impl NodeTest {
         crate::sensor::rerun_outcome(failures, |f| rerun::outcome(f, selected(f), again.as_ref()))
     }
 
-    /// One run of `command` with `flags` for Node's runner: its observation
+    /// One run of `command` with `flags` for its runner: its observation
     /// and the tests it reported passing, or `None` for those when the
     /// command could not be built or run.
     async fn observe(
@@ -194,11 +247,23 @@ impl NodeTest {
         flags: &[String],
         run: &SensorRun<'_>,
     ) -> (Observation, Option<Vec<TestKey>>) {
-        let Some(mut cmd) = command.command(&self.node.program, flags) else {
+        let runner = command.runner();
+        let report = report_path(run, runner);
+        let flags = match runner {
+            Runner::Node => flags.to_vec(),
+            Runner::Jest => [jest::report_flags(&report), flags.to_vec()].concat(),
+        };
+        let Some(mut cmd) = command.command(&self.node.program, &flags) else {
             let reason = format!("`{}` has no `--test` to select tests by", command.shown());
             return (Observation::unavailable(reason), None);
         };
-        let report = report_path(run);
+        if let Err(error) = self.out_dir.mark_build_output(run.dir) {
+            let reason = format!(
+                "cannot mark the build output of {}: {error}",
+                run.dir.display()
+            );
+            return (Observation::unavailable(reason), None);
+        }
         if let Err(error) = std::fs::create_dir_all(run.own_target()).and_then(|()| {
             match std::fs::remove_file(&report) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
@@ -211,15 +276,17 @@ impl NodeTest {
             );
             return (Observation::unavailable(reason), None);
         }
-        let mut options: OsString = std::env::var_os("NODE_OPTIONS").unwrap_or_default();
-        if !options.is_empty() {
-            options.push(" ");
+        if runner == Runner::Node {
+            let mut options: OsString = std::env::var_os("NODE_OPTIONS").unwrap_or_default();
+            if !options.is_empty() {
+                options.push(" ");
+            }
+            options.push(REPORTER);
+            options.push(&report);
+            cmd.env("NODE_OPTIONS", options);
         }
-        options.push(REPORTER);
-        options.push(&report);
         cmd.current_dir(run.dir)
             .env("PATH", search_path(run.dir))
-            .env("NODE_OPTIONS", options)
             .env("FORCE_COLOR", "0");
         let limits = ProcessLimits::with_deadline(run.deadline);
         let sandbox = run.sandbox();
@@ -240,8 +307,13 @@ impl NodeTest {
                 return (Observation::unavailable(reason), None);
             }
         };
-        let (mut observation, passed) =
-            interpret(command, &output, report.as_deref(), run.dir, &mut paths);
+        let (mut observation, passed) = interpret(
+            command,
+            &output,
+            report.as_deref(),
+            run.dir,
+            &mut Sources::new(&mut paths, &self.out_dir),
+        );
         if report_truncated {
             observation.notes.push(format!(
                 "the test report exceeded {} MiB; later results were not read",
@@ -279,9 +351,12 @@ impl Sensor for NodeTest {
 }
 
 /// The report file of a run in `run.dir`: in the measured tree's own
-/// directory, where its sandbox lets Node write it.
-fn report_path(run: &SensorRun<'_>) -> PathBuf {
-    run.own_target().join("node-test.tap")
+/// directory, where its sandbox lets the runner write it.
+fn report_path(run: &SensorRun<'_>, runner: Runner) -> PathBuf {
+    run.own_target().join(match runner {
+        Runner::Node => "node-test.tap",
+        Runner::Jest => "jest.json",
+    })
 }
 
 /// `PATH` as `npm test` sets it: the project's `node_modules/.bin` first.
@@ -350,14 +425,35 @@ fn frame_position(frame: &str) -> Option<(String, u32, u32)> {
     Some((file, line, column))
 }
 
-/// Files' texts, each read once per interpretation.
+/// Files' texts, each read once per interpretation, and the sources of
+/// compiled files.
 struct Sources<'a> {
     paths: &'a mut WorkspacePaths,
+    out_dir: &'a OutDir,
     texts: HashMap<WorkspacePath, Option<String>>,
 }
 
-impl Sources<'_> {
-    fn span(&mut self, file: &str, line: u32, column: u32) -> Option<Span> {
+impl<'a> Sources<'a> {
+    fn new(paths: &'a mut WorkspacePaths, out_dir: &'a OutDir) -> Self {
+        Sources {
+            paths,
+            out_dir,
+            texts: HashMap::new(),
+        }
+    }
+
+    /// The workspace file `file` names, by its source when it is compiled.
+    fn file(&mut self, file: &str, prefixes: &[String]) -> Option<WorkspacePath> {
+        let source = self.out_dir.source(file, prefixes);
+        self.paths.relative(source.as_deref().unwrap_or(file))
+    }
+
+    /// The span at `line` and `column` of `file`; none in a compiled file,
+    /// whose lines are not its source's.
+    fn span(&mut self, file: &str, line: u32, column: u32, prefixes: &[String]) -> Option<Span> {
+        if self.out_dir.source(file, prefixes).is_some() {
+            return None;
+        }
         let path = self.paths.relative(file)?;
         let paths = &*self.paths;
         let text = self
@@ -370,31 +466,38 @@ impl Sources<'_> {
     }
 }
 
-/// The test's file (where it is declared) and its workspace-relative name:
-/// how a failure and a re-run's result are matched.
-fn key(result: &TapResult, prefixes: &[String], paths: &mut WorkspacePaths) -> TestKey {
+/// The test's file (where it is declared, by its source when it is
+/// compiled) and its workspace-relative name: how a failure and a re-run's
+/// result are matched. A failure named by its compiled file is named by
+/// the source, like its key.
+fn key(result: &TapResult, prefixes: &[String], sources: &mut Sources<'_>) -> TestKey {
     let binary = result
         .location
         .as_deref()
         .and_then(frame_position)
-        .and_then(|(file, _, _)| paths.relative(&file))
+        .and_then(|(file, _, _)| sources.file(&file, prefixes))
         .map_or_else(|| UNLOCATED.to_owned(), |path| path.to_string());
-    (binary, relative_text(&result.name(), prefixes))
+    let name = result.name();
+    let name = match sources.out_dir.source(&name, prefixes) {
+        Some(source) => source,
+        None => name,
+    };
+    (binary, relative_text(&name, prefixes))
 }
 
 fn failure(result: &TapResult, prefixes: &[String], sources: &mut Sources<'_>) -> TestFailure {
     let declared = result.location.as_deref().and_then(frame_position);
-    let (binary, name) = key(result, prefixes, sources.paths);
+    let (binary, name) = key(result, prefixes, sources);
     // Where it failed: the innermost frame in a workspace file (the
     // assertion, or the function that threw), else where the test is.
     let location = result
         .stack
         .iter()
         .filter_map(|frame| frame_position(frame))
-        .find_map(|(file, line, column)| sources.span(&file, line, column))
+        .find_map(|(file, line, column)| sources.span(&file, line, column, prefixes))
         .or_else(|| {
             let (file, line, column) = declared.as_ref()?;
-            sources.span(file, *line, *column)
+            sources.span(file, *line, *column, prefixes)
         });
     TestFailure {
         binary,
@@ -413,28 +516,38 @@ fn interpret(
     output: &ProcessOutput,
     report: Option<&str>,
     dir: &Path,
-    paths: &mut WorkspacePaths,
+    sources: &mut Sources<'_>,
 ) -> (Observation, Vec<TestKey>) {
     let mut prefixes = vec![format!("{}/", dir.display())];
     if let Ok(canonical) = dir.canonicalize() {
         prefixes.insert(0, format!("{}/", canonical.display()));
     }
-    let run = report.map(tap::parse).unwrap_or_default();
-    let mut sources = Sources {
-        paths,
-        texts: HashMap::new(),
+    let runner = command.runner();
+    let run = match (runner, report) {
+        (_, None) => TapRun::default(),
+        (Runner::Node, Some(text)) => tap::parse(text),
+        (Runner::Jest, Some(text)) => match jest::parse(text.as_bytes()) {
+            Ok(run) => run,
+            Err(error) => {
+                let reason = format!(
+                    "`{}`: jest's report cannot be read: {error}",
+                    command.shown()
+                );
+                return (Observation::unavailable(reason), Vec::new());
+            }
+        },
     };
     let mut failures: Vec<TestFailure> = run
         .results
         .iter()
         .filter(|result| result.is_counterexample())
-        .map(|result| failure(result, &prefixes, &mut sources))
+        .map(|result| failure(result, &prefixes, sources))
         .collect();
     let passed = run
         .results
         .iter()
         .filter(|result| result.outcome == Outcome::Passed && !result.suite)
-        .map(|result| key(result, &prefixes, sources.paths))
+        .map(|result| key(result, &prefixes, sources))
         .collect();
     // By name alone: Node reports where a test is declared only when it
     // fails, so a file in the id would rename a test that starts passing.
@@ -446,8 +559,12 @@ fn interpret(
         .collect();
     let mut notes = Vec::new();
     if report.is_none() {
+        let runner = match runner {
+            Runner::Node => "Node's test runner",
+            Runner::Jest => "jest",
+        };
         notes.push(format!(
-            "`{}` wrote no report from Node's test runner; its tests are judged by its exit code",
+            "`{}` wrote no report from {runner}; its tests are judged by its exit code",
             command.shown()
         ));
     }
@@ -483,7 +600,11 @@ fn interpret(
             failures.push(TestFailure {
                 binary: COMMAND_FAILURE.into(),
                 name: command.shown(),
-                output: cap_output(&printed()),
+                // Why nothing finer is shown, where the failure is read.
+                output: cap_output(&match report {
+                    None => format!("{}:\n{}", notes[0], printed()),
+                    Some(_) => printed(),
+                }),
                 location: None,
                 calls: Vec::new(),
                 rerun: None,
@@ -552,7 +673,7 @@ mod tests {
             &output(code, "out"),
             report,
             dir,
-            &mut paths,
+            &mut Sources::new(&mut paths, &OutDir::default()),
         )
         .0
     }
@@ -624,7 +745,7 @@ mod tests {
             &output(1, ""),
             Some(&report),
             dir.path(),
-            &mut paths,
+            &mut Sources::new(&mut paths, &OutDir::default()),
         );
         let passed: Vec<(&str, &str)> = passed
             .iter()
@@ -662,7 +783,10 @@ mod tests {
         let failed = interpret_in(dir.path(), 1, None);
         assert_eq!(failed.status, StageStatus::Failed);
         assert_eq!(failed.failures[0].name, "node --test");
-        assert_eq!(failed.failures[0].output, "out");
+        assert_eq!(
+            failed.failures[0].output,
+            "`node --test` wrote no report from Node's test runner; its tests are judged by its exit code:\nout"
+        );
         let missing = interpret_in(dir.path(), 127, None);
         assert!(matches!(missing.status, StageStatus::Unavailable { .. }));
     }
@@ -692,6 +816,55 @@ mod tests {
         );
         let error = with("{").unwrap_err();
         assert!(error.contains("package.json is not JSON"), "{error}");
+    }
+
+    #[test]
+    fn jest_is_the_runner_of_a_script_with_a_jest_word_or_of_a_project_depending_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |manifest: &str| {
+            std::fs::write(dir.path().join("package.json"), manifest).unwrap();
+            TestCommand::of(dir.path()).unwrap()
+        };
+        let script = with(r#"{"scripts": {"test": "tsc -p . && jest dist"}}"#);
+        assert_eq!(script.runner(), Runner::Jest);
+        let flags = ["--json".to_owned()];
+        let cmd = script.command(&"node".into(), &flags).unwrap();
+        let args: Vec<_> = cmd.as_std().get_args().collect();
+        assert_eq!(args, ["-c", "tsc -p . && jest '--json' dist"]);
+        let bare = with(r#"{"devDependencies": {"jest": "29.7.0"}}"#);
+        assert_eq!(bare, TestCommand::Script("jest".into()));
+        assert_eq!(bare.runner(), Runner::Jest);
+        let node =
+            with(r#"{"scripts": {"test": "node --test"}, "devDependencies": {"jest": "29"}}"#);
+        assert_eq!(node.runner(), Runner::Node, "the script decides");
+        assert_eq!(with("{}").runner(), Runner::Node);
+    }
+
+    #[test]
+    fn a_jest_report_that_cannot_be_read_is_a_stage_error_and_a_missing_one_leaves_the_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let jest = TestCommand::Script("tsc -p . && jest dist".into());
+        let mut paths = WorkspacePaths::new(dir.path(), &dir.path().join("target")).unwrap();
+        let out_dir = OutDir::default();
+        let mut sources = Sources::new(&mut paths, &out_dir);
+        let mut read = |report: Option<&str>| {
+            interpret(&jest, &output(1, "out"), report, dir.path(), &mut sources).0
+        };
+        let cut = read(Some(r#"{"testResults": [{"name": "#));
+        match &cut.status {
+            StageStatus::Unavailable { reason } => {
+                assert!(reason.contains("jest's report cannot be read"), "{reason}");
+            }
+            status => panic!("{status:?}"),
+        }
+        let missing = read(None);
+        assert_eq!(missing.status, StageStatus::Failed);
+        assert_eq!(missing.failures[0].binary, COMMAND_FAILURE);
+        assert!(
+            missing.notes[0].contains("no report from jest; its tests are judged by its exit code"),
+            "{:?}",
+            missing.notes
+        );
     }
 
     #[test]

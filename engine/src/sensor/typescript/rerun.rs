@@ -13,7 +13,10 @@
 //! file and suite path when the results are read. A script without a
 //! `--test` word (another framework, or `--test` only inside quotes that
 //! the pattern cannot join) cannot be narrowed: its failures are not
-//! re-run.
+//! re-run. jest selects tests with one `--testNamePattern`, matched against
+//! a test's full name (its suites' names and its own joined by spaces):
+//! the failures' full names, escaped and anchored as alternatives, go after
+//! the script's first `jest` word, beside the report's flags.
 //!
 //! A failure counts as passed only when the re-run reports a test of its
 //! name and suite path passing (Node 20 gives no file for a passing test, so
@@ -24,6 +27,12 @@
 //! This module never runs anything; [`super::node_test`] does.
 
 use crate::diagnostic::{Rerun, TestFailure};
+
+/// The word of a script that starts Node's runner.
+pub(super) const TEST: &str = "--test";
+
+/// The word of a script that starts jest.
+pub(super) const JEST: &str = "jest";
 
 /// The flag of Node's runner that selects tests by name.
 const NAME_PATTERN: &str = "--test-name-pattern=";
@@ -48,37 +57,48 @@ pub(super) fn pattern_flags<'a>(
     flags
 }
 
+/// jest's `--testNamePattern` flag selecting `failures`: one pattern (jest
+/// takes one), each failure's full name (its suites' names and its own,
+/// joined by spaces, as jest matches them) escaped, the alternatives
+/// anchored together.
+pub(super) fn jest_pattern_flag<'a>(
+    failures: impl IntoIterator<Item = &'a TestFailure>,
+) -> Option<String> {
+    let mut names: Vec<String> = failures
+        .into_iter()
+        .map(|failure| escaped(&failure.name.split(" > ").collect::<Vec<_>>().join(" ")))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    (!names.is_empty()).then(|| format!("--testNamePattern=^(?:{})$", names.join("|")))
+}
+
 /// `^inner fails$` for `suite > inner fails`: the innermost name, every
 /// character a regular expression reads as syntax escaped. (Node 20 matches
 /// a pattern against each test's own name; later versions also against the
 /// suites' names joined, which an anchored own name still matches.)
 fn name_pattern(name: &str) -> String {
     let own = name.rsplit(" > ").next().unwrap_or(name);
-    let mut pattern = String::with_capacity(own.len() + 2);
-    pattern.push('^');
-    for c in own.chars() {
+    format!("^{}$", escaped(own))
+}
+
+/// `text` with every character a JavaScript regular expression reads as
+/// syntax escaped; any other character (quotes, non-ASCII) is itself.
+fn escaped(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len());
+    for c in text.chars() {
         if "\\^$.*+?()[]{}|/".contains(c) {
             pattern.push('\\');
         }
         pattern.push(c);
     }
-    pattern.push('$');
     pattern
 }
 
-/// `script` with `flags` after its first `--test` word, each quoted for
-/// `sh`, or `None` when it has no such word.
-pub(super) fn narrowed_script(script: &str, flags: &[String]) -> Option<String> {
-    let bytes = script.as_bytes();
-    let at = script
-        .match_indices("--test")
-        .map(|(at, _)| at)
-        .find(|&at| {
-            let end = at + "--test".len();
-            (at == 0 || bytes[at - 1].is_ascii_whitespace())
-                && (end == bytes.len() || bytes[end].is_ascii_whitespace())
-        })?;
-    let end = at + "--test".len();
+/// `script` with `flags` after its first `word` (`--test`, `jest`), each
+/// quoted for `sh`, or `None` when it has no such word.
+pub(super) fn narrowed_script(script: &str, word: &str, flags: &[String]) -> Option<String> {
+    let end = word_end(script, word)?;
     let mut narrowed = script[..end].to_owned();
     for flag in flags {
         narrowed.push(' ');
@@ -86,6 +106,20 @@ pub(super) fn narrowed_script(script: &str, flags: &[String]) -> Option<String> 
     }
     narrowed.push_str(&script[end..]);
     Some(narrowed)
+}
+
+/// Where the first `word` of `script` (delimited by whitespace) ends.
+pub(super) fn word_end(script: &str, word: &str) -> Option<usize> {
+    let bytes = script.as_bytes();
+    script
+        .match_indices(word)
+        .map(|(at, _)| at)
+        .find(|&at| {
+            let end = at + word.len();
+            (at == 0 || bytes[at - 1].is_ascii_whitespace())
+                && (end == bytes.len() || bytes[end].is_ascii_whitespace())
+        })
+        .map(|at| at + word.len())
 }
 
 /// `text` as one `sh` word: single-quoted, its own single quotes closed,
@@ -152,15 +186,48 @@ mod tests {
     fn the_flags_go_after_the_scripts_first_test_word_quoted_for_the_shell() {
         let flags = vec!["--test-name-pattern=^it's$".to_owned()];
         assert_eq!(
-            narrowed_script("node --import ts-strip --test test/*.test.ts", &flags).as_deref(),
+            narrowed_script("node --import ts-strip --test test/*.test.ts", TEST, &flags)
+                .as_deref(),
             Some(r"node --import ts-strip --test '--test-name-pattern=^it'\''s$' test/*.test.ts")
         );
         assert_eq!(
-            narrowed_script("tsc && node --test", &flags).as_deref(),
+            narrowed_script("tsc && node --test", TEST, &flags).as_deref(),
             Some(r"tsc && node --test '--test-name-pattern=^it'\''s$'")
         );
-        assert_eq!(narrowed_script("node --test-only x", &flags), None);
-        assert_eq!(narrowed_script("vitest run", &flags), None);
+        assert_eq!(narrowed_script("node --test-only x", TEST, &flags), None);
+        assert_eq!(narrowed_script("vitest run", TEST, &flags), None);
+    }
+
+    #[test]
+    fn jest_is_given_one_anchored_pattern_of_full_names_quotes_and_unicode_as_they_are() {
+        let flag = jest_pattern_flag(&[
+            failure("a", "outer > it's « inner » > fails (once) [a|b]"),
+            failure("b", "adds"),
+            failure("c", "adds"),
+        ]);
+        assert_eq!(
+            flag.as_deref(),
+            Some(r"--testNamePattern=^(?:adds|outer it's « inner » fails \(once\) \[a\|b\])$")
+        );
+        assert_eq!(jest_pattern_flag(&[]), None);
+        let flags = vec![flag.unwrap()];
+        assert_eq!(
+            narrowed_script("tsc -p . && jest dist", JEST, &flags[..0]).as_deref(),
+            Some("tsc -p . && jest dist")
+        );
+        assert_eq!(
+            narrowed_script(
+                "tsc -p . && jest dist",
+                JEST,
+                &["-t".to_owned(), "it's".to_owned()]
+            )
+            .as_deref(),
+            Some(r"tsc -p . && jest '-t' 'it'\''s' dist")
+        );
+        assert_eq!(
+            narrowed_script("jest.sh --config jest.config.js", JEST, &flags),
+            None
+        );
     }
 
     #[test]
