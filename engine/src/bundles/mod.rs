@@ -18,7 +18,7 @@
 //!
 //! Each of those is tested: a refused write stores nothing
 //! (`bundles::store::tests::a_failed_compile_or_bound_stores_nothing`, and
-//! through the binary `lsp/tests/bundles.rs`); versions never repeat
+//! through the binary `lsp/tests/it/bundles.rs`); versions never repeat
 //! (`versions_are_monotonic_across_restarts_and_prunes`); a pin catches changed
 //! content (`a_checksum_pin_catches_changed_content`); a stale base is refused
 //! (`a_stale_base_is_refused_naming_both_versions`); prune keeps what sessions

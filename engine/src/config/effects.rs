@@ -27,12 +27,14 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "build.at_workspace_path",
         Shown(&[
-            "lsp/tests/slots_at_workspace_path.rs::at_workspace_path_false_builds_each_slot_at_its_own_path",
+            "lsp/tests/it/slots_at_workspace_path.rs::at_workspace_path_false_builds_each_slot_at_its_own_path",
         ]),
     ),
     (
         "build.rustc_wrapper",
-        Shown(&["lsp/tests/slots_warm.rs::a_configured_rustc_wrapper_runs_every_slot_compilation"]),
+        Shown(&[
+            "lsp/tests/it/slots_warm.rs::a_configured_rustc_wrapper_runs_every_slot_compilation",
+        ]),
     ),
     (
         "ensemble",
@@ -61,7 +63,7 @@ const EFFECTS: &[(&str, Effect)] = &[
         "exploration.limits.verifier_runs",
         Shown(&[
             LIMITS,
-            "lsp/tests/output.rs::a_limit_that_runs_out_is_named_with_the_key_to_raise",
+            "lsp/tests/it/output.rs::a_limit_that_runs_out_is_named_with_the_key_to_raise",
         ]),
     ),
     ("exploration.limits.workspace_bytes", Shown(&[LIMITS])),
@@ -69,16 +71,20 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "exploration.local_retries",
         Shown(&[
-            "lsp/tests/cli.rs::a_branch_out_of_local_retries_seeds_a_child_from_its_partial_checkpoint",
+            "lsp/tests/it/cli.rs::a_branch_out_of_local_retries_seeds_a_child_from_its_partial_checkpoint",
         ]),
     ),
     (
         "exploration.max_branches",
-        Shown(&["lsp/tests/settings.rs::exploration_max_branches_bounds_the_branches_of_a_forest"]),
+        Shown(&[
+            "lsp/tests/it/settings.rs::exploration_max_branches_bounds_the_branches_of_a_forest",
+        ]),
     ),
     (
         "exploration.max_steps",
-        Shown(&["lsp/tests/cli.rs::a_continued_repair_counts_its_earlier_steps_against_max_steps"]),
+        Shown(&[
+            "lsp/tests/it/cli.rs::a_continued_repair_counts_its_earlier_steps_against_max_steps",
+        ]),
     ),
     ("exploration.workspace_bytes", Shown(&[BOUNDS])),
     ("exploration.workspace_files", Shown(&[BOUNDS])),
@@ -92,14 +98,14 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "gate.rho",
         Shown(&[
-            "lsp/tests/settings.rs::gate_rho_decides_whether_a_fix_that_leaves_a_failing_test_is_kept",
+            "lsp/tests/it/settings.rs::gate_rho_decides_whether_a_fix_that_leaves_a_failing_test_is_kept",
         ]),
     ),
     ("model_turns.edits_per_turn", Shown(&[MODEL])),
     (
         "model_turns.max_turns",
         Shown(&[
-            "lsp/tests/model_search.rs::model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them",
+            "lsp/tests/it/model_search.rs::model_turns_from_the_config_bound_each_model_branch_and_replay_rebuilds_them",
         ]),
     ),
     ("model_turns.result_bytes", Shown(&[MODEL])),
@@ -108,24 +114,24 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "model_turns.working_set_turns",
         Shown(&[
-            "lsp/tests/context_events.rs::a_page_outside_the_working_set_is_tombstoned_with_room_to_spare_and_recall_faults_it_back",
+            "lsp/tests/it/context_events.rs::a_page_outside_the_working_set_is_tombstoned_with_room_to_spare_and_recall_faults_it_back",
         ]),
     ),
     (
         "models[].adapter=openai-chat",
-        Shown(&["lsp/tests/model_repair.rs::a_failing_test_is_fixed_by_the_model_and_promoted"]),
+        Shown(&["lsp/tests/it/model_repair.rs::a_failing_test_is_fixed_by_the_model_and_promoted"]),
     ),
     ("models[].api_key_env", Shown(&[MODEL])),
     (
         "models[].base_url",
-        Shown(&["lsp/tests/model_repair.rs::a_failing_test_is_fixed_by_the_model_and_promoted"]),
+        Shown(&["lsp/tests/it/model_repair.rs::a_failing_test_is_fixed_by_the_model_and_promoted"]),
     ),
     (
         "models[].context_window_tokens",
         Shown(&[
-            "lsp/tests/context_paging.rs::gate_af_a_small_window_evicts_recalls_refuses_stale_pages_and_replays_every_request",
-            "lsp/tests/context_overhead.rs::an_8192_token_window_sends_every_turn_with_the_compact_form_and_fixes_the_bug",
-            "lsp/tests/context_overhead.rs::a_large_window_keeps_the_full_form_and_every_section",
+            "lsp/tests/it/context_paging.rs::gate_af_a_small_window_evicts_recalls_refuses_stale_pages_and_replays_every_request",
+            "lsp/tests/it/context_overhead.rs::an_8192_token_window_sends_every_turn_with_the_compact_form_and_fixes_the_bug",
+            "lsp/tests/it/context_overhead.rs::a_large_window_keeps_the_full_form_and_every_section",
         ]),
     ),
     ("models[].family", Shown(&[MODEL])),
@@ -135,73 +141,75 @@ const EFFECTS: &[(&str, Effect)] = &[
     (
         "models[].timeout_secs",
         Shown(&[
-            "lsp/tests/model_repair.rs::a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after",
+            "lsp/tests/it/model_repair.rs::a_hanging_endpoint_is_ended_by_its_deadline_and_the_repair_ends_soon_after",
         ]),
     ),
     (
         "prompts.activation_min_tasks",
         Shown(&[
-            "prompts/tests/gate_ae.rs::gate_ae_configuration_bounds_refuse",
-            "lsp/tests/cli.rs::prompt_activation_floors_are_checked_when_a_session_starts",
+            "prompts/tests/it/gate_ae.rs::gate_ae_configuration_bounds_refuse",
+            "lsp/tests/it/cli.rs::prompt_activation_floors_are_checked_when_a_session_starts",
         ]),
     ),
     (
         "prompts.bundles",
         Shown(&[
-            "lsp/tests/model_search.rs::pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduces_them",
+            "lsp/tests/it/model_search.rs::pinned_bundles_and_the_allow_flag_shape_the_model_prompts_and_replay_reproduces_them",
         ]),
     ),
     (
         "prompts.noninferiority_margin",
         Shown(&[
-            "prompts/tests/gate_ae.rs::a_tightened_noninferiority_margin_refuses_a_wider_epsilon",
+            "prompts/tests/it/gate_ae.rs::a_tightened_noninferiority_margin_refuses_a_wider_epsilon",
         ]),
     ),
     (
         "python.interpreter",
-        Shown(&["lsp/tests/settings.rs::python_interpreter_is_the_interpreter_the_stages_run"]),
+        Shown(&["lsp/tests/it/settings.rs::python_interpreter_is_the_interpreter_the_stages_run"]),
     ),
     (
         "sandbox.network=allow",
         Shown(&[
-            "lsp/tests/sandbox.rs::network_allow_lets_model_written_code_reach_the_machine_and_nothing_more",
+            "lsp/tests/it/sandbox.rs::network_allow_lets_model_written_code_reach_the_machine_and_nothing_more",
         ]),
     ),
     (
         "sandbox.network=loopback",
         Shown(&[
-            "lsp/tests/sandbox.rs::model_written_code_cannot_write_outside_its_slot_nor_reach_the_machines_network",
+            "lsp/tests/it/sandbox.rs::model_written_code_cannot_write_outside_its_slot_nor_reach_the_machines_network",
         ]),
     ),
     (
         "sandbox.require",
         Shown(&[
-            "lsp/tests/sandbox.rs::without_a_sandbox_model_code_is_refused_and_nothing_is_shared",
+            "lsp/tests/it/sandbox.rs::without_a_sandbox_model_code_is_refused_and_nothing_is_shared",
         ]),
     ),
     (
         "sandbox.writable",
         Shown(&[
-            "lsp/tests/search_rules.rs::a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good",
-            "lsp/tests/faults_process.rs::sigkill_leaves_no_cargo_or_test_process_behind",
+            "lsp/tests/it/search_rules.rs::a_flaky_test_is_rerun_reported_and_never_becomes_a_no_good",
+            "lsp/tests/it/faults_process.rs::sigkill_leaves_no_cargo_or_test_process_behind",
         ]),
     ),
     ("stages.build_timeout_secs", Shown(&[TIMEOUTS])),
     (
         "stages.nondeterministic",
         Shown(&[
-            "lsp/tests/search_rules.rs::gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honours",
+            "lsp/tests/it/search_rules.rs::gate_ab_a_failure_in_a_deterministic_stage_is_a_no_good_the_next_repair_honours",
         ]),
     ),
     (
         "stages.required",
-        Shown(&["lsp/tests/python.rs::a_required_lint_stage_blocks_and_ruffs_safe_fix_repairs_it"]),
+        Shown(&[
+            "lsp/tests/it/python.rs::a_required_lint_stage_blocks_and_ruffs_safe_fix_repairs_it",
+        ]),
     ),
     (
         "stages.test_timeout_secs",
         Shown(&[
             TIMEOUTS,
-            "lsp/tests/faults_process.rs::a_test_that_escapes_with_setsid_is_bounded_by_the_stage_deadline_and_reported",
+            "lsp/tests/it/faults_process.rs::a_test_that_escapes_with_setsid_is_bounded_by_the_stage_deadline_and_reported",
         ]),
     ),
     (
@@ -220,29 +228,29 @@ const EFFECTS: &[(&str, Effect)] = &[
         "verification.test_policy=evolving",
         Shown(&[
             BACKWARD_COMPATIBLE,
-            "lsp/tests/kept_tests.rs::a_model_that_deletes_the_failing_rust_tests_is_refused",
+            "lsp/tests/it/kept_tests.rs::a_model_that_deletes_the_failing_rust_tests_is_refused",
         ]),
     ),
     (
         "verification.test_policy=external-oracle",
         Shown(&[
             ORACLE_FAILS,
-            "lsp/tests/oracle.rs::an_oracle_that_passes_lets_the_verified_fix_be_written",
+            "lsp/tests/it/oracle.rs::an_oracle_that_passes_lets_the_verified_fix_be_written",
         ]),
     ),
 ];
 
-const LIMITS: &str = "lsp/tests/settings.rs::every_exploration_limit_is_the_searchs_budget";
+const LIMITS: &str = "lsp/tests/it/settings.rs::every_exploration_limit_is_the_searchs_budget";
 const BOUNDS: &str =
-    "lsp/tests/settings.rs::the_workspace_bounds_refuse_a_larger_snapshot_naming_the_keys";
+    "lsp/tests/it/settings.rs::the_workspace_bounds_refuse_a_larger_snapshot_naming_the_keys";
 const MODEL: &str =
-    "lsp/tests/settings.rs::model_and_turn_settings_reach_every_request_the_model_gets";
-const TIMEOUTS: &str = "lsp/tests/settings.rs::the_stage_timeouts_bound_each_stage_by_its_role";
+    "lsp/tests/it/settings.rs::model_and_turn_settings_reach_every_request_the_model_gets";
+const TIMEOUTS: &str = "lsp/tests/it/settings.rs::the_stage_timeouts_bound_each_stage_by_its_role";
 const ORACLE_FAILS: &str =
-    "lsp/tests/oracle.rs::an_oracle_that_fails_blocks_the_write_and_is_shown";
+    "lsp/tests/it/oracle.rs::an_oracle_that_fails_blocks_the_write_and_is_shown";
 const ORACLE_MISSING: &str =
-    "lsp/tests/oracle.rs::a_missing_or_unrunnable_oracle_refuses_the_repair_naming_the_key";
-const BACKWARD_COMPATIBLE: &str = "lsp/tests/model_search.rs::backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion";
+    "lsp/tests/it/oracle.rs::a_missing_or_unrunnable_oracle_refuses_the_repair_naming_the_key";
+const BACKWARD_COMPATIBLE: &str = "lsp/tests/it/model_search.rs::backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion";
 
 /// The repository root: the engine's manifest directory's parent.
 fn repository() -> std::path::PathBuf {

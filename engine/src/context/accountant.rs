@@ -10,7 +10,7 @@
 //! fallback token is one byte, and the only token covering none is the
 //! word-boundary prefix SentencePiece puts before a text. So a text costs
 //! its UTF-8 bytes plus one, whatever it holds: hex digests, base64,
-//! numbers, CJK, emoji (`engine/tests/accountant_bound.rs` checks it
+//! numbers, CJK, emoji (`engine/tests/it/accountant_bound.rs` checks it
 //! against four real tokenizers on adversarial text). The price is
 //! tightness: on this repository's Rust, TypeScript and Markdown the charge
 //! is 4.0–4.7 times what GPT-4's, GPT-4o's and Qwen3's tokenizers count,

@@ -12,7 +12,7 @@
 //! `backward-compatible`
 //! (`model_search::backward_compatible_runs_the_in_file_tests_as_they_were_and_refuses_a_weakened_assertion`,
 //! `backward_compatible_runs_the_doc_tests_as_they_were`;
-//! `lsp/tests/model_repair.rs`), and continues partial checkpoints in its own
+//! `lsp/tests/it/model_repair.rs`), and continues partial checkpoints in its own
 //! branch, shown what the branch it continues and the last attempt tried
 //! (`the_model_continues_a_compiler_branch_partial_checkpoint_the_compiler_left`,
 //! `the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is_promoted`,

@@ -36,7 +36,7 @@
 //! # Architecture invariant
 //!
 //! What a slot runs writes only the slot, tested by injecting each escape as
-//! the code under measurement (`lsp/tests/sandbox.rs`,
+//! the code under measurement (`lsp/tests/it/sandbox.rs`,
 //! `sensor::sandbox::tests`). Landlock confines paths, not inodes, so no slot
 //! holds a hard link to a user's file
 //! (`seed::tests::no_file_of_the_slot_is_a_hard_link_to_the_users`). Without
