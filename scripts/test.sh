@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test of the project: installs what the tests need, checks
-# formatting and lints, runs the Rust suites (unit, property, integration and
-# LSP end-to-end against the built binary), then the editor suites (Neovim
+# Runs every test of the project, the full tier: installs what the tests
+# need, checks formatting and lints, runs the Rust suites (unit, property,
+# integration and LSP end-to-end against the built binary, with the real
+# toolchains: the `toolchain-tests` feature), then the editor suites (Neovim
 # headless, pytest-lsp client replays, the VS Code extension).
+# Plain `cargo test` is the fast tier: no real toolchain, a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +17,7 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 step "cargo test"
 # Branch slots of the tests live in a private cache, never the user's.
@@ -25,15 +27,15 @@ if [[ -z ${TRELLIS_CACHE_DIR:-} ]]; then
     trap 'rm -rf "$TRELLIS_CACHE_DIR"' EXIT
 fi
 export TRELLIS_CACHE_DIR
-cargo test --workspace --locked --no-fail-fast
+cargo test --workspace --all-features --locked --no-fail-fast
 
 step "cargo test, on a kernel without the sandbox (simulated)"
 # The sandbox probe fails as it does without Landlock and user namespaces:
 # the CLI's repairs, the language server's, and the sandbox's own refusals.
 TRELLIS_FAILPOINT=sandbox-probe:1:fail \
-    cargo test --locked -p trellis-lsp --test it -- \
+    cargo test --locked -p trellis-lsp --all-features --test it -- \
         --skip prompts_cli:: cli:: lsp_repair:: sandbox::
 
 step "editor tests"
-cargo build --locked -p trellis-lsp
+cargo build --locked --all-features -p trellis-lsp
 TRELLIS_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/trellis" bash scripts/test-editors.sh
