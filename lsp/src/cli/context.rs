@@ -7,9 +7,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use trellis_engine::context::{Outcome, PagePlan, TurnContext, context_turns};
+use trellis_engine::context::{Outcome, PagePlan, TurnContext};
 
-use super::prompts::session_rows;
+use super::prompts::open_session;
 use super::{EXIT_OK, fail, print_json, terminal};
 use crate::Format;
 
@@ -42,18 +42,18 @@ pub fn run(command: ContextCommand) -> u8 {
         Ok(root) => root,
         Err(code) => return code,
     };
-    let (session, rows, ledger) = match session_rows(&root, Some(&session)) {
+    let found = match open_session(&root, Some(&session)) {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
-    let attempts: Vec<TurnContext> = match context_turns(&rows) {
+    let attempts: Vec<TurnContext> = match found.context_turns() {
         Ok(all) => all.into_iter().filter(|c| c.turn == turn).collect(),
-        Err(e) => return fail(format!("{}: {e}", ledger.display())),
+        Err(e) => return fail(e),
     };
     if attempts.is_empty() {
         return fail(format!(
             "session `{session}` has no model turn {turn} in {}",
-            ledger.display()
+            found.ledger().display()
         ));
     }
     match format {

@@ -1,10 +1,7 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
-use trellis_engine::actor::model_calls_with;
-use trellis_engine::bundles::BundleStore;
-use trellis_engine::ledger::{
-    DecodedRow, Head, Ledger, LedgerEvent, fold_accepted, rederive_selections,
-};
+use trellis_engine::ledger::{Head, LedgerEvent};
+use trellis_engine::{History, HistoryError, Replay};
 
 use super::terminal::{eprintln_escaped, println_escaped};
 use super::{EXIT_OK, EXIT_RESIDUALS, fail, render, workspace};
@@ -20,23 +17,24 @@ pub fn run(command: LedgerCommand) -> u8 {
     result.unwrap_or_else(|code| code)
 }
 
-fn open(root: &std::path::Path) -> Result<Ledger, u8> {
-    let dir = root.join(".trellis");
-    if !dir.join("ledger.db").exists() {
-        return Err(fail(format!(
+/// The workspace's history; a workspace without a ledger is an error here.
+fn open(root: &std::path::Path) -> Result<History, u8> {
+    match History::open(root) {
+        Ok(Some(history)) => Ok(history),
+        Ok(None) => Err(fail(format!(
             "{}: no ledger here (run `trellis check` or `trellis repair` first)",
-            dir.display()
-        )));
+            root.join(".trellis").display()
+        ))),
+        Err(e) => Err(fail(e)),
     }
-    Ledger::open(&dir).map_err(fail)
 }
 
 fn verify(root: &std::path::Path, expect_head: Option<Head>) -> u8 {
-    let ledger = match open(root) {
-        Ok(ledger) => ledger,
+    let history = match open(root) {
+        Ok(history) => history,
         Err(code) => return code,
     };
-    match ledger.verify_expecting(expect_head) {
+    match history.verify(expect_head) {
         Ok(report) => match report.last() {
             Some(head) => {
                 println_escaped!("ledger intact: {} events, head {head}", report.events);
@@ -50,7 +48,7 @@ fn verify(root: &std::path::Path, expect_head: Option<Head>) -> u8 {
         Err(e) => {
             eprintln_escaped!(
                 "error: {}: the hash chain is broken: {e}",
-                ledger.path().display()
+                history.path().display()
             );
             EXIT_RESIDUALS
         }
@@ -58,50 +56,25 @@ fn verify(root: &std::path::Path, expect_head: Option<Head>) -> u8 {
 }
 
 fn replay(root: &std::path::Path, format: Format) -> u8 {
-    let ledger = match open(root) {
-        Ok(ledger) => ledger,
+    let history = match open(root) {
+        Ok(history) => history,
         Err(code) => return code,
     };
-    if let Err(e) = ledger.verify() {
-        eprintln_escaped!(
-            "error: {}: refusing to replay a broken chain: {e}",
-            ledger.path().display()
-        );
-        return EXIT_RESIDUALS;
-    }
-    let fold = match ledger
-        .rows()
-        .map_err(|e| e.to_string())
-        .and_then(|rows| fold_accepted(&rows).map_err(|e| e.to_string()))
-    {
-        Ok(fold) => fold,
+    let Replay {
+        decisions,
+        promotions,
+        refusals,
+        recoveries,
+        selections,
+        selections_unkeyed: unkeyed,
+        model_calls: calls,
+    } = match history.replay() {
+        Ok(replay) => replay,
+        Err(e @ HistoryError::BrokenChain { .. }) => {
+            eprintln_escaped!("error: {e}");
+            return EXIT_RESIDUALS;
+        }
         Err(e) => return fail(e),
-    };
-    let decisions: Vec<_> = fold.decisions().collect();
-    // Gate Z: every model call's exact request, rebuilt without a model; a
-    // call that cannot be rebuilt fails the replay.
-    // A repair that attached bundles is rebuilt with the very texts it
-    // recorded, read back from the bundle store by version and checksum.
-    let texts = BundleStore::attached_texts(&root.join(".trellis"));
-    let calls = match ledger
-        .rows()
-        .map_err(|e| e.to_string())
-        .and_then(|rows| model_calls_with(&rows, ledger.state_dir().path(), &texts))
-    {
-        Ok(calls) => calls,
-        Err(e) => return fail(format!("{}: {e}", ledger.path().display())),
-    };
-    // Proposition 5: every recorded selection, re-derived from the measured
-    // keys alone; one the events do not reproduce fails the replay.
-    let (selections, unkeyed) = match ledger.rows().map_err(|e| e.to_string()).and_then(|rows| {
-        let events = rows.iter().filter_map(|row| match &row.event {
-            DecodedRow::Search { event, .. } => Some(event),
-            _ => None,
-        });
-        rederive_selections(events).map_err(|e| e.to_string())
-    }) {
-        Ok(selections) => selections,
-        Err(e) => return fail(format!("{}: {e}", ledger.path().display())),
     };
     match format {
         Format::Json => {
@@ -125,9 +98,9 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                 "selections_unkeyed": unkeyed,
                 "model_calls": model_calls,
                 "decisions": decisions,
-                "promotions": fold.promotions,
-                "refusals": fold.refusals,
-                "recoveries": fold.recoveries,
+                "promotions": promotions,
+                "refusals": refusals,
+                "recoveries": recoveries,
             });
             println!(
                 "{}",
@@ -146,7 +119,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                     d.root.short(12)
                 );
             }
-            for p in &fold.promotions {
+            for p in &promotions {
                 println_escaped!(
                     "promoted {} via {:?}: {}",
                     p.repair_id,
@@ -154,7 +127,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                     render::names(&p.files)
                 );
             }
-            for r in &fold.refusals {
+            for r in &refusals {
                 match &r.rolled_back {
                     Some(undone) => println_escaped!(
                         "refused {}: {}; put back: {}; kept as edited: {}",
@@ -166,7 +139,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
                     None => println_escaped!("refused {}: {}", r.repair_id, r.detail),
                 }
             }
-            for r in &fold.recoveries {
+            for r in &recoveries {
                 println_escaped!("{}", LedgerEvent::PromotionRecovered(r.clone()));
             }
             println_escaped!(

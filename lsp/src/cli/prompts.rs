@@ -11,9 +11,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use trellis_engine::actor::{ModelCall, model_calls_with};
-use trellis_engine::bundles::BundleStore;
-use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, Row};
+use trellis_engine::actor::ModelCall;
+use trellis_engine::{History, Session};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
 use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
 
@@ -159,56 +158,27 @@ fn session_calls(
     root: &Path,
     session: Option<&str>,
 ) -> Result<(String, Vec<ModelCall>), PromptsError> {
-    let (id, rows, ledger) = session_rows(root, session).map_err(PromptsError::Usage)?;
-    // With the bundle texts each repair recorded attaching, as replay does.
-    let state = root.join(".trellis");
-    let texts = BundleStore::attached_texts(&state);
-    let calls = model_calls_with(&rows, &state, &texts)
-        .map_err(|e| PromptsError::Usage(format!("{}: {e}", ledger.display())))?;
-    Ok((id, calls))
+    let session = open_session(root, session).map_err(PromptsError::Usage)?;
+    let calls = session
+        .model_calls()
+        .map_err(|e| PromptsError::Usage(e.to_string()))?;
+    Ok((session.id, calls))
 }
 
-/// The ledger rows of one session (the latest when `session` is `None`):
-/// those after its `session_started` up to the next session's, with the
-/// session's id and the ledger's path. Shared with `trellis context`.
-pub(super) fn session_rows(
-    root: &Path,
-    session: Option<&str>,
-) -> Result<(String, Vec<Row>, PathBuf), String> {
-    let dir = root.join(".trellis");
-    if !dir.join("ledger.db").exists() {
+/// One session of `root`'s ledger (the latest when `session` is `None`).
+/// Shared with `trellis context`.
+pub(super) fn open_session(root: &Path, session: Option<&str>) -> Result<Session, String> {
+    let Some(history) = History::open(root).map_err(|e| e.to_string())? else {
         let which = session.map_or_else(
             || "no session".to_owned(),
             |id| format!("no session `{id}`"),
         );
         return Err(format!(
             "{which} in {}: there is no ledger here (run `trellis repair` first)",
-            dir.join("ledger.db").display()
+            root.join(".trellis/ledger.db").display()
         ));
-    }
-    let ledger = Ledger::open(&dir).map_err(|e| e.to_string())?;
-    let mut rows = ledger.rows().map_err(|e| e.to_string())?;
-    let starts: Vec<(usize, String)> = rows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, row)| match &row.event {
-            DecodedRow::Ledger(LedgerEvent::SessionStarted(s)) => Some((i, s.session_id.clone())),
-            _ => None,
-        })
-        .collect();
-    let position = match session {
-        Some(id) => starts.iter().position(|(_, s)| s == id),
-        None => starts.len().checked_sub(1),
-    }
-    .ok_or_else(|| match session {
-        Some(id) => format!("no session `{id}` in {}", ledger.path().display()),
-        None => format!("no session in {}", ledger.path().display()),
-    })?;
-    let (start, id) = starts[position].clone();
-    let end = starts.get(position + 1).map_or(rows.len(), |(i, _)| *i);
-    rows.truncate(end);
-    rows.drain(..start);
-    Ok((id, rows, ledger.path().to_path_buf()))
+    };
+    history.session(session).map_err(|e| e.to_string())
 }
 
 fn explain(

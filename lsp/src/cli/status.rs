@@ -3,10 +3,9 @@
 use std::path::Path;
 
 use trellis_engine::config::Config;
-use trellis_engine::context::{Outcome, Residency, TurnContext, context_turns};
-use trellis_engine::ledger::Ledger;
+use trellis_engine::context::{Outcome, Residency, TurnContext};
 use trellis_engine::ledger::event::RecoveryDirection;
-use trellis_engine::{BranchState, ForestStatus, InterruptedPromotion, SearchStatus};
+use trellis_engine::{BranchState, ForestStatus, History, InterruptedPromotion, SearchStatus};
 
 use super::render::Detail;
 use super::terminal::{self, println_escaped};
@@ -45,19 +44,10 @@ fn read(root: &Path) -> Result<(SearchStatus, Vec<TurnContext>), String> {
     if !root.is_dir() {
         return Err(format!("{}: not a directory", root.display()));
     }
-    let dir = root.join(".trellis");
-    if !dir.join("ledger.db").exists() {
-        return Ok((SearchStatus::default(), Vec::new()));
+    match History::open(root).map_err(|e| e.to_string())? {
+        Some(history) => history.status().map_err(|e| e.to_string()),
+        None => Ok((SearchStatus::default(), Vec::new())),
     }
-    let ledger = Ledger::open(&dir).map_err(|e| e.to_string())?;
-    let rows = ledger
-        .rows()
-        .map_err(|e| format!("{}: {e}", ledger.path().display()))?;
-    let context = context_turns(&rows).map_err(|e| format!("{}: {e}", ledger.path().display()))?;
-    let mut status = SearchStatus::from_rows(&rows);
-    status.interrupted_promotion =
-        trellis_engine::interrupted_promotion(root, &ledger).map_err(|e| e.to_string())?;
-    Ok((status, context))
 }
 
 /// One model request's context, in figures.
