@@ -31,7 +31,7 @@ use trellis_prompts::{
 
 use super::failover::{Attempt, CallOutcome, ChainEndpoint, FailoverChain};
 use super::tools::{
-    BranchVerifier, TOOL_NAMES, ToolEffect, ToolError, ToolOutput, ToolRequest, execute,
+    BranchVerifier, TOOL_NAMES, ToolEffect, ToolError, ToolRecord, ToolRequest, execute,
     parse_call, render_result, tool_spec_hash, tool_specs,
 };
 use super::transport::{
@@ -129,14 +129,6 @@ impl PreparedRequest {
             .as_ref()
             .map_or(ToolForm::Full, |plan| plan.allowance.tool_form)
     }
-}
-
-/// One tool call, what it was parsed into, and its result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ToolRecord {
-    pub call: ToolCall,
-    pub request: Option<ToolRequest>,
-    pub result: Result<ToolOutput, ToolError>,
 }
 
 /// Actual usage of one turn, to settle its reservation with.

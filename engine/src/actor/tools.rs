@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use trellis_prompts::bounded::render_observation;
 
-use super::transport::BoxFuture;
+use super::transport::{BoxFuture, ToolCall};
 use crate::context::{RecallKey, ToolForm, synopsis};
 use crate::digest::CanonicalHasher;
 use crate::snapshot::fsutil::{confine, write_atomic};
@@ -233,6 +233,14 @@ pub fn tool_spec_hash(form: ToolForm) -> String {
         h.str(&spec.to_string());
     }
     format!("sha256:{}", h.finish())
+}
+
+/// One tool call, what it was parsed into, and its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolRecord {
+    pub call: ToolCall,
+    pub request: Option<ToolRequest>,
+    pub result: Result<ToolOutput, ToolError>,
 }
 
 /// A parsed, well-formed tool call.
