@@ -45,8 +45,8 @@ pub use overhead::{OVERHEAD_SHARE, Overhead, OverheadInput, fixed_overhead, over
 pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
 pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
 pub use recall::{RecallKey, resolve};
-pub use select::{FitError, FitInput, Focus, fit};
-pub use working_set::{WorkingSet, WorkingSetInput, working_set};
+pub use select::{FitError, FitInput, fit};
+pub use working_set::{Focus, WorkingSet, WorkingSetInput, working_set};
 
 #[cfg(test)]
 pub(crate) mod testing {
