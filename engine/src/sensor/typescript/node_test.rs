@@ -40,10 +40,9 @@ use tokio::process::Command;
 
 use super::jest;
 use super::out_dir::OutDir;
-use super::position;
+use super::position::{self, span_of};
 use super::rerun::{self, Again, JEST, TEST, TestKey, UNLOCATED};
 use super::tap::{self, Outcome, TapResult, TapRun};
-use super::tsc::span_of;
 use super::{NodeTools, Observation, Tool, tail};
 use crate::diagnostic::{Span, TestFailure};
 use crate::sensor::libtest::cap_output;

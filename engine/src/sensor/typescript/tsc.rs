@@ -199,24 +199,12 @@ impl Sources<'_> {
             .or_insert_with(|| paths.source(&path))
             .as_deref()?;
         let start = position::byte_offset(text, location.line, location.column)?;
-        Some(span_of(path, text, start, position::token_end(text, start)))
-    }
-}
-
-/// The span of bytes `start..end` of `text`, the file at `path`.
-pub(super) fn span_of(path: WorkspacePath, text: &str, start: usize, end: usize) -> Span {
-    let (line_start, col_start) = position::line_and_char_column(text, start);
-    let (line_end, col_end) = position::line_and_char_column(text, end);
-    let byte = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
-    Span {
-        path,
-        byte_start: byte(start),
-        byte_end: byte(end),
-        line_start,
-        col_start,
-        line_end,
-        col_end,
-        label: None,
+        Some(position::span_of(
+            path,
+            text,
+            start,
+            position::token_end(text, start),
+        ))
     }
 }
 
