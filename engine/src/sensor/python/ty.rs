@@ -21,9 +21,6 @@ use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::toolpath::{Found, ToolUse};
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
 
-/// The rule whose sites ty's server can fix by adding an import.
-pub const UNRESOLVED_REFERENCE: &str = "unresolved-reference";
-
 pub struct TyCheck {
     program: OsString,
     tools: Vec<ToolUse>,
