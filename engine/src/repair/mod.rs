@@ -45,6 +45,7 @@ mod plan;
 mod quantum;
 mod search;
 mod session;
+mod state;
 mod status;
 mod step;
 #[cfg(test)]

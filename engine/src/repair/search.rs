@@ -1,7 +1,7 @@
 //! The search loop: steps over the accepted trajectory until hard pass,
 //! the decision bound, or no eligible candidate.
 //!
-//! [`Search`] holds what persists across steps: the session, the gate's
+//! [`Search`] (in [`super::state`]) holds what persists across steps: the session, the gate's
 //! [`AcceptedTrajectory`], the accepted state x_k, and the roots already
 //! measured. Each turn picks the first actionable plan at x_k and runs one
 //! [`Step`] (one forest) on it; a committed step advances x_k and stores
@@ -15,7 +15,6 @@
 
 use std::collections::BTreeSet;
 
-use crate::digest::Digest;
 use crate::error::{EngineError, ResumeRefusal};
 use crate::gate::{AcceptedTrajectory, Observation, Verdict};
 use crate::measure::Measurement;
@@ -28,29 +27,12 @@ use crate::snapshot::{DirSource, Overlay, Snapshot};
 use super::accepted::{Accepted, accepted_objects, rebuild_accepted, store_accepted_state};
 use super::effects::{ForestRun, branch_slot};
 use super::plan::Plan;
+use super::quantum::Eligible;
 use super::session::{Continuation, Session};
-use super::step::{Eligible, Step, StepEnd};
+use super::state::Search;
+use super::step::{Step, StepEnd};
 use super::unfixed::{Ended, unfixed};
 use super::{Ctx, SearchResult};
-
-/// One repair's search from its measured start state.
-pub(super) struct Search<'a> {
-    pub(super) ctx: &'a Ctx<'a>,
-    pub(super) session: &'a mut Session,
-    pub(super) trajectory: AcceptedTrajectory,
-    /// x_k.
-    pub(super) accepted: Accepted,
-    /// Every root measured in this repair: a candidate reaching one again
-    /// is a duplicate, never re-measured.
-    pub(super) measured_roots: BTreeSet<Digest>,
-    pub(super) max_branches: usize,
-    /// The model route's failover chain, built at its first use: one per
-    /// repair, so an endpoint retired in one step stays retired.
-    pub(super) model_chain: Option<crate::actor::FailoverChain>,
-    /// The repair's start and the content realizing it over the user's
-    /// disk: the tests `backward-compatible` holds every candidate to.
-    pub(super) start: (Snapshot, Overlay),
-}
 
 /// Runs the search from `start` (already measured).
 pub(crate) async fn search(
