@@ -450,8 +450,11 @@ pub async fn run_actor(
                                 &reply,
                                 dialect,
                                 limits,
-                                (branch, withheld),
-                                verifier,
+                                ToolBranch {
+                                    root: branch,
+                                    withheld,
+                                    verifier: &mut *verifier,
+                                },
                                 &mut conversation,
                                 &mut paging,
                                 &mut record,
@@ -495,20 +498,23 @@ pub async fn run_actor(
     }
 }
 
+/// The branch a turn's tools act on: its root, the paths the model may not
+/// read there, and the verifier its check and test calls run.
+struct ToolBranch<'b> {
+    root: &'b Path,
+    withheld: &'b [String],
+    verifier: &'b mut dyn BranchVerifier,
+}
+
 /// Steps 5–7 for a parsed reply: the tool calls it makes (native, or one
 /// JSON envelope in text for a JSON-in-text dialect) run as governed
 /// proposals within the turn's allowances, and the reply and every result
 /// join the conversation. Returns the summary when `finish` was called.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the turn's effects: branch, verifier, conversation and its pages, record"
-)]
 async fn act(
     reply: &ChatReply,
     dialect: &ModelDialect,
     limits: &TurnLimits,
-    (branch, withheld): (&Path, &[String]),
-    verifier: &mut dyn BranchVerifier,
+    tools: ToolBranch<'_>,
     conversation: &mut Vec<ChatMessage>,
     paging: &mut Paging,
     record: &mut TurnRecord,
@@ -565,7 +571,16 @@ async fn act(
                     ToolRequest::ContextRecall(key) => {
                         paging.recall(record.turn, conversation, key)
                     }
-                    _ => execute(&r, branch, withheld, verifier, limits.result_bytes).await,
+                    _ => {
+                        execute(
+                            &r,
+                            tools.root,
+                            tools.withheld,
+                            tools.verifier,
+                            limits.result_bytes,
+                        )
+                        .await
+                    }
                 };
                 match result.as_ref().map(|o| &o.effect) {
                     Ok(ToolEffect::Mutated { .. }) => record.usage.mutations += 1,
