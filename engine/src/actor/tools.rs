@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use trellis_core::text;
 use trellis_prompts::bounded::render_observation;
 
 use super::transport::{BoxFuture, ToolCall};
@@ -662,10 +663,7 @@ fn bound(mut text: String, max: usize) -> (String, u64) {
     if text.len() <= max {
         return (text, 0);
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text::floor_char_boundary(&text, max);
     let cut = (text.len() - end) as u64;
     text.truncate(end);
     (text, cut)

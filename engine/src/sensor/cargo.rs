@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
+use trellis_core::text;
 
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
@@ -1064,11 +1065,7 @@ fn stderr_summary(stderr: &str) -> String {
     if summary.len() <= LIMIT {
         return summary.to_owned();
     }
-    let mut end = LIMIT;
-    while !summary.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &summary[..end])
+    format!("{}…", text::head(summary, LIMIT))
 }
 
 /// A diagnostic for a manifest error cargo reported as

@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
+use trellis_core::text;
 
 use super::process::{self, Confinement, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::WorkspacePaths;
@@ -345,11 +346,7 @@ fn summary(bytes: &[u8]) -> String {
     if text.len() <= LIMIT {
         return text.to_owned();
     }
-    let mut end = LIMIT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", text::head(text, LIMIT))
 }
 
 /// A sensor that is a [`measure`] of one invocation: the shared shape of

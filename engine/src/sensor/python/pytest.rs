@@ -15,6 +15,8 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use trellis_core::text;
+
 use super::interpreter::Interpreter;
 use super::junit::{self, Case, Outcome};
 use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
@@ -240,11 +242,7 @@ fn capped(text: &str) -> String {
     if text.len() <= OUTPUT_CAP {
         return text.to_owned();
     }
-    let mut end = OUTPUT_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", text::head(text, OUTPUT_CAP))
 }
 
 /// The last `path.py:line:` of a traceback that names a workspace file: the

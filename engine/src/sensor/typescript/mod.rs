@@ -46,6 +46,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tokio::process::Command;
+use trellis_core::text;
 
 pub use self::node_test::NodeTest;
 pub use self::tsc::TscCheck;
@@ -187,9 +188,5 @@ fn tail(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_owned();
     }
-    let mut start = text.len() - limit;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &text[start..])
+    format!("…{}", text::tail(text, limit))
 }
