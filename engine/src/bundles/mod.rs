@@ -48,7 +48,7 @@ pub use store::{
 };
 
 pub(crate) use attach::attach;
-pub use attach::reattach;
+pub use attach::{attached_texts, reattach};
 
 /// The store's file in `.trellis/`.
 pub const STORE_FILE: &str = "bundles.db";

@@ -172,25 +172,6 @@ impl BundleStore {
         &self.path
     }
 
-    /// For a reader of the ledger in `trellis_dir` (replay,
-    /// explain-session): the section texts each `bundles_attached` row
-    /// names, read back by exact version and checksum ([`super::reattach`]).
-    /// A store that cannot be opened fails each such row, saying why.
-    pub fn attached_texts(
-        trellis_dir: &Path,
-    ) -> impl Fn(
-        &crate::ledger::BundlesAttached,
-    ) -> Result<Vec<trellis_prompts::bundles::PinnedReplacement>, String>
-    + use<> {
-        let store = BundleStore::open(trellis_dir).map_err(|e| e.to_string());
-        move |attached| match &store {
-            Ok(store) => super::reattach(store, &attached.components)
-                .map(|a| a.replacements)
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.clone()),
-        }
-    }
-
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().expect("bundle store lock")
     }

@@ -1,7 +1,7 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
 use trellis_engine::actor::model_calls_with;
-use trellis_engine::bundles::BundleStore;
+use trellis_engine::bundles::attached_texts;
 use trellis_engine::ledger::{
     DecodedRow, Head, Ledger, LedgerEvent, fold_accepted, rederive_selections,
 };
@@ -82,7 +82,7 @@ fn replay(root: &std::path::Path, format: Format) -> u8 {
     // call that cannot be rebuilt fails the replay.
     // A repair that attached bundles is rebuilt with the very texts it
     // recorded, read back from the bundle store by version and checksum.
-    let texts = BundleStore::attached_texts(&root.join(".trellis"));
+    let texts = attached_texts(&root.join(".trellis"));
     let calls = match ledger
         .rows()
         .map_err(|e| e.to_string())

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use trellis_engine::actor::{ModelCall, model_calls_with};
-use trellis_engine::bundles::BundleStore;
+use trellis_engine::bundles::attached_texts;
 use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, Row};
 use trellis_prompts::commands::{self, RenderRequest, source_library};
 use trellis_prompts::{PromptsError, ResolutionPolicy, explain_session};
@@ -162,7 +162,7 @@ fn session_calls(
     let (id, rows, ledger) = session_rows(root, session).map_err(PromptsError::Usage)?;
     // With the bundle texts each repair recorded attaching, as replay does.
     let state = root.join(".trellis");
-    let texts = BundleStore::attached_texts(&state);
+    let texts = attached_texts(&state);
     let calls = model_calls_with(&rows, &state, &texts)
         .map_err(|e| PromptsError::Usage(format!("{}: {e}", ledger.display())))?;
     Ok((id, calls))
