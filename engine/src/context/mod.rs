@@ -37,9 +37,9 @@ pub mod synopsis;
 mod working_set;
 
 pub use accountant::{
-    Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD, ToolForm,
+    Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD, ToolForm, UNCALIBRATED,
 };
-pub use calibration::{Calibrations, UNCALIBRATED, Underestimate};
+pub use calibration::{Calibrations, Underestimate};
 pub use explain::{Outcome, TurnContext, context_turns};
 pub use overhead::{OVERHEAD_SHARE, Overhead, OverheadInput, fixed_overhead, overhead_cap};
 pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
