@@ -627,12 +627,6 @@ const NOT_YET_BROKEN: &[&[&str]] = &[
         "sensor::python::ty",
         "sensor::python::ty_fixes",
     ],
-    &[
-        "sensor::python::test_inventory",
-        "sensor::rust_tests",
-        "sensor::test_inventory",
-        "sensor::typescript::test_inventory",
-    ],
     &["snapshot::scan", "snapshot::tree"],
 ];
 
