@@ -618,15 +618,6 @@ const NOT_YET_BROKEN: &[&[&str]] = &[
         "sensor::sandbox::namespace",
         "sensor::toolpath",
     ],
-    &[
-        "sensor::python",
-        "sensor::python::interpreter",
-        "sensor::python::pyright",
-        "sensor::python::pytest",
-        "sensor::python::ruff",
-        "sensor::python::ty",
-        "sensor::python::ty_fixes",
-    ],
     &["snapshot::scan", "snapshot::tree"],
 ];
 

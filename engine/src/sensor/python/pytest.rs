@@ -19,7 +19,7 @@ use trellis_core::text;
 
 use super::interpreter::Interpreter;
 use super::junit::{self, Case, Outcome};
-use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
@@ -59,7 +59,7 @@ impl Pytest {
     pub async fn new(interpreter: &Interpreter, workspace: &Path) -> Self {
         let args: Vec<String> = ARGS.iter().map(|a| (*a).to_owned()).collect();
         let version = match &interpreter.version {
-            Ok(_) => super::probe_version(
+            Ok(_) => super::tool::probe_version(
                 &interpreter.program,
                 &["-m", "pytest", "--version"],
                 workspace,
@@ -121,7 +121,7 @@ impl Pytest {
         let own = run.own_target();
         let report_path = own.join(REPORT);
         if let Err(error) = std::fs::create_dir_all(&own) {
-            return super::report(
+            return super::tool::report(
                 Self::STAGE,
                 &self.fingerprint,
                 std::time::Instant::now(),

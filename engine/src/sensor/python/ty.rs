@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::interpreter::Interpreter;
-use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary, ty_fixes};
+use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::ty_fixes;
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
@@ -207,7 +208,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-        super::super::test_workspace(
+        super::super::tool::test_workspace(
             "s = \"ééé\" + xss\ndef f(x: int) -> int: ...\nf(\"a\")\nreveal_type(s)\n",
         )
     }

@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::ENVIRONMENT;
 use super::lsp_position::{Encoding, span_of};
+use super::tool::ENVIRONMENT;
 use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Replacement, Suggestion, SuggestionGroup,
 };
