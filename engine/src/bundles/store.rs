@@ -17,12 +17,14 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
-use super::STORE_FILE;
 use super::draft::{Draft, MAX_NOTE_BYTES, checksum_of};
 use super::error::BundleError;
 use super::refs::BundleRef;
 use super::retention::{Held, RETAIN_LATEST, removable};
 use crate::statedir::{Dir, Schema};
+
+/// The store's file in `.trellis/`.
+pub const STORE_FILE: &str = "bundles.db";
 
 /// At most this many bundle ids in one store.
 pub const MAX_IDS: usize = 256;
