@@ -20,10 +20,11 @@ use crate::gate::{AcceptedTrajectory, Observation, Verdict};
 use crate::measure::Measurement;
 use crate::propose::SuggestionProposer;
 use crate::records;
-use crate::report::{RepairOptions, RepairStatus, StepReport};
+use crate::report::{RepairOptions, RepairStatus, StepReport, Unfixed};
 use crate::runtime::blocking;
 use crate::snapshot::{DirSource, Overlay, Snapshot};
 
+use super::Ctx;
 use super::accepted::{Accepted, accepted_objects, rebuild_accepted, store_accepted_state};
 use super::effects::{ForestRun, branch_slot};
 use super::plan::Plan;
@@ -32,7 +33,18 @@ use super::session::{Continuation, Session};
 use super::state::Search;
 use super::step::{Step, StepEnd};
 use super::unfixed::{Ended, unfixed};
-use super::{Ctx, SearchResult};
+
+/// What a repair's search ends with.
+pub(crate) struct SearchResult {
+    pub status: RepairStatus,
+    pub steps: Vec<StepReport>,
+    pub last: Accepted,
+    pub labels: Vec<String>,
+    /// No model is configured, and one could have worked a cluster the
+    /// compiler offers nothing for.
+    pub model_would_help: bool,
+    pub unfixed: Vec<Unfixed>,
+}
 
 /// Runs the search from `start` (already measured).
 pub(crate) async fn search(
