@@ -5,7 +5,7 @@
 //! [`python_sensors`] identifies every tool once (its version and the
 //! interpreter's go into the fingerprint) and builds the three stages; a
 //! tool that is missing still fills its stage, which then reports
-//! [`StageStatus::Unavailable`] naming where it was looked for and what to
+//! [`super::StageStatus::Unavailable`] naming where it was looked for and what to
 //! install. Each tool is the one the interpreter's environment holds, else
 //! poetry's or conda's, else `PATH`'s ([`super::toolpath`]): an editor
 //! starts the server without the virtualenv activated. Every run starts the

@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
+use super::node_tools::{NodeTools, TSC_MISSING, Tool, tail};
 use super::position;
 use super::tsc_output::{self, Category, Location, TscMessage};
 use super::tsserver;
-use super::{NodeTools, Observation, TSC_MISSING, Tool, tail};
 use crate::diagnostic::{Diagnostic, Level, Note, Span};
+use crate::sensor::Observation;
 use crate::sensor::process::{
     Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
 };
