@@ -286,8 +286,11 @@ fn test_children(file: &Path, text: &str) -> Vec<PathBuf> {
         dir.join(&*stem)
     };
     let mut found = Vec::new();
-    for (at, _) in text.match_indices("#[cfg(test)]") {
-        let mut rest = text[at + "#[cfg(test)]".len()..].trim_start();
+    for (at, _) in text.match_indices("#[cfg(") {
+        let Some(cfg) = test_only_cfg(&text[at..]) else {
+            continue;
+        };
+        let mut rest = text[at + cfg..].trim_start();
         let mut path_attribute = None;
         while let Some(attribute) = rest.strip_prefix("#[") {
             let end = attribute.find(']').unwrap();
@@ -318,13 +321,40 @@ fn test_children(file: &Path, text: &str) -> Vec<PathBuf> {
     found
 }
 
+/// The byte length of the `#[cfg(..)]` attribute at the start of `text`
+/// when it compiles its item for tests only: `cfg(test)` or
+/// `cfg(all(test, unix))`.
+fn test_only_cfg(text: &str) -> Option<usize> {
+    let predicate = text.strip_prefix("#[cfg(")?;
+    let mut depth = 1;
+    let end = predicate.char_indices().find_map(|(i, c)| {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        (depth == 0).then_some(i)
+    })?;
+    let predicate = &predicate[..end];
+    let all = predicate
+        .strip_prefix("all(")
+        .and_then(|args| args.strip_suffix(')'));
+    let for_tests =
+        predicate == "test" || all.is_some_and(|args| args.split(',').any(|a| a.trim() == "test"));
+    for_tests.then_some("#[cfg(".len() + end + ")]".len())
+}
+
 /// `code` with every `#[cfg(test)]` item (an inline test module, a
 /// test-only `mod x;` or `use`) blanked, so test helpers are no edges.
 fn without_test_items(code: &str) -> String {
     let mut out = code.to_owned();
     let mut from = 0;
-    while let Some(found) = out[from..].find("#[cfg(test)]") {
+    while let Some(found) = out[from..].find("#[cfg(") {
         let start = from + found;
+        if test_only_cfg(&out[start..]).is_none() {
+            from = start + 1;
+            continue;
+        }
         let mut depth = 0;
         let mut end = out.len();
         let mut inside_attribute = 0;
@@ -495,6 +525,23 @@ fn is_reexport(code: &str, at: usize) -> bool {
     statement.trim_start().starts_with("pub")
 }
 
+/// How often `code` names the item `word`: the word on its own, not a
+/// module of that name (`mod word`), a definition (`fn word`) or another
+/// type's member (`.word`, `Type::word`).
+fn word_count(code: &str, word: &str) -> usize {
+    code.match_indices(word)
+        .filter(|&(at, _)| {
+            let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+            let (before, after) = (&code[..at], &code[at + word.len()..]);
+            !before.chars().next_back().is_some_and(is_ident)
+                && !after.chars().next().is_some_and(is_ident)
+                && ![".", "::", "mod ", "fn "]
+                    .iter()
+                    .any(|prefix| before.ends_with(prefix))
+        })
+        .count()
+}
+
 /// The file `path` leads to: the longest prefix of it that is a file's
 /// module, following a `pub use` re-export to the file it re-exports from
 /// (`reexports` maps `repair::Session` to `repair::session::Session`).
@@ -555,12 +602,18 @@ fn file_graph(src: &Path) -> Graph {
         let module = file_module(file.strip_prefix(src).unwrap());
         let code = without_test_items(&code_only(text));
         for (at, path) in module_paths(&code, &module) {
-            if is_reexport(&code, at) {
-                let name = [module.as_slice(), &[path.binds.clone()]].concat();
-                reexports.insert(name, path.segments);
-            } else {
+            if !is_reexport(&code, at) {
                 uses.push((module.clone(), path.segments));
+                continue;
             }
+            // A module that also uses what it re-exports imports it.
+            let statement = &code[code[..at].rfind(';').map_or(0, |i| i + 1)
+                ..code[at..].find(';').map_or(code.len(), |i| at + i)];
+            if word_count(&code, &path.binds) > word_count(statement, &path.binds) {
+                uses.push((module.clone(), path.segments.clone()));
+            }
+            let name = [module.as_slice(), &[path.binds.clone()]].concat();
+            reexports.insert(name, path.segments);
         }
     }
     let files: BTreeSet<ModulePath> = texts
@@ -710,7 +763,8 @@ fn a_parent_is_in_a_cycle_with_a_child_only_when_each_uses_the_other() {
         ("lib.rs", "mod p;\npub use p::X;\n"),
         (
             "p/mod.rs",
-            "mod x;\nmod y;\n#[cfg(test)]\nmod tests;\npub use x::X;\n",
+            "mod x;\nmod y;\n#[cfg(test)]\nmod tests;\npub use x::X;\n\
+             #[cfg(all(unix, test))]\nmod unix_tests { use super::y::*; }\n",
         ),
         ("p/x.rs", "pub struct X;\n"),
         ("p/y.rs", "use super::X;\nuse crate::X as Again;\n"),
