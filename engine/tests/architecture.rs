@@ -558,10 +558,9 @@ fn resolve(
             .map(|n| path[..n].to_vec())
             .find(|prefix| files.contains(prefix))
             .unwrap_or_default();
-        let Some(target) = path
-            .get(file.len())
-            .and_then(|name| reexports.get(&[file.as_slice(), &[name.clone()]].concat()))
-        else {
+        let Some(target) = path.get(file.len()).and_then(|name| {
+            reexports.get(&[file.as_slice(), std::slice::from_ref(name)].concat())
+        }) else {
             return file;
         };
         path = [target.as_slice(), &path[file.len() + 1..]].concat();
@@ -612,7 +611,7 @@ fn file_graph(src: &Path) -> Graph {
             if word_count(&code, &path.binds) > word_count(statement, &path.binds) {
                 uses.push((module.clone(), path.segments.clone()));
             }
-            let name = [module.as_slice(), &[path.binds.clone()]].concat();
+            let name = [module.as_slice(), std::slice::from_ref(&path.binds)].concat();
             reexports.insert(name, path.segments);
         }
     }
