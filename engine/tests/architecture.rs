@@ -264,6 +264,8 @@ fn file_module(relative: &Path) -> ModulePath {
     module
 }
 
+/// A module as the graph and its failures name it: `repair::step`, and
+/// `crate` for the root.
 fn module_name(module: &[String]) -> String {
     if module.is_empty() {
         "crate".to_owned()
