@@ -278,11 +278,8 @@ pub fn mutated_lines(seed: &str) -> impl Strategy<Value = Vec<u8>> + use<> {
                     LineEdit::Cut(line, at) => {
                         let index = line.index(lines.len());
                         let line = &mut lines[index];
-                        let mut cut = at.index(line.len() + 1);
-                        while !line.is_char_boundary(cut) {
-                            cut -= 1;
-                        }
-                        line.truncate(cut);
+                        let cut = at.index(line.len() + 1);
+                        line.truncate(crate::text::floor_char_boundary(line, cut));
                     }
                 }
             }

@@ -6,6 +6,7 @@
 //!   hashes, program digests).
 //! - [`vocabulary`]: the residual classes a repair removes and the
 //!   correction operators it attempts.
+//! - [`text`]: cutting text to a byte bound at a character boundary.
 //! - `fuzz` (feature `fuzz`, test builds only): the mutations every
 //!   parser of outside bytes is property-tested with.
 //!
@@ -15,4 +16,5 @@
 pub mod digest;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
+pub mod text;
 pub mod vocabulary;

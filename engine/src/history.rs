@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::actor::{ModelCall, model_calls_with};
-use crate::bundles::BundleStore;
+use crate::bundles::attached_texts;
 use crate::context::{TurnContext, context_turns};
 use crate::ledger::event::PromotionRecovered;
 use crate::ledger::{
@@ -130,7 +130,7 @@ impl History {
         let fold = fold_accepted(&rows).map_err(|e| self.read_error(e))?;
         // A repair that attached bundles is rebuilt with the very texts it
         // recorded, read back from the bundle store by version and checksum.
-        let texts = BundleStore::attached_texts(&self.root.join(".trellis"));
+        let texts = attached_texts(&self.root.join(".trellis"));
         let model_calls = model_calls_with(&rows, self.ledger.state_dir().path(), &texts)
             .map_err(|e| self.read_error(e))?;
         let search_events = rows.iter().filter_map(|row| match &row.event {
@@ -196,7 +196,7 @@ impl Session {
     /// The session's model calls, each request rebuilt (with the bundle
     /// texts its repair recorded) and checked against the one sent (Gate Z).
     pub fn model_calls(&self) -> Result<Vec<ModelCall>, HistoryError> {
-        let texts = BundleStore::attached_texts(&self.state_dir);
+        let texts = attached_texts(&self.state_dir);
         model_calls_with(&self.rows, &self.state_dir, &texts).map_err(|e| self.read_error(e))
     }
 

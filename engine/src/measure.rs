@@ -164,7 +164,7 @@ pub fn profile(sensors: &[Box<dyn Sensor>], config: &Config, model: &EnergyModel
     h.finish()
 }
 
-/// Runs every sensor on `dir` in order. A stage runs even when an earlier
+/// Runs every sensor on `run.dir` in order. A stage runs even when an earlier
 /// one failed (S_req counts it as run), unless the earlier reports already
 /// decide it ([`Sensor::implied`]: `cargo test` on code `cargo check` found
 /// an error in that every test build compiles), when it is reported as
@@ -172,31 +172,13 @@ pub fn profile(sensors: &[Box<dyn Sensor>], config: &Config, model: &EnergyModel
 /// next one [may decide](Sensor::may_decide) goes after it and runs only
 /// when that run did not decide it: a branch whose `cargo test` build
 /// succeeded is measured by one cargo run, not two.
-#[allow(clippy::too_many_arguments)]
-pub async fn measure(
-    root: Digest,
-    dir: &Path,
-    target_dir: &Path,
-    sensors: &[Box<dyn Sensor>],
-    config: &Config,
-    label: &str,
-    progress: &dyn Progress,
-    cancel: &CancellationToken,
-    policy: Policy,
-) -> Measurement {
-    let run = Run {
-        dir,
-        target_dir,
-        config,
-        label,
-        progress,
-        cancel,
-        policy,
-    };
+pub async fn measure(root: Digest, sensors: &[Box<dyn Sensor>], run: Run<'_>) -> Measurement {
     run_stages(root, sensors, run, None).await
 }
 
-/// Where and how [`measure_staged`] runs its sensors.
+/// Where and how [`measure`] and [`measure_staged`] run the sensors: the
+/// directory measured, the build's target, the stage's label, its progress,
+/// cancellation and sandbox.
 pub struct Run<'a> {
     pub dir: &'a Path,
     pub target_dir: &'a Path,
@@ -560,30 +542,19 @@ mod order_tests {
         let dir = Path::new("/nonexistent");
         let root = blob_digest(b"tree");
         let m = tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let run = Run {
+                dir,
+                target_dir: dir,
+                config: &config,
+                label: "b1",
+                progress: &NoProgress,
+                cancel: &cancel,
+                policy: Policy::USER_CODE,
+            };
             if staged {
-                let run = Run {
-                    dir,
-                    target_dir: dir,
-                    config: &config,
-                    label: "b1",
-                    progress: &NoProgress,
-                    cancel: &cancel,
-                    policy: Policy::USER_CODE,
-                };
                 measure_staged(root, &sensors, run, &|_| {}).await
             } else {
-                measure(
-                    root,
-                    dir,
-                    dir,
-                    &sensors,
-                    &config,
-                    "b1",
-                    &NoProgress,
-                    &cancel,
-                    Policy::USER_CODE,
-                )
-                .await
+                measure(root, &sensors, run).await
             }
         });
         let reports = m

@@ -48,6 +48,7 @@
 //! `deleting_trellis_before_the_promotion_refuses_it`,
 //! `deleting_trellis_after_the_renames_puts_every_file_back`).
 
+mod error;
 pub mod journal;
 
 use std::path::Path;
@@ -61,6 +62,7 @@ use crate::statedir::{self, Dir, Kind, StateError, TEMP_PREFIX};
 
 use journal::{Journal, JournalTarget};
 
+pub use error::PromoteError;
 pub use journal::InterruptedPromotion;
 
 /// The promotion a crash interrupted in the workspace at `root` (its
@@ -84,30 +86,6 @@ pub struct Target<'a> {
     /// Its content in the repair's start snapshot; `None`: it did not exist.
     pub old: Option<Digest>,
     pub new: Option<&'a [u8]>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum PromoteError {
-    /// A target is not what the repair started from (or no longer what was
-    /// just written): the user edited it. Everything was put back, as
-    /// `rolled_back` says (`None`: nothing had been replaced yet).
-    #[error("`{path}` changed while the repair was being written")]
-    Stale {
-        path: String,
-        rolled_back: Option<RolledBack>,
-    },
-    /// A failure before the first rename (or one that was fully undone).
-    #[error("{0}; nothing was changed")]
-    Refused(String),
-    /// Putting things back failed too: the journal stays for the next start.
-    #[error("{0}; the promotion journal in .trellis/ will finish or undo it on the next start")]
-    Interrupted(String),
-}
-
-impl From<StateError> for PromoteError {
-    fn from(e: StateError) -> PromoteError {
-        PromoteError::Refused(e.to_string())
-    }
 }
 
 /// One target, opened: its directory handle and the names used beside it.

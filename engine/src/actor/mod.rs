@@ -66,11 +66,11 @@ pub use http::{DEFAULT_MAX_RESPONSE_BYTES, HttpTransport, KeyLookup};
 pub use paging::ContextEvent;
 pub use replay::{AttachedTexts, ModelCall, model_calls, model_calls_with};
 pub use runner::{
-    ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, ToolRecord, TurnLedger,
-    TurnRecord, TurnReply, TurnUsage, replay_request, route_of, run_actor,
+    ActorContext, ActorOutcome, PreparedRequest, PromptInputs, StopReason, TurnLedger, TurnRecord,
+    TurnReply, TurnUsage, replay_request, route_of, run_actor,
 };
 pub use scripted::{Scripted, ScriptedTransport};
-pub use tools::{BranchVerifier, VerifierReport};
+pub use tools::{BranchVerifier, ToolRecord, VerifierReport};
 pub use transport::{
     AttemptClass, BoxFuture, ChatMessage, ChatReply, ChatRequest, RawResponse, ReplyError,
     TokenUsage, ToolCall, Transport, TransportFailure, classify, parse_reply, request_body,

@@ -16,8 +16,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::runner::ToolRecord;
-use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRequest};
+use super::tools::{ToolEffect, ToolError, ToolOutput, ToolRecord, ToolRequest};
 use super::transport::ChatMessage;
 use crate::context::{
     Allowance, Dependency, FitError, FitInput, Focus, Infeasible, Live, Message, PageKeys,

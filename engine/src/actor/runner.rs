@@ -31,7 +31,7 @@ use trellis_prompts::{
 
 use super::failover::{Attempt, CallOutcome, ChainEndpoint, FailoverChain};
 use super::tools::{
-    BranchVerifier, TOOL_NAMES, ToolEffect, ToolError, ToolOutput, ToolRequest, execute,
+    BranchVerifier, TOOL_NAMES, ToolEffect, ToolError, ToolRecord, ToolRequest, execute,
     parse_call, render_result, tool_spec_hash, tool_specs,
 };
 use super::transport::{
@@ -129,14 +129,6 @@ impl PreparedRequest {
             .as_ref()
             .map_or(ToolForm::Full, |plan| plan.allowance.tool_form)
     }
-}
-
-/// One tool call, what it was parsed into, and its result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ToolRecord {
-    pub call: ToolCall,
-    pub request: Option<ToolRequest>,
-    pub result: Result<ToolOutput, ToolError>,
 }
 
 /// Actual usage of one turn, to settle its reservation with.
@@ -458,8 +450,11 @@ pub async fn run_actor(
                                 &reply,
                                 dialect,
                                 limits,
-                                (branch, withheld),
-                                verifier,
+                                ToolBranch {
+                                    root: branch,
+                                    withheld,
+                                    verifier: &mut *verifier,
+                                },
                                 &mut conversation,
                                 &mut paging,
                                 &mut record,
@@ -503,20 +498,23 @@ pub async fn run_actor(
     }
 }
 
+/// The branch a turn's tools act on: its root, the paths the model may not
+/// read there, and the verifier its check and test calls run.
+struct ToolBranch<'b> {
+    root: &'b Path,
+    withheld: &'b [String],
+    verifier: &'b mut dyn BranchVerifier,
+}
+
 /// Steps 5–7 for a parsed reply: the tool calls it makes (native, or one
 /// JSON envelope in text for a JSON-in-text dialect) run as governed
 /// proposals within the turn's allowances, and the reply and every result
 /// join the conversation. Returns the summary when `finish` was called.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the turn's effects: branch, verifier, conversation and its pages, record"
-)]
 async fn act(
     reply: &ChatReply,
     dialect: &ModelDialect,
     limits: &TurnLimits,
-    (branch, withheld): (&Path, &[String]),
-    verifier: &mut dyn BranchVerifier,
+    tools: ToolBranch<'_>,
     conversation: &mut Vec<ChatMessage>,
     paging: &mut Paging,
     record: &mut TurnRecord,
@@ -573,7 +571,16 @@ async fn act(
                     ToolRequest::ContextRecall(key) => {
                         paging.recall(record.turn, conversation, key)
                     }
-                    _ => execute(&r, branch, withheld, verifier, limits.result_bytes).await,
+                    _ => {
+                        execute(
+                            &r,
+                            tools.root,
+                            tools.withheld,
+                            tools.verifier,
+                            limits.result_bytes,
+                        )
+                        .await
+                    }
                 };
                 match result.as_ref().map(|o| &o.effect) {
                     Ok(ToolEffect::Mutated { .. }) => record.usage.mutations += 1,

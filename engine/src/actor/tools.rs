@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use trellis_core::text;
 use trellis_prompts::bounded::render_observation;
 
-use super::transport::BoxFuture;
+use super::transport::{BoxFuture, ToolCall};
 use crate::context::{RecallKey, ToolForm, synopsis};
 use crate::digest::CanonicalHasher;
 use crate::snapshot::fsutil::{confine, write_atomic};
@@ -233,6 +234,14 @@ pub fn tool_spec_hash(form: ToolForm) -> String {
         h.str(&spec.to_string());
     }
     format!("sha256:{}", h.finish())
+}
+
+/// One tool call, what it was parsed into, and its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolRecord {
+    pub call: ToolCall,
+    pub request: Option<ToolRequest>,
+    pub result: Result<ToolOutput, ToolError>,
 }
 
 /// A parsed, well-formed tool call.
@@ -654,10 +663,7 @@ fn bound(mut text: String, max: usize) -> (String, u64) {
     if text.len() <= max {
         return (text, 0);
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text::floor_char_boundary(&text, max);
     let cut = (text.len() - end) as u64;
     text.truncate(end);
     (text, cut)

@@ -9,14 +9,14 @@
 //! attaches nothing. This module never reads the store again after
 //! [`attach`] returns: a later write cannot reach the repair.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use trellis_prompts::bundles::PinnedReplacement;
 
 use super::error::BundleError;
 use super::refs::BundleRef;
 use super::store::BundleStore;
-use crate::ledger::BundleComponent;
+use crate::ledger::{BundleComponent, BundlesAttached};
 
 /// What the consuming run has: a bundle may require these, never add to them.
 pub struct RunCapabilities<'a> {
@@ -179,6 +179,22 @@ pub fn reattach(
         )?;
     }
     Ok(attached)
+}
+
+/// For a reader of the ledger in `trellis_dir` (replay,
+/// explain-session): the section texts each `bundles_attached` row
+/// names, read back by exact version and checksum ([`reattach`]).
+/// A store that cannot be opened fails each such row, saying why.
+pub fn attached_texts(
+    trellis_dir: &Path,
+) -> impl Fn(&BundlesAttached) -> Result<Vec<PinnedReplacement>, String> + use<> {
+    let store = BundleStore::open(trellis_dir).map_err(|e| e.to_string());
+    move |attached| match &store {
+        Ok(store) => reattach(store, &attached.components)
+            .map(|a| a.replacements)
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 #[cfg(test)]

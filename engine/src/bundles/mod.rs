@@ -44,11 +44,9 @@ pub use draft::{Draft, Manifest, Requires};
 pub use error::BundleError;
 pub use refs::BundleRef;
 pub use store::{
-    BundleStore, BundleSummary, DefaultChange, PruneReport, VersionRow, WriteOptions, WriteResult,
+    BundleStore, BundleSummary, DefaultChange, PruneReport, STORE_FILE, VersionRow, WriteOptions,
+    WriteResult,
 };
 
 pub(crate) use attach::attach;
-pub use attach::reattach;
-
-/// The store's file in `.trellis/`.
-pub const STORE_FILE: &str = "bundles.db";
+pub use attach::{attached_texts, reattach};

@@ -17,12 +17,14 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
-use super::STORE_FILE;
 use super::draft::{Draft, MAX_NOTE_BYTES, checksum_of};
 use super::error::BundleError;
 use super::refs::BundleRef;
 use super::retention::{Held, RETAIN_LATEST, removable};
 use crate::statedir::{Dir, Schema};
+
+/// The store's file in `.trellis/`.
+pub const STORE_FILE: &str = "bundles.db";
 
 /// At most this many bundle ids in one store.
 pub const MAX_IDS: usize = 256;
@@ -170,25 +172,6 @@ impl BundleStore {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// For a reader of the ledger in `trellis_dir` (replay,
-    /// explain-session): the section texts each `bundles_attached` row
-    /// names, read back by exact version and checksum ([`super::reattach`]).
-    /// A store that cannot be opened fails each such row, saying why.
-    pub fn attached_texts(
-        trellis_dir: &Path,
-    ) -> impl Fn(
-        &crate::ledger::BundlesAttached,
-    ) -> Result<Vec<trellis_prompts::bundles::PinnedReplacement>, String>
-    + use<> {
-        let store = BundleStore::open(trellis_dir).map_err(|e| e.to_string());
-        move |attached| match &store {
-            Ok(store) => super::reattach(store, &attached.components)
-                .map(|a| a.replacements)
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.clone()),
-        }
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

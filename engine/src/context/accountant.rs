@@ -38,7 +38,17 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::calibration::{self, UNCALIBRATED};
+/// No calibration (`Allowance::calibration` in thousandths): a charge is
+/// taken at its word.
+pub const UNCALIBRATED: u32 = 1000;
+
+fn uncalibrated() -> u32 {
+    UNCALIBRATED
+}
+
+fn is_uncalibrated(calibration: &u32) -> bool {
+    *calibration == UNCALIBRATED
+}
 
 /// A versioned token accountant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,10 +210,7 @@ pub struct Allowance {
     /// per token charged, at most, in the requests before this one. β_in
     /// is what is left once the window less output and guard is divided
     /// by it. Absent (1000) until an endpoint reports more than planned.
-    #[serde(
-        default = "calibration::uncalibrated",
-        skip_serializing_if = "calibration::is_uncalibrated"
-    )]
+    #[serde(default = "uncalibrated", skip_serializing_if = "is_uncalibrated")]
     pub calibration: u32,
 }
 

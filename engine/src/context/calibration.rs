@@ -20,21 +20,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::accountant::UNCALIBRATED;
 use super::plan::ResidentPlan;
-
-/// No calibration: a charge is taken at its word.
-pub const UNCALIBRATED: u32 = 1000;
 
 /// The largest calibration, four reported tokens per token charged.
 pub const MAX_CALIBRATION: u32 = 4000;
-
-pub(super) fn uncalibrated() -> u32 {
-    UNCALIBRATED
-}
-
-pub(super) fn is_uncalibrated(calibration: &u32) -> bool {
-    *calibration == UNCALIBRATED
-}
 
 /// A request the endpoint counted larger than its plan charged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -37,16 +37,16 @@ pub mod synopsis;
 mod working_set;
 
 pub use accountant::{
-    Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD, ToolForm,
+    Accountant, Allowance, MESSAGE_OVERHEAD, Message, TOOL_CALL_OVERHEAD, ToolForm, UNCALIBRATED,
 };
-pub use calibration::{Calibrations, UNCALIBRATED, Underestimate};
+pub use calibration::{Calibrations, Underestimate};
 pub use explain::{Outcome, TurnContext, context_turns};
 pub use overhead::{OVERHEAD_SHARE, Overhead, OverheadInput, fixed_overhead, overhead_cap};
 pub use page::{Dependency, Live, Page, PageKeys, PageSpan, pages};
 pub use plan::{Infeasible, PagePlan, Residency, ResidentPlan, apply_plan, tombstone};
 pub use recall::{RecallKey, resolve};
-pub use select::{FitError, FitInput, Focus, fit};
-pub use working_set::{WorkingSet, WorkingSetInput, working_set};
+pub use select::{FitError, FitInput, fit};
+pub use working_set::{Focus, WorkingSet, WorkingSetInput, working_set};
 
 #[cfg(test)]
 pub(crate) mod testing {

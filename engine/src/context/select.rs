@@ -17,9 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::accountant::{Allowance, Message};
-use super::page::{Live, Page, PageKeys, pages};
+use super::page::{Live, Page, pages};
 use super::plan::{Infeasible, PagePlan, Residency, ResidentPlan, tombstone};
-use super::working_set::WorkingSet;
+use super::working_set::{Focus, WorkingSet};
 
 /// Weight of the label a `context_recall` gives the recalled page: more
 /// than everything else together, so a recalled page is restored first.
@@ -47,34 +47,6 @@ pub struct FitInput<'a, M> {
     pub focus: &'a Focus,
     /// The optional candidates; every other page is tombstoned.
     pub working_set: &'a WorkingSet,
-}
-
-/// What the residual cluster is about: the paths it affects and the tests
-/// that fail in it, from the correction packet (typed fields only).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Focus {
-    pub paths: BTreeSet<String>,
-    pub tests: BTreeSet<String>,
-}
-
-impl Focus {
-    /// The cluster's paths a page's calls name.
-    fn paths_of<'k>(&'k self, keys: &'k PageKeys) -> impl Iterator<Item = &'k String> {
-        keys.paths.iter().filter(|p| self.paths.contains(*p))
-    }
-
-    /// The cluster's failing tests a page's `run_tests` filters select
-    /// (the name contains the filter).
-    fn tests_of<'k>(&'k self, keys: &'k PageKeys) -> impl Iterator<Item = &'k String> {
-        self.tests
-            .iter()
-            .filter(|t| keys.tests.iter().any(|f| t.contains(f.as_str())))
-    }
-
-    /// Whether the cluster names the page by a path or a failing test.
-    pub(super) fn names(&self, keys: &PageKeys) -> bool {
-        self.paths_of(keys).next().is_some() || self.tests_of(keys).next().is_some()
-    }
 }
 
 /// The plan of one request, or why it cannot be sent.

@@ -11,6 +11,7 @@
 //! parse to any item, has no outline.
 
 use tree_sitter::{Language, Node, Parser};
+use trellis_core::text;
 
 /// Files larger than this are answered with an outline and a range.
 pub const LARGE_FILE_BYTES: usize = 8 * 1024;
@@ -169,12 +170,9 @@ fn push(
 fn signature(item: &str) -> String {
     let line = item.lines().next().unwrap_or_default().trim();
     let line = line.strip_suffix('{').unwrap_or(line).trim_end();
-    let mut end = line.len().min(MAX_SIGNATURE);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < line.len() {
-        format!("{}…", &line[..end])
+    let bounded = text::head(line, MAX_SIGNATURE);
+    if bounded.len() < line.len() {
+        format!("{bounded}…")
     } else {
         line.to_owned()
     }

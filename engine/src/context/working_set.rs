@@ -19,9 +19,36 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::page::{Live, Page};
-use super::select::Focus;
+use super::page::{Live, Page, PageKeys};
 use crate::digest::CanonicalHasher;
+
+/// What the residual cluster is about: the paths it affects and the tests
+/// that fail in it, from the correction packet (typed fields only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Focus {
+    pub paths: BTreeSet<String>,
+    pub tests: BTreeSet<String>,
+}
+
+impl Focus {
+    /// The cluster's paths a page's calls name.
+    pub(super) fn paths_of<'k>(&'k self, keys: &'k PageKeys) -> impl Iterator<Item = &'k String> {
+        keys.paths.iter().filter(|p| self.paths.contains(*p))
+    }
+
+    /// The cluster's failing tests a page's `run_tests` filters select
+    /// (the name contains the filter).
+    pub(super) fn tests_of<'k>(&'k self, keys: &'k PageKeys) -> impl Iterator<Item = &'k String> {
+        self.tests
+            .iter()
+            .filter(|t| keys.tests.iter().any(|f| t.contains(f.as_str())))
+    }
+
+    /// Whether the cluster names the page by a path or a failing test.
+    pub(super) fn names(&self, keys: &PageKeys) -> bool {
+        self.paths_of(keys).next().is_some() || self.tests_of(keys).next().is_some()
+    }
+}
 
 /// Everything one working set depends on.
 #[derive(Debug, Clone, Copy)]

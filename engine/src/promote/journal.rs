@@ -20,7 +20,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::PromoteError;
+use super::error::PromoteError;
 use crate::digest::{Digest, blob_digest};
 use crate::ledger::event::{PromotionRecovered, RecoveryDirection};
 use crate::ledger::{Ledger, LedgerEvent};

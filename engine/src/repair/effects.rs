@@ -32,7 +32,7 @@ use crate::error::EngineError;
 use crate::gate::{AcceptedTrajectory, GateDecision};
 use crate::language::{StageRole, stage_role};
 use crate::ledger::SearchEvent;
-use crate::measure::{Measurement, measure};
+use crate::measure::{Measurement, Run, measure};
 use crate::propose::Candidate;
 use crate::records;
 use crate::runtime::blocking;
@@ -310,18 +310,16 @@ impl ForestRun<'_> {
         };
         let ctx = self.ctx;
         let target_dir = ctx.slots.branch_target();
-        let mut m = measure(
-            state.root,
-            slot,
-            &target_dir,
-            ctx.sensors,
-            ctx.config,
+        let run = Run {
+            dir: slot,
+            target_dir: &target_dir,
+            config: ctx.config,
             label,
-            ctx.progress,
-            ctx.cancel,
-            ctx.sandbox_policy(),
-        )
-        .await;
+            progress: ctx.progress,
+            cancel: ctx.cancel,
+            policy: ctx.sandbox_policy(),
+        };
+        let mut m = measure(state.root, ctx.sensors, run).await;
         if let Some(oracle) = ctx.config.verification.oracle(ctx.root) {
             m.oracle = Some(if !m.assessment.hard_pass {
                 OracleVerdict::NotRun {

@@ -45,6 +45,7 @@ mod plan;
 mod quantum;
 mod search;
 mod session;
+mod state;
 mod status;
 mod step;
 #[cfg(test)]
@@ -58,7 +59,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::ledger::Ledger;
-use crate::report::{RepairStatus, StepReport, Unfixed};
 use crate::runtime::Progress;
 use crate::sensor::Sensor;
 use crate::sensor::sandbox::Policy;
@@ -108,15 +108,4 @@ impl Ctx<'_> {
             self.config.sandbox.for_user_code()
         }
     }
-}
-
-pub(crate) struct SearchResult {
-    pub status: RepairStatus,
-    pub steps: Vec<StepReport>,
-    pub last: Accepted,
-    pub labels: Vec<String>,
-    /// No model is configured, and one could have worked a cluster the
-    /// compiler offers nothing for.
-    pub model_would_help: bool,
-    pub unfixed: Vec<Unfixed>,
 }

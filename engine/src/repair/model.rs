@@ -18,6 +18,7 @@
 //! `the_model_continues_its_own_partial_checkpoint_in_a_new_branch_and_the_fix_is_promoted`,
 //! `a_second_repair_shows_the_model_what_the_last_attempt_tried_and_how_it_measured`).
 
+use trellis_core::text;
 use trellis_prompts::composers::{BootstrapState, CorrectTurnState};
 use trellis_prompts::plan::{PlanInput, RemainingBudget, WitnessKind, plan};
 use trellis_prompts::{BoundedList, BoundedText, ObservationText, PromptStage};
@@ -271,9 +272,5 @@ fn render_packet(packet: &CorrectionPacket) -> String {
 
 /// At most `max` bytes of `text`, cut at a character boundary.
 fn clip(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].replace(['\0'], "")
+    text::head(text, max).replace(['\0'], "")
 }

@@ -40,8 +40,15 @@ use super::plan::{
     dominant_cluster, evidence_digest, obligations, packet_energy,
 };
 use super::session::Session;
-use super::step::Eligible;
 use crate::report::{BranchOutcome, BranchReport, NotUsed};
+
+/// A measured, eligible branch awaiting selection.
+pub(super) struct Eligible {
+    pub(super) branch_id: String,
+    pub(super) label: String,
+    pub(super) y: Snapshot,
+    pub(super) m: Measurement,
+}
 
 /// How one quantum ended.
 pub(super) enum QuantumEnd {

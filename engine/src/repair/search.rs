@@ -1,7 +1,7 @@
 //! The search loop: steps over the accepted trajectory until hard pass,
 //! the decision bound, or no eligible candidate.
 //!
-//! [`Search`] holds what persists across steps: the session, the gate's
+//! [`Search`] (in [`super::state`]) holds what persists across steps: the session, the gate's
 //! [`AcceptedTrajectory`], the accepted state x_k, and the roots already
 //! measured. Each turn picks the first actionable plan at x_k and runs one
 //! [`Step`] (one forest) on it; a committed step advances x_k and stores
@@ -15,41 +15,35 @@
 
 use std::collections::BTreeSet;
 
-use crate::digest::Digest;
 use crate::error::{EngineError, ResumeRefusal};
 use crate::gate::{AcceptedTrajectory, Observation, Verdict};
 use crate::measure::Measurement;
 use crate::propose::SuggestionProposer;
 use crate::records;
-use crate::report::{RepairOptions, RepairStatus, StepReport};
+use crate::report::{RepairOptions, RepairStatus, StepReport, Unfixed};
 use crate::runtime::blocking;
 use crate::snapshot::{DirSource, Overlay, Snapshot};
 
+use super::Ctx;
 use super::accepted::{Accepted, accepted_objects, rebuild_accepted, store_accepted_state};
 use super::effects::{ForestRun, branch_slot};
 use super::plan::Plan;
+use super::quantum::Eligible;
 use super::session::{Continuation, Session};
-use super::step::{Eligible, Step, StepEnd};
+use super::state::Search;
+use super::step::{Step, StepEnd};
 use super::unfixed::{Ended, unfixed};
-use super::{Ctx, SearchResult};
 
-/// One repair's search from its measured start state.
-pub(super) struct Search<'a> {
-    pub(super) ctx: &'a Ctx<'a>,
-    pub(super) session: &'a mut Session,
-    pub(super) trajectory: AcceptedTrajectory,
-    /// x_k.
-    pub(super) accepted: Accepted,
-    /// Every root measured in this repair: a candidate reaching one again
-    /// is a duplicate, never re-measured.
-    pub(super) measured_roots: BTreeSet<Digest>,
-    pub(super) max_branches: usize,
-    /// The model route's failover chain, built at its first use: one per
-    /// repair, so an endpoint retired in one step stays retired.
-    pub(super) model_chain: Option<crate::actor::FailoverChain>,
-    /// The repair's start and the content realizing it over the user's
-    /// disk: the tests `backward-compatible` holds every candidate to.
-    pub(super) start: (Snapshot, Overlay),
+/// What a repair's search ends with.
+pub(crate) struct SearchResult {
+    pub status: RepairStatus,
+    pub steps: Vec<StepReport>,
+    pub last: Accepted,
+    pub labels: Vec<String>,
+    /// No model is configured, and one could have worked a cluster the
+    /// compiler offers nothing for.
+    pub model_would_help: bool,
+    pub unfixed: Vec<Unfixed>,
 }
 
 /// Runs the search from `start` (already measured).

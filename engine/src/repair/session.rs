@@ -357,7 +357,7 @@ fn gate_z(
         .cloned()
         .collect();
     // With the store texts the repair attached, as replay rebuilds them.
-    let attached = crate::bundles::BundleStore::attached_texts(state_dir);
+    let attached = crate::bundles::attached_texts(state_dir);
     crate::actor::model_calls_with(&forest, state_dir, &attached)
         .map(drop)
         .map_err(|e| format!("interrupted forest {forest_id} cannot be resumed: {e}"))

@@ -19,7 +19,7 @@
 //!
 //! It must never copy, measure or move the budget except through
 //! [`ForestRun`], and never change the accepted state: the committed
-//! branch is handed back to the [`super::search::Search`].
+//! branch is handed back to the [`super::state::Search`].
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -29,14 +29,13 @@ use crate::correction::CorrectionPacket;
 use crate::digest::Digest;
 use crate::error::EngineError;
 use crate::gate::GateDecision;
-use crate::measure::Measurement;
 use crate::records;
 use crate::search::{
     ActionKind, Attempt, BranchOutcome as QuantumOutcome, BranchProgress, BranchSpec, Expansion,
     ExpansionState, ForestError, Frontier, FrontierEntry, Seed, Service, Strategy, next_expansions,
 };
 use crate::sensor::sandbox;
-use crate::snapshot::{DirSource, Snapshot};
+use crate::snapshot::DirSource;
 
 use super::Ctx;
 use super::accepted::Accepted;
@@ -46,8 +45,8 @@ use super::plan::{
     KeptPartial, Plan, Quantum, Realization, Track, attempt_components, dominant_cluster,
     obligations, packet_energy, proposal_digest,
 };
-use super::quantum::{QuantumEnd, QuantumRun, SeedView};
-use super::search::Search;
+use super::quantum::{Eligible, QuantumEnd, QuantumRun, SeedView};
+use super::state::Search;
 use crate::report::{BranchOutcome, BranchReport, NotUsed, StepReport};
 
 /// How a step's forest ended.
@@ -62,14 +61,6 @@ pub(super) enum StepEnd {
     BoundReached {
         detail: String,
     },
-}
-
-/// A measured, eligible branch awaiting selection.
-pub(super) struct Eligible {
-    pub(super) branch_id: String,
-    pub(super) label: String,
-    pub(super) y: Snapshot,
-    pub(super) m: Measurement,
 }
 
 /// A live branch's next quantum, admitted and waiting to be served.

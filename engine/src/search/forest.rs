@@ -26,7 +26,7 @@ use super::budget::{
     SettleError, Settlement,
 };
 use super::coverage::Coverage;
-use super::expansion::Strategy;
+use super::strategy::Strategy;
 use crate::digest::{CanonicalHasher, Digest};
 use crate::gate::{AcceptedTrajectory, GateDecision, GateRefusal, Observation, Verdict};
 use crate::select::{self, BranchMeasurement};

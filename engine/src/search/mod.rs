@@ -28,7 +28,7 @@
 //! - [`frontier`]: [`Frontier`] (`upsert`, `remove`, `serve() ->
 //!   Option<Service>`), [`FrontierEntry`], [`frontier::compare`].
 //! - [`expansion`]: [`next_expansions`]`(&ExpansionState) ->
-//!   Vec<Expansion>` (a continuation first, then a new branch), [`expansion::triggers`], [`Strategy`] (with
+//!   Vec<Expansion>` (a continuation first, then a new branch), [`expansion::triggers`], [`Strategy`] (in [`strategy`], with
 //!   `digest()` for the no-good key), [`Trigger`], [`Attempt`].
 //! - [`nogood`]: [`NoGoodComponents`], [`NoGoodKey::of`],
 //!   [`Support::from_evidence`], [`NoGoodStore`] (`record`, `suppresses`,
@@ -62,6 +62,7 @@ pub mod forest;
 pub mod frontier;
 pub mod nogood;
 pub mod resume;
+pub mod strategy;
 
 pub use budget::{
     ActionKind, BudgetRefusal, Closure, Counter, Counters, Overflow, Receipt, Reservation,
@@ -70,7 +71,7 @@ pub use budget::{
 pub use coverage::Coverage;
 pub use expansion::{
     Attempt, BranchOutcome, BranchProgress, Expansion, ExpansionState, Novelty, OperatorKind,
-    Strategy, StrategyContext, Trigger, next_expansions, probe_attempt, probe_first, same_route,
+    Trigger, next_expansions, probe_attempt, probe_first, same_route,
 };
 pub use forest::{
     BranchSpec, CandidateObservation, Eligibility, ForestBinding, ForestError, ForestSettlement,
@@ -83,6 +84,7 @@ pub use nogood::{
     NoGoodRefusal, NoGoodStore, Support, build_digest,
 };
 pub use resume::{ForestSeed, InterruptedForest, ResumeBypass, ResumeClaim, ResumeError};
+pub use strategy::{Strategy, StrategyContext};
 
 #[cfg(test)]
 mod tests {

@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
+use trellis_core::text;
 
 pub use super::libtest::ABNORMAL_EXIT;
 use super::libtest::{self, ParsedFailure};
-use super::mirror::{self, Mirror};
+use super::mirror::Mirror;
 use super::process::{self, Confinement, ProcessLimits, ProcessOutput, run_bounded};
 use super::rustc_json::{self, Compilation, TargetId, WorkspacePaths};
 use super::sandbox;
@@ -199,14 +200,14 @@ pub fn prepare_slot(
     stop: &CancellationToken,
 ) {
     let mut setup = StageSetup::for_workspace(workspace, rustc_wrapper);
-    setup.mirrored = setup.mirrorable(at_workspace_path) && mirror::available();
+    setup.mirrored = setup.mirrorable(at_workspace_path) && sandbox::mirror_available();
     setup.seed(base, dir, setup.mirrored, generates_code, stop);
 }
 
 /// Whether slots can be built at the workspace's paths here (probed once,
 /// off the async threads).
 async fn mirror_available() -> bool {
-    tokio::task::spawn_blocking(mirror::available)
+    tokio::task::spawn_blocking(sandbox::mirror_available)
         .await
         .unwrap_or(false)
 }
@@ -1064,11 +1065,7 @@ fn stderr_summary(stderr: &str) -> String {
     if summary.len() <= LIMIT {
         return summary.to_owned();
     }
-    let mut end = LIMIT;
-    while !summary.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &summary[..end])
+    format!("{}…", text::head(summary, LIMIT))
 }
 
 /// A diagnostic for a manifest error cargo reported as

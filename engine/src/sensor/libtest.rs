@@ -10,6 +10,8 @@
 //! A custom-harness binary that never prints `running N tests` would shift
 //! that pairing; this is the one assumption the parser makes.
 
+use trellis_core::text;
+
 /// A source position as a panic message prints it (`src/lib.rs:12:5`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PanicSite {
@@ -265,11 +267,7 @@ pub(super) fn cap_output(output: &str) -> String {
     if output.len() <= OUTPUT_CAP {
         return output.to_owned();
     }
-    let mut end = OUTPUT_CAP;
-    while !output.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[output truncated]", &output[..end])
+    format!("{}\n[output truncated]", text::head(output, OUTPUT_CAP))
 }
 
 /// The position in `thread 'x' panicked at src/lib.rs:12:5:` (Rust ≥ 1.73)

@@ -18,7 +18,8 @@
 //! slot's directories). A namespace is made with an unprivileged user
 //! namespace that maps the user's own uid and gid to themselves, so tests
 //! run as the user, not as a pretend root. Where user namespaces are not
-//! allowed (other systems, hardened kernels, some containers), [`available`]
+//! allowed (other systems, hardened kernels, some containers),
+//! [`super::sandbox::mirror_available`]
 //! says so once and slots build at their own paths, as before.
 //!
 //! The mounts are made by the run's sandbox, in the namespaces it enters
@@ -35,8 +36,6 @@
 //! `a_slot_rebuilding_a_changed_member_leaves_the_users_incremental_state_intact`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
 
 /// One build's mounts: `slot` over `root`, and `slot_target` over
 /// `user_target` (the cargo target directory the build is told to use).
@@ -97,6 +96,11 @@ impl Mirror {
         })
     }
 
+    /// The slot the build runs in, as the mounts see it.
+    pub(super) fn slot(&self) -> &Path {
+        &self.slot
+    }
+
     /// Leaves the slot as it was found: removes the mount point the plan
     /// made, when the build left it empty (it does: the build wrote into
     /// the mount, not into the directory under it).
@@ -116,55 +120,6 @@ impl Mirror {
             (&self.slot_target, &self.target_point, false),
             (&self.slot, &self.root, true),
         ]
-    }
-}
-
-/// Whether this process may build in a mirror: tried once, by mounting a
-/// scratch directory over another in a throwaway child. Blocks for the
-/// probe: call it off the async threads.
-pub fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        // Its mounts are made in the sandbox's user namespace.
-        let found = super::sandbox::support()
-            .namespaces
-            .clone()
-            .and_then(|()| probe());
-        if let Err(reason) = &found {
-            tracing::info!(
-                %reason,
-                "slots build at their own paths: this system does not allow an unprivileged mount namespace"
-            );
-        }
-        found.is_ok()
-    })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn probe() -> Result<(), String> {
-    Err("mount namespaces are Linux's".into())
-}
-
-#[cfg(target_os = "linux")]
-fn probe() -> Result<(), String> {
-    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let [root, slot, target] = ["root", "slot", "target"].map(|name| scratch.path().join(name));
-    for dir in [&root, &slot, &target] {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(slot.join("seen"), b"").map_err(|e| e.to_string())?;
-    std::fs::create_dir(root.join("target")).map_err(|e| e.to_string())?;
-    let mirror = Mirror::plan(&root, &slot, &root.join("target"), &target)
-        .ok_or("the scratch mounts could not be planned")?;
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "test -e seen && test -e target"])
-        .current_dir(&mirror.slot);
-    super::sandbox::enter_mirror(&mut cmd, &mirror);
-    let status = cmd.status().map_err(|e| e.to_string())?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("the probe's mounts were not seen ({status})"))
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod cargo;
 mod check_units;
+pub mod file_tests;
 mod libtest;
 mod mirror;
 pub mod oracle;

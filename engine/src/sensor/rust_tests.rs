@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use quote::ToTokens as _;
 
-use super::test_inventory::FileTests;
+use super::file_tests::FileTests;
 
 /// The tests `text` defines; `None` when it does not parse as Rust.
 pub fn inventory(text: &str) -> Option<FileTests> {

@@ -22,8 +22,9 @@
 //! A test may change what it checks under `evolving` (erratum 37); it may
 //! never stop being checked.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+use super::file_tests::{FOCUS, FileTests};
 use super::{StageReport, StageStatus};
 use crate::diagnostic::Level;
 
@@ -34,24 +35,6 @@ pub struct Weakened {
     pub test: String,
     /// What the candidate did to it, in a few words.
     pub how: String,
-}
-
-/// The tests one source file defines: each test's id within the file and
-/// the marks that switch it off or invert it (`#[ignore]`, a `cfg`,
-/// `@pytest.mark.skip`, `.skip`, `{ todo: true }`), as the file reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FileTests {
-    pub tests: BTreeMap<String, BTreeSet<String>>,
-    /// Some test of the file is focused (`.only`, `fit`): under jest and
-    /// vitest every other test of the file is then skipped.
-    pub focused: bool,
-}
-
-impl FileTests {
-    /// Records `test` with `marks`; a name defined twice keeps both sets.
-    pub fn add(&mut self, test: String, marks: BTreeSet<String>) {
-        self.tests.entry(test).or_default().extend(marks);
-    }
 }
 
 /// Whether a file at `path` can define tests any sensor reads statically:
@@ -123,10 +106,6 @@ pub fn weakened_in_file(path: &str, before: &str, after: Option<&str>) -> Vec<We
     }
     weakened
 }
-
-/// The mark a focused test carries itself (`.only`): not a weakening of
-/// that test, but of every other test in its file.
-pub const FOCUS: &str = "`.only`";
 
 /// The tests `before` (a measurement's stage reports) ran that `after`
 /// (the candidate's) ran no more, stage by stage.

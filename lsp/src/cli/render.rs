@@ -15,7 +15,7 @@ use trellis_engine::sensor::toolpath::ToolUse;
 use trellis_engine::{BranchOutcome, CheckReport, RepairOutcome, StageSummary, StepReport};
 
 use super::terminal;
-use super::why::plain_reason;
+use super::why::{counted, plain_reason};
 
 /// How much of the machinery the text shows. The default speaks the user's
 /// terms (problems, root causes, candidate fixes); `--verbose` adds the
@@ -60,11 +60,6 @@ fn stage_line(stages: &[StageSummary]) -> String {
         })
         .collect();
     parts.join(", ")
-}
-
-/// `1 problem`, `3 problems`.
-pub(super) fn counted(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A cluster's residual class as a user names it.

@@ -10,7 +10,10 @@ use std::fmt::Write as _;
 
 use trellis_engine::{Help, NotUsed, Unfixed, UnfixedReason};
 
-use super::render::counted;
+/// `1 problem`, `3 problems`.
+pub(super) fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
 
 /// Why a candidate fix was not used, in the user's terms; the engine's
 /// precise reason (energies, ρ, no-goods, budgets) is kept for `--verbose`.

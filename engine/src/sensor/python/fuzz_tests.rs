@@ -26,7 +26,7 @@ use crate::workspace_path::WorkspacePath;
 const SOURCE: &str = "s = \"ééé\" + xss\nimport os\ndef f():\n    y = 1\nreveal_type(s)\n";
 
 fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-    super::test_workspace(SOURCE)
+    super::tool::test_workspace(SOURCE)
 }
 
 fn pyright_report() -> String {

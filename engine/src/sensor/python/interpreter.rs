@@ -53,7 +53,7 @@ impl Interpreter {
     pub async fn detect(workspace: &Path, configured: Option<&Path>) -> Self {
         let virtual_env = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty());
         let (chosen, source) = choose(workspace, configured, virtual_env.as_deref());
-        let identified = super::probe(&chosen, &["-c", IDENTIFY], workspace)
+        let identified = super::tool::probe(&chosen, &["-c", IDENTIFY], workspace)
             .await
             .and_then(|text| identify(&text).ok_or_else(|| format!("it printed {text:?}")));
         match identified {

@@ -3,6 +3,7 @@
 //! byte offsets and Trellis spans (1-based lines, char columns).
 
 use serde_json::{Value, json};
+use trellis_core::text;
 
 use crate::diagnostic::Span;
 use crate::workspace_path::WorkspacePath;
@@ -33,7 +34,7 @@ impl Encoding {
     /// The LSP position of byte `byte` of `text`.
     pub fn position(self, text: &str, byte: u32) -> Value {
         let byte = (byte as usize).min(text.len());
-        let before = &text[..floor_char_boundary(text, byte)];
+        let before = &text[..text::floor_char_boundary(text, byte)];
         let line = before.matches('\n').count();
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         json!({"line": line, "character": self.units(&before[line_start..])})
@@ -62,13 +63,6 @@ impl Encoding {
         }
         (units >= character).then_some(line_start + line_text.len())
     }
-}
-
-fn floor_char_boundary(text: &str, mut byte: usize) -> usize {
-    while !text.is_char_boundary(byte) {
-        byte -= 1;
-    }
-    byte
 }
 
 /// A span over bytes `start..end` of `text` (the file `path`), with 1-based

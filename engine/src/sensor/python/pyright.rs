@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::interpreter::Interpreter;
 use super::lsp_position::{Encoding, span_of};
-use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;

@@ -15,9 +15,11 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use trellis_core::text;
+
 use super::interpreter::Interpreter;
 use super::junit::{self, Case, Outcome};
-use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
@@ -57,7 +59,7 @@ impl Pytest {
     pub async fn new(interpreter: &Interpreter, workspace: &Path) -> Self {
         let args: Vec<String> = ARGS.iter().map(|a| (*a).to_owned()).collect();
         let version = match &interpreter.version {
-            Ok(_) => super::probe_version(
+            Ok(_) => super::tool::probe_version(
                 &interpreter.program,
                 &["-m", "pytest", "--version"],
                 workspace,
@@ -119,7 +121,7 @@ impl Pytest {
         let own = run.own_target();
         let report_path = own.join(REPORT);
         if let Err(error) = std::fs::create_dir_all(&own) {
-            return super::report(
+            return super::tool::report(
                 Self::STAGE,
                 &self.fingerprint,
                 std::time::Instant::now(),
@@ -240,11 +242,7 @@ fn capped(text: &str) -> String {
     if text.len() <= OUTPUT_CAP {
         return text.to_owned();
     }
-    let mut end = OUTPUT_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", text::head(text, OUTPUT_CAP))
 }
 
 /// The last `path.py:line:` of a traceback that names a workspace file: the

@@ -18,7 +18,7 @@ use std::ffi::OsString;
 
 use serde::Deserialize;
 
-use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
 use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Level, Replacement, Suggestion, SuggestionGroup,
 };
@@ -220,7 +220,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-        super::super::test_workspace("s = \"ééé\" + xss2\nimport os\ndef f():\n    y = 1\n")
+        super::super::tool::test_workspace("s = \"ééé\" + xss2\nimport os\ndef f():\n    y = 1\n")
     }
 
     #[test]

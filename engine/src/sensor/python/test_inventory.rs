@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use tree_sitter::{Node, Parser};
 
-use crate::sensor::test_inventory::FileTests;
+use crate::sensor::file_tests::FileTests;
 
 /// Whether pytest collects `path` by its default rules.
 pub fn is_test_file(path: &str) -> bool {

@@ -14,15 +14,13 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::interpreter::Interpreter;
-use super::{Invocation, Observation, fingerprint, measure, python_sensor, summary, ty_fixes};
+use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::ty_fixes;
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::toolpath::{Found, ToolUse};
 use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
-
-/// The rule whose sites ty's server can fix by adding an import.
-pub const UNRESOLVED_REFERENCE: &str = "unresolved-reference";
 
 pub struct TyCheck {
     program: OsString,
@@ -210,7 +208,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (tempfile::TempDir, WorkspacePaths) {
-        super::super::test_workspace(
+        super::super::tool::test_workspace(
             "s = \"ééé\" + xss\ndef f(x: int) -> int: ...\nf(\"a\")\nreveal_type(s)\n",
         )
     }

@@ -24,9 +24,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::ENVIRONMENT;
 use super::lsp_position::{Encoding, span_of};
-use super::ty::UNRESOLVED_REFERENCE;
+use super::tool::ENVIRONMENT;
 use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Replacement, Suggestion, SuggestionGroup,
 };
@@ -34,6 +33,9 @@ use crate::sensor::SensorRun;
 use crate::sensor::process::Confinement;
 use crate::sensor::process::Interactive;
 use crate::workspace_path::WorkspacePath;
+
+/// The rule whose sites ty's server can fix by adding an import.
+const UNRESOLVED_REFERENCE: &str = "unresolved-reference";
 
 /// The most time the fixes may take, whatever the stage's deadline.
 const MAX_EXCHANGE: Duration = Duration::from_secs(60);

@@ -329,10 +329,58 @@ impl Sandbox {
     }
 }
 
+/// Whether this process may build in a mirror: tried once, by mounting a
+/// scratch directory over another in a throwaway child. Blocks for the
+/// probe: call it off the async threads.
+pub fn mirror_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        // Its mounts are made in the sandbox's user namespace.
+        let found = support()
+            .namespaces
+            .clone()
+            .and_then(|()| mirror_probe());
+        if let Err(reason) = &found {
+            tracing::info!(
+                %reason,
+                "slots build at their own paths: this system does not allow an unprivileged mount namespace"
+            );
+        }
+        found.is_ok()
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn mirror_probe() -> Result<(), String> {
+    Err("mount namespaces are Linux's".into())
+}
+
+#[cfg(target_os = "linux")]
+fn mirror_probe() -> Result<(), String> {
+    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let [root, slot, target] = ["root", "slot", "target"].map(|name| scratch.path().join(name));
+    for dir in [&root, &slot, &target] {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(slot.join("seen"), b"").map_err(|e| e.to_string())?;
+    std::fs::create_dir(root.join("target")).map_err(|e| e.to_string())?;
+    let mirror = Mirror::plan(&root, &slot, &root.join("target"), &target)
+        .ok_or("the scratch mounts could not be planned")?;
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "test -e seen && test -e target"])
+        .current_dir(mirror.slot());
+    enter_mirror(&mut cmd, &mirror);
+    let status = cmd.status().map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the probe's mounts were not seen ({status})"))
+    }
+}
 /// Makes `cmd` enter namespaces holding `mirror`'s mounts, and nothing
 /// else of a sandbox: the mirror's own probe.
 #[cfg(target_os = "linux")]
-pub(in crate::sensor) fn enter_mirror(cmd: &mut std::process::Command, mirror: &Mirror) {
+fn enter_mirror(cmd: &mut std::process::Command, mirror: &Mirror) {
     let Some(namespaces) = namespace::Prepared::new(Some(mirror), false, None, &[]) else {
         return;
     };

@@ -39,13 +39,13 @@ use std::time::Instant;
 use tokio::process::Command;
 
 use super::jest;
+use super::node_tools::{NodeTools, Tool, tail};
 use super::out_dir::OutDir;
-use super::position;
+use super::position::{self, span_of};
 use super::rerun::{self, Again, JEST, TEST, TestKey, UNLOCATED};
 use super::tap::{self, Outcome, TapResult, TapRun};
-use super::tsc::span_of;
-use super::{NodeTools, Observation, Tool, tail};
 use crate::diagnostic::{Span, TestFailure};
+use crate::sensor::Observation;
 use crate::sensor::libtest::cap_output;
 use crate::sensor::process::{
     Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,

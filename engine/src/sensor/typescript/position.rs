@@ -6,6 +6,9 @@
 //! and U+2029. Trellis's spans and edits are byte offsets into the file's
 //! text. This module converts between the two and never reads a file.
 
+use crate::diagnostic::Span;
+use crate::workspace_path::WorkspacePath;
+
 /// Where each line of `text` starts, as TypeScript counts lines.
 fn line_starts(text: &str) -> Vec<usize> {
     let mut starts = vec![0];
@@ -96,6 +99,23 @@ pub fn token_end(text: &str, byte: usize) -> usize {
                 .map_or(rest.len(), |(at, _)| at)
         }
         Some((_, c)) => byte + c.len_utf8(),
+    }
+}
+
+/// The span of bytes `start..end` of `text`, the file at `path`.
+pub(super) fn span_of(path: WorkspacePath, text: &str, start: usize, end: usize) -> Span {
+    let (line_start, col_start) = line_and_char_column(text, start);
+    let (line_end, col_end) = line_and_char_column(text, end);
+    let byte = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
+    Span {
+        path,
+        byte_start: byte(start),
+        byte_end: byte(end),
+        line_start,
+        col_start,
+        line_end,
+        col_end,
+        label: None,
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use tree_sitter::{Node, Parser};
 
-use crate::sensor::test_inventory::{FOCUS, FileTests};
+use crate::sensor::file_tests::{FOCUS, FileTests};
 
 const TESTS: &[&str] = &["test", "it", "xit", "xtest", "fit"];
 const SUITES: &[&str] = &["describe", "suite", "context", "xdescribe", "fdescribe"];

@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
+use super::node_tools::{NodeTools, TSC_MISSING, Tool, tail};
 use super::position;
 use super::tsc_output::{self, Category, Location, TscMessage};
 use super::tsserver;
-use super::{NodeTools, Observation, TSC_MISSING, Tool, tail};
 use crate::diagnostic::{Diagnostic, Level, Note, Span};
+use crate::sensor::Observation;
 use crate::sensor::process::{
     Confinement, ProcessError, ProcessLimits, ProcessOutput, run_bounded,
 };
@@ -199,24 +200,12 @@ impl Sources<'_> {
             .or_insert_with(|| paths.source(&path))
             .as_deref()?;
         let start = position::byte_offset(text, location.line, location.column)?;
-        Some(span_of(path, text, start, position::token_end(text, start)))
-    }
-}
-
-/// The span of bytes `start..end` of `text`, the file at `path`.
-pub(super) fn span_of(path: WorkspacePath, text: &str, start: usize, end: usize) -> Span {
-    let (line_start, col_start) = position::line_and_char_column(text, start);
-    let (line_end, col_end) = position::line_and_char_column(text, end);
-    let byte = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
-    Span {
-        path,
-        byte_start: byte(start),
-        byte_end: byte(end),
-        line_start,
-        col_start,
-        line_end,
-        col_end,
-        label: None,
+        Some(position::span_of(
+            path,
+            text,
+            start,
+            position::token_end(text, start),
+        ))
     }
 }
 

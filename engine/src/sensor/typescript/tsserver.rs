@@ -26,8 +26,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::process::Command;
 
-use super::position;
-use super::tsc::span_of;
+use super::position::{self, span_of};
 use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Level, Replacement, Suggestion, SuggestionGroup,
 };
