@@ -28,7 +28,10 @@ pub enum HistoryError {
     /// The ledger, or the state directory holding it, could not be opened.
     Open { dir: PathBuf, message: String },
     /// Replay found the hash chain broken and folded nothing.
-    BrokenChain { ledger: PathBuf, error: ChainError },
+    BrokenChain {
+        ledger: PathBuf,
+        error: Box<ChainError>,
+    },
     /// The rows could not be read or folded.
     Read { ledger: PathBuf, message: String },
     /// No session with that id (or none at all, for `None`).
@@ -124,7 +127,7 @@ impl History {
             .verify()
             .map_err(|error| HistoryError::BrokenChain {
                 ledger: self.path().to_path_buf(),
-                error,
+                error: Box::new(error),
             })?;
         let rows = self.rows()?;
         let fold = fold_accepted(&rows).map_err(|e| self.read_error(e))?;

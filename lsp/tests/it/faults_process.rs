@@ -136,20 +136,49 @@ impl Fixture {
 
 /// True once `pid` is gone or a zombie awaiting its reaper.
 fn is_dead(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
+    stat_fields(pid).is_none_or(|fields| is_zombie(&fields))
+}
+
+/// Whether a process's stat fields say it has exited, unreaped.
+fn is_zombie(fields: &[String]) -> bool {
+    matches!(fields.first().map(String::as_str), Some("Z" | "X"))
+}
+
+/// A process, told apart from a later one that reuses its pid: `pid_max`
+/// may be 32,768, and the suite starts thousands of processes.
+#[derive(Clone, Copy, Debug)]
+struct Proc {
+    pid: u32,
+    /// Clock ticks after boot at which it started (`/proc/PID/stat` field 22).
+    started: u64,
+}
+
+impl Proc {
+    /// The process that has `pid` now; `None` when none has.
+    fn of(pid: u32) -> Option<Proc> {
+        let started = stat_fields(pid)?.get(19)?.parse().ok()?;
+        Some(Proc { pid, started })
     }
+
+    /// True once it is gone, a zombie awaiting its reaper, or its pid
+    /// belongs to another process.
+    fn is_dead(self) -> bool {
+        stat_fields(self.pid).is_none_or(|fields| {
+            is_zombie(&fields) || fields.get(19).and_then(|t| t.parse().ok()) != Some(self.started)
+        })
+    }
+}
+
+/// The fields of `/proc/PID/stat` after the command name, from the state on.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
 /// The parent of `pid`, from `/proc/PID/stat`.
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(pid)?.get(1)?.parse().ok()
 }
 
 /// `pid` and its ancestors below `top`: the test binary, cargo, and the
@@ -202,11 +231,11 @@ fn wait_with_bound(child: &mut Child, bound: Duration) -> ExitStatus {
 fn signalled_while_testing(fixture: &Fixture, signal_name: &str) -> ExitStatus {
     let mut trellis = fixture.trellis(&["check"]).spawn().unwrap();
     let test_pid = fixture.wait_for_test_pid(&mut trellis);
-    assert!(!is_dead(test_pid));
+    let test = Proc::of(test_pid).expect("the fixture's test runs");
     signal(trellis.id(), signal_name);
     let status = wait_with_bound(&mut trellis, Duration::from_secs(10));
     fixture.assert_nothing_survives(Duration::from_secs(10));
-    assert!(is_dead(test_pid), "the test binary {test_pid} survived");
+    assert!(test.is_dead(), "the test binary {test_pid} survived");
     status
 }
 
@@ -249,15 +278,15 @@ fn a_test_that_escapes_with_setsid_is_bounded_by_the_stage_deadline_and_reported
     .unwrap();
     let started = Instant::now();
     let mut trellis = fixture.trellis(&["check"]).spawn().unwrap();
-    let escaped = fixture.wait_for_test_pid(&mut trellis);
+    let escaped = Proc::of(fixture.wait_for_test_pid(&mut trellis)).expect("the sleeper runs");
     let output = {
         let status = wait_with_bound(&mut trellis, SENSING_TIMEOUT);
         let stdout = std::io::read_to_string(trellis.stdout.take().unwrap()).unwrap();
         (status, stdout)
     };
     let elapsed = started.elapsed();
-    let detached_still_runs = !is_dead(escaped);
-    signal(escaped, "KILL");
+    let detached_still_runs = !escaped.is_dead();
+    signal(escaped.pid, "KILL");
 
     let (status, stdout) = output;
     assert!(
@@ -294,7 +323,10 @@ fn sigterm_on_the_language_server_kills_its_sensing_run() {
         assert!(Instant::now() < deadline, "the fixture's test never ran");
         client.pump(Duration::from_millis(100));
     };
-    let chain = chain_below(test_pid, client.pid());
+    let chain: Vec<Proc> = chain_below(test_pid, client.pid())
+        .into_iter()
+        .filter_map(Proc::of)
+        .collect();
     signal(client.pid(), "TERM");
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
@@ -306,14 +338,11 @@ fn sigterm_on_the_language_server_kills_its_sensing_run() {
     };
     assert_eq!(status.code(), Some(143), "{status:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while chain.iter().any(|&pid| !is_dead(pid)) {
+    while chain.iter().any(|p| !p.is_dead()) {
         assert!(
             Instant::now() < deadline,
             "still running after the server ended: {:?}",
-            chain
-                .iter()
-                .filter(|&&pid| !is_dead(pid))
-                .collect::<Vec<_>>()
+            chain.iter().filter(|p| !p.is_dead()).collect::<Vec<_>>()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
