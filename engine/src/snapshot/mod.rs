@@ -8,7 +8,8 @@
 //!
 //! - [`scan`]: builds snapshots from disk, reusing a git-index-like stat cache.
 //! - `tree`, `watch`: watched mode for long-lived processes, where inotify
-//!   events say which directories a re-root must list again.
+//!   events say which directories a re-root must list again. It is opt-in:
+//!   inotify misses writes through a shared `mmap` and network file systems.
 //! - [`store`]: where snapshot content can be read back, verified.
 //! - [`fsutil`]: path confinement and atomic writes for anything that writes.
 //! - [`materialize`](mod@materialize): eager copies of a snapshot into branch workspaces.

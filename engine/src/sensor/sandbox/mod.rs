@@ -5,7 +5,8 @@
 //! tool's fix, or what a model wrote. Whatever that code does when it is
 //! built or tested must stay in the slot. So each such process is confined
 //! before it starts, by two mechanisms the kernel gives an unprivileged
-//! process:
+//! process (so there is no setuid helper, and no mount per file: the
+//! branch copy stays an eager copy):
 //!
 //! - **Landlock** ([`rules`]): the process reads and executes anywhere,
 //!   but writes only beneath the slot, the slot's own target directory and
