@@ -158,8 +158,21 @@ impl Engine {
         &self.config
     }
 
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+    /// The ledger's last event, which `trellis ledger verify --expect-head`
+    /// takes back; `None` before the first.
+    pub fn ledger_head(&self) -> Result<Option<crate::ledger::Head>, EngineError> {
+        Ok(self.ledger.head()?)
+    }
+
+    /// What the last search did and any promotion a crash interrupted, as
+    /// the ledger and the promotion journal have them now.
+    pub fn status(&self) -> Result<crate::SearchStatus, EngineError> {
+        let rows = self.ledger.rows()?;
+        Ok(crate::history::search_status(
+            &self.root,
+            &self.ledger,
+            &rows,
+        )?)
     }
 
     /// The workspace's prompt-bundle store (reads, defaults, history).

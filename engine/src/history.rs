@@ -20,6 +20,7 @@ use crate::ledger::{
     ChainError, DecodedRow, GateDecisionRecorded, Head, Ledger, LedgerEvent, Promoted, Rederived,
     Refused, Row, VerifyReport, fold_accepted, rederive_selections,
 };
+use crate::promote::PromoteError;
 use crate::repair::SearchStatus;
 
 /// Why the record could not be read.
@@ -158,10 +159,8 @@ impl History {
     pub fn status(&self) -> Result<(SearchStatus, Vec<TurnContext>), HistoryError> {
         let rows = self.rows()?;
         let context = context_turns(&rows).map_err(|e| self.read_error(e))?;
-        let mut status = SearchStatus::from_rows(&rows);
-        status.interrupted_promotion =
-            crate::promote::interrupted_promotion(&self.root, &self.ledger)
-                .map_err(|e| self.read_error(e))?;
+        let status =
+            search_status(&self.root, &self.ledger, &rows).map_err(|e| self.read_error(e))?;
         Ok((status, context))
     }
 
@@ -219,6 +218,19 @@ impl Session {
             message: message.to_string(),
         }
     }
+}
+
+/// The last search's status from `ledger`'s `rows`, with the promotion a
+/// crash interrupted in `root`, if any: `trellis status` and the server's
+/// `trellis/status` both read it here.
+pub(crate) fn search_status(
+    root: &Path,
+    ledger: &Ledger,
+    rows: &[Row],
+) -> Result<SearchStatus, PromoteError> {
+    let mut status = SearchStatus::from_rows(rows);
+    status.interrupted_promotion = crate::promote::interrupted_promotion(root, ledger)?;
+    Ok(status)
 }
 
 /// Where session `id` (the latest for `None`) starts and ends among `rows`,

@@ -56,7 +56,7 @@ pub use apply::ApplyOffer;
 pub use error::EngineError;
 pub use history::{History, HistoryError, Replay, Session};
 pub use measure::StageSummary;
-pub use promote::{InterruptedPromotion, interrupted_promotion};
+pub use promote::InterruptedPromotion;
 pub use prompt_policy::{PinnedBundleSection, PromptPolicy};
 pub use repair::{BranchState, BranchStatus, ForestStatus, SearchStatus};
 pub use report::{

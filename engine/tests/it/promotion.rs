@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::ledger::{DecodedRow, LedgerEvent, RefusalReason};
+use trellis_engine::ledger::{DecodedRow, Ledger, LedgerEvent, RefusalReason};
 use trellis_engine::{
     Engine, EngineError, NoProgress, RepairOptions, RepairStatus, View, WorkspacePath,
 };
@@ -35,9 +35,10 @@ async fn repair_from_disk(engine: &Engine) -> trellis_engine::RepairOutcome {
         .unwrap()
 }
 
+/// The refusals in the workspace's ledger, read as a second reader would.
 fn refusals(engine: &Engine) -> Vec<RefusalReason> {
-    engine
-        .ledger()
+    Ledger::open(&engine.root().join(".trellis"))
+        .unwrap()
         .rows()
         .unwrap()
         .into_iter()

@@ -48,7 +48,7 @@ pub async fn run(
     };
     // Printed after every repair, so a user can keep it and later check the
     // ledger against it (`trellis ledger verify --expect-head`).
-    let head = match engine.ledger().head() {
+    let head = match engine.ledger_head() {
         Ok(head) => head.map(|h| h.to_string()),
         Err(e) => return fail(e),
     };

@@ -154,16 +154,10 @@ impl Backend {
     /// from the ledger and the promotion journal as they are now.
     pub async fn status(&self, _params: StatusParams) -> jsonrpc::Result<StatusResult> {
         let shared = self.running()?.shared.clone();
-        let status = tokio::task::spawn_blocking(move || {
-            let engine = &shared.engine;
-            let mut status = trellis_engine::SearchStatus::from_rows(&engine.ledger().rows()?);
-            status.interrupted_promotion =
-                trellis_engine::interrupted_promotion(engine.root(), engine.ledger())?;
-            Ok::<_, trellis_engine::EngineError>(status)
-        })
-        .await
-        .map_err(|e| internal(&e.to_string()))?
-        .map_err(|e| internal(&e.to_string()))?;
+        let status = tokio::task::spawn_blocking(move || shared.engine.status())
+            .await
+            .map_err(|e| internal(&e.to_string()))?
+            .map_err(|e| internal(&e.to_string()))?;
         Ok(StatusResult::from(&status))
     }
 
