@@ -15,7 +15,7 @@
 
 pub mod actor;
 mod api;
-mod apply;
+pub mod apply;
 pub mod bundles;
 pub mod change;
 pub mod cluster;

@@ -284,6 +284,12 @@ pub struct RepairOutcome {
 }
 
 impl RepairOutcome {
+    /// Whether the repair reached a hard pass: the only result that is ever
+    /// offered, applied or promoted.
+    pub fn is_verified(&self) -> bool {
+        self.status == RepairStatus::HardPass
+    }
+
     /// Which routes produced the accepted steps, for a person: "a compiler
     /// suggestion", "model `local`", or both in step order.
     pub fn routes(&self) -> String {

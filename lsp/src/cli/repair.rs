@@ -41,7 +41,7 @@ pub async fn run(
         Err(e) => return fail(e),
     };
     let diff = render::unified_diff(engine.root(), &outcome.changes);
-    let promotion = if commit && outcome.status == RepairStatus::HardPass {
+    let promotion = if commit && outcome.is_verified() {
         Some(engine.promote_to_disk(&outcome))
     } else {
         None
@@ -135,7 +135,7 @@ pub async fn run(
             match &promotion {
                 Some(Ok(p)) => println_escaped!("written: {}", render::names(&p.files)),
                 Some(Err(_)) => {}
-                None if outcome.status == RepairStatus::HardPass => {
+                None if outcome.is_verified() => {
                     println!("not written: run with --commit to apply it")
                 }
                 None => {}

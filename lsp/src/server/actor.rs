@@ -21,6 +21,7 @@ use tower_lsp_server::ls_types::{
     MessageType, ProgressToken, Range, TextDocumentContentChangeEvent, Uri, WorkspaceEdit,
 };
 use trellis_engine::WorkspacePath;
+use trellis_engine::apply::{self, Finished};
 use trellis_engine::digest::Digest;
 use trellis_engine::{ApplyOffer, Engine, RepairOutcome, RepairStatus, View};
 
@@ -132,12 +133,17 @@ struct FinishedRepair {
 
 impl FinishedRepair {
     fn awaiting_apply(&self) -> bool {
-        self.outcome.status == RepairStatus::HardPass && !self.promoted
+        self.outcome.is_verified() && !self.promoted
+    }
+
+    fn as_finished(&self) -> Finished<'_> {
+        Finished {
+            cluster: &self.cluster,
+            outcome: &self.outcome,
+            promoted: self.promoted,
+        }
     }
 }
-
-/// Keep this many finished repairs for Preview, Apply and branch files.
-const KEPT_REPAIRS: usize = 16;
 
 /// The root of the view at one document revision, and the Apply edits built
 /// against that revision's documents for the repairs it was the start root
@@ -710,11 +716,7 @@ impl Actor {
     fn find_repair(&self, which: &RepairRef) -> Option<&FinishedRepair> {
         match which {
             RepairRef::Id(id) => self.repairs.iter().find(|r| &r.outcome.repair_id == id),
-            RepairRef::Latest => self
-                .repairs
-                .iter()
-                .rev()
-                .find(|r| r.outcome.status == RepairStatus::HardPass),
+            RepairRef::Latest => self.repairs.iter().rev().find(|r| r.outcome.is_verified()),
         }
     }
 
@@ -723,7 +725,7 @@ impl Actor {
             RepairRef::Id(id) => format!("there is no repair `{id}`"),
             RepairRef::Latest => "no repair has reached a verified result yet".to_owned(),
         })?;
-        if repair.outcome.status != RepairStatus::HardPass {
+        if !repair.outcome.is_verified() {
             return Err(format!(
                 "repair {} did not reach a verified result ({})",
                 repair.outcome.repair_id,
@@ -892,20 +894,12 @@ impl Actor {
                 return;
             }
         };
-        let verified = outcome.status == RepairStatus::HardPass;
+        let verified = outcome.is_verified();
         if !verified {
             self.announce(&job.id, &job.cluster, &job.title, &outcome);
         }
-
-        // A newer verified repair of the same cluster supersedes an older
-        // one that was not applied: the menu offers one Apply per cluster.
-        // (A cancelled or failed rerun leaves the older result in place.)
-        if outcome.status == RepairStatus::HardPass {
-            self.repairs
-                .retain(|r| r.promoted || r.cluster != job.cluster);
-        }
         self.repair_epoch += 1;
-        self.repairs.push(FinishedRepair {
+        let finished = FinishedRepair {
             job: job.id,
             outcome,
             cluster: job.cluster,
@@ -916,10 +910,8 @@ impl Actor {
             // A verified repair is announced by `announce_verified`.
             announced: !verified,
             epoch: self.repair_epoch,
-        });
-        if self.repairs.len() > KEPT_REPAIRS {
-            self.repairs.remove(0);
-        }
+        };
+        apply::keep_finished(&mut self.repairs, finished, FinishedRepair::as_finished);
         self.track_root();
     }
 
@@ -978,7 +970,7 @@ impl Actor {
             _ => MessageType::WARNING,
         };
         self.show(typ, text);
-        if outcome.status != RepairStatus::HardPass || !self.shared.facts.ready_prompt {
+        if !outcome.is_verified() || !self.shared.facts.ready_prompt {
             return;
         }
         let question = format!(
