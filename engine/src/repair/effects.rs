@@ -42,13 +42,13 @@ use crate::search::{
     SearchForest, Seed, Selection, Support,
 };
 use crate::sensor::oracle::OracleVerdict;
+use crate::sensor::original_tests::{self, Plan};
 use crate::sensor::{Sensor, SensorRun, StageReport};
 use crate::snapshot::{
     self, CopyLimits, DirSource, MaterializeReport, Overlay, Snapshot, SnapshotError, Snapshotter,
 };
 
 use super::Ctx;
-use super::original_tests;
 use super::session::Session;
 use crate::report::{BranchOutcome, BranchReport, NotUsed};
 
@@ -930,123 +930,32 @@ fn verifier_report(report: &StageReport, filter: Option<&str>) -> VerifierReport
 impl ForestRun<'_> {
     /// `test_policy = "backward-compatible"`: the tests as they were at the
     /// repair's start (`start`, realized by `source`) run against the
-    /// candidate in `slot`: files that are test code whole (under `tests/`,
-    /// `benches/`, `examples/`, and out-of-line test modules) as they were,
-    /// and in every other Rust file the candidate changed, its
-    /// `#[cfg(test)]` items, `#[test]` functions and doc tests as they were
-    /// around the candidate's code ([`original_tests`]); and what decides
-    /// which tests run: each changed `Cargo.toml`'s targets, `auto*` keys and
-    /// features as they were around the candidate's dependencies, cargo's and
-    /// rustup's configuration files whole (absent if they were). Those files
-    /// are put in place for one reserved run of the test stage, then the
-    /// candidate's versions restored, so the measured candidate is exactly
-    /// what the model left. `Ok(None)` when the candidate's test code and
-    /// test-deciding configuration are the original's (its own measurement
-    /// runs them); `Some(failures)` otherwise, empty when the original tests
-    /// hold.
+    /// candidate in `slot`. Rust's own policy ([`original_tests::plan`])
+    /// says which files go back and how; they are put in place for one
+    /// reserved run of the Rust test stage, then the candidate's versions
+    /// restored, so the measured candidate is exactly what the model left.
+    /// `Ok(None)` when the candidate's test code and test-deciding
+    /// configuration are the original's (its own measurement runs them);
+    /// `Some(failures)` otherwise, empty when the original tests hold.
     pub(super) async fn original_tests(
         &mut self,
         start: &Snapshot,
         source: &DirSource,
         slot: &Path,
     ) -> Result<Option<Vec<String>>, EngineError> {
-        // Each file to swap: its path, the original tests' version (`None`:
-        // it was absent), the candidate's.
-        type Swap<'p> = (&'p str, Option<Vec<u8>>, Option<Vec<u8>>);
-        let mut changed: Vec<Swap<'_>> = Vec::new();
-        // Read at the first changed Rust file that could be one.
-        let mut test_modules: Option<BTreeSet<String>> = None;
-        let read_now = |path: &str| {
-            snapshot::fsutil::confine(slot, path)
-                .ok()
-                .and_then(|full| std::fs::read(full).ok())
-        };
-        let is_build_script = |path: &str| {
-            original_tests::build_script_manifest(path)
-                .is_some_and(|manifest| start.entries.contains_key(&manifest))
-        };
-        for (path, entry) in &start.entries {
-            let now = read_now(path);
-            if now
-                .as_ref()
-                .is_some_and(|bytes| crate::digest::blob_digest(bytes) == entry.blob)
-            {
-                continue;
-            }
-            // What decides which tests run goes back whole too: cargo's
-            // configuration, a package's build script, and a manifest the
-            // candidate removed.
-            let manifest = original_tests::is_manifest(path);
-            let whole = original_tests::is_test_target(path)
-                || original_tests::is_build_config(path)
-                || is_build_script(path)
-                || (manifest && now.is_none())
-                || (path.ends_with(".rs") && {
-                    if test_modules.is_none() {
-                        test_modules = Some(original_test_modules(start, source)?);
-                    }
-                    test_modules.as_ref().is_some_and(|m| m.contains(path))
-                });
-            if !whole && (!(path.ends_with(".rs") || manifest) || now.is_none()) {
-                // Not test-deciding, or a Rust file the candidate removed:
-                // its own build says whether the crate still holds together.
-                continue;
-            }
-            let original = snapshot::ContentSource::read(source, path, entry)
-                .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
-            let put = if whole {
-                original
-            } else {
-                let (Ok(was), Some(Ok(candidate))) = (
-                    std::str::from_utf8(&original),
-                    now.as_deref().map(std::str::from_utf8),
-                ) else {
-                    continue;
-                };
-                // A manifest keeps the candidate's dependencies and gets the
-                // original's targets, `auto*` keys, features, profiles and
-                // members.
-                let hybrid = if manifest {
-                    Ok(original_tests::with_original_targets(was, candidate))
-                } else {
-                    original_tests::with_original_tests(was, candidate)
-                };
-                match hybrid {
-                    Ok(None) => continue,
-                    Ok(Some(hybrid)) => hybrid.into_bytes(),
-                    Err(reason) => return Ok(Some(vec![format!("{path}: {reason}")])),
-                }
+        let changed =
+            match original_tests::plan(start, source, slot).map_err(EngineError::Invariant)? {
+                Plan::Unchanged => return Ok(None),
+                Plan::Refused(reason) => return Ok(Some(vec![reason])),
+                Plan::Swap(swaps) => swaps,
             };
-            changed.push((path.as_str(), Some(put), now));
-        }
-        // A configuration the candidate added where the test stage reads it,
-        // or a build script it gave a package, is absent for the run, as it
-        // was.
-        let build_scripts: Vec<String> = start
-            .entries
-            .keys()
-            .filter(|path| original_tests::is_manifest(path))
-            .map(|manifest| match manifest.rsplit_once('/') {
-                Some((dir, _)) => format!("{dir}/build.rs"),
-                None => "build.rs".to_owned(),
-            })
-            .filter(|script| !start.entries.contains_key(script))
-            .collect();
-        let added = original_tests::ROOT_BUILD_CONFIGS
+        let Some(test) = self
+            .ctx
+            .sensors
             .iter()
-            .copied()
-            .filter(|path| !start.entries.contains_key(*path))
-            .chain(build_scripts.iter().map(String::as_str));
-        for path in added {
-            if let Some(now) = read_now(path) {
-                changed.push((path, None, Some(now)));
-            }
-        }
-        if changed.is_empty() {
-            return Ok(None);
-        }
-        let Some(test) = self.ctx.sensors.iter().find(|s| s.stage() == "test") else {
-            return Ok(Some(vec!["no `test` stage is configured".into()]));
+            .find(|s| original_tests::rust_test_stage(s.stage()))
+        else {
+            return Ok(Some(vec!["no Rust test stage is configured".into()]));
         };
         let put = |path: &str, bytes: Option<&[u8]>| -> Result<(), EngineError> {
             match bytes {
@@ -1060,8 +969,8 @@ impl ForestRun<'_> {
                 }
             }
         };
-        for (path, original, _) in &changed {
-            put(path, original.as_deref())?;
+        for swap in &changed {
+            put(&swap.path, swap.original.as_deref())?;
         }
         let ran = match self.reserve(ActionKind::VerifierRun)? {
             None => None,
@@ -1080,8 +989,8 @@ impl ForestRun<'_> {
                 Some(report)
             }
         };
-        for (path, _, candidate) in &changed {
-            put(path, candidate.as_deref())?;
+        for swap in &changed {
+            put(&swap.path, swap.candidate.as_deref())?;
         }
         Ok(Some(match ran {
             None => {
@@ -1171,25 +1080,6 @@ impl ForestRun<'_> {
         }
         Ok(outcome)
     }
-}
-
-/// The out-of-line test module files of the repair's start: every Rust
-/// file of `start` read from `source` and handed to the pure
-/// [`original_tests::test_module_files`] (a file that is not UTF-8 declares
-/// no module).
-fn original_test_modules(
-    start: &Snapshot,
-    source: &DirSource,
-) -> Result<BTreeSet<String>, EngineError> {
-    let mut sources = std::collections::BTreeMap::new();
-    for (path, entry) in start.entries.iter().filter(|(p, _)| p.ends_with(".rs")) {
-        let bytes = snapshot::ContentSource::read(source, path, entry)
-            .map_err(|e| EngineError::Invariant(format!("{path}: {e}")))?;
-        if let Ok(text) = String::from_utf8(bytes) {
-            sources.insert(path.clone(), text);
-        }
-    }
-    Ok(original_tests::test_module_files(&sources))
 }
 
 /// Realizes a candidate in its slot and snapshots the result. An edit is

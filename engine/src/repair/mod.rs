@@ -25,8 +25,6 @@
 //! - [`model`]: the model route's chain and the turn state its programs
 //!   present, from the step's correction packet and the ledger's previous
 //!   hypothesis;
-//! - [`original_tests`]: pure: the tests of a repair's start put back into
-//!   a candidate's file (`backward-compatible`);
 //! - [`kept_tests`]: under every policy, the start's tests a candidate
 //!   removed or switched off (read here, compared by the sensors' rooms);
 //! - [`quantum`]: one quantum of a branch: realize, probe, measure, judge;
@@ -40,7 +38,6 @@ mod accepted;
 mod effects;
 mod kept_tests;
 mod model;
-mod original_tests;
 mod plan;
 mod quantum;
 mod search;

@@ -11,6 +11,7 @@ pub mod file_tests;
 mod libtest;
 mod mirror;
 pub mod oracle;
+pub(crate) mod original_tests;
 pub mod process;
 pub mod python;
 mod rust_tests;

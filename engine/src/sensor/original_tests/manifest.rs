@@ -45,7 +45,7 @@ const TEST_DECIDING: &[&[&str]] = &[
 /// The configuration files cargo and rustup read from the directory the
 /// test stage runs in (the workspace root): a candidate that adds one is
 /// measured without it.
-pub(in crate::repair) const ROOT_BUILD_CONFIGS: [&str; 4] = [
+pub(super) const ROOT_BUILD_CONFIGS: [&str; 4] = [
     ".cargo/config.toml",
     ".cargo/config",
     "rust-toolchain.toml",
@@ -54,14 +54,14 @@ pub(in crate::repair) const ROOT_BUILD_CONFIGS: [&str; 4] = [
 
 /// Whether `path` is a package manifest, put back part by part
 /// ([`with_original_targets`]).
-pub(in crate::repair) fn is_manifest(path: &str) -> bool {
+pub(super) fn is_manifest(path: &str) -> bool {
     file_name(path) == "Cargo.toml"
 }
 
 /// Whether `path` is cargo's or rustup's configuration, put back whole. At
 /// any depth, like a test file: the test stage reads the root's, but which
 /// one a later `cargo test` in a member reads is not this module's guess.
-pub(in crate::repair) fn is_build_config(path: &str) -> bool {
+pub(super) fn is_build_config(path: &str) -> bool {
     let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
     matches!(name, "rust-toolchain" | "rust-toolchain.toml")
         || (file_name(dir) == ".cargo" && matches!(name, "config" | "config.toml"))
@@ -71,7 +71,7 @@ pub(in crate::repair) fn is_build_config(path: &str) -> bool {
 /// build script when that manifest is a package's (the caller knows), put
 /// back whole, or absent when the start had none, since its
 /// `cargo:rustc-cfg` lines decide which tests compile.
-pub(in crate::repair) fn build_script_manifest(path: &str) -> Option<String> {
+pub(super) fn build_script_manifest(path: &str) -> Option<String> {
     match path.rsplit_once('/') {
         Some((dir, "build.rs")) => Some(format!("{dir}/Cargo.toml")),
         None if path == "build.rs" => Some("Cargo.toml".to_owned()),
@@ -88,7 +88,7 @@ fn file_name(path: &str) -> &str {
 /// run decides its tests as the original did), or when either does not
 /// parse (an unparsable original ran no test; an unparsable candidate
 /// fails its own build).
-pub(in crate::repair) fn with_original_targets(original: &str, candidate: &str) -> Option<String> {
+pub(super) fn with_original_targets(original: &str, candidate: &str) -> Option<String> {
     let was: toml::Table = original.parse().ok()?;
     let now: toml::Table = candidate.parse().ok()?;
     let source: DocumentMut = original.parse().ok()?;

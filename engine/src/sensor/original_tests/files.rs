@@ -27,7 +27,7 @@ use super::marks_test;
 /// `src/tests/` is a module directory (see [`test_module_files`]), and
 /// `examples/app/src/` or `tests/fixtures/demo/src/` the code of a package
 /// of its own.
-pub(in crate::repair) fn is_test_target(path: &str) -> bool {
+pub(super) fn is_test_target(path: &str) -> bool {
     let dirs: Vec<&str> = path.split('/').collect();
     let dirs = &dirs[..dirs.len() - 1];
     dirs.iter()
@@ -38,7 +38,7 @@ pub(in crate::repair) fn is_test_target(path: &str) -> bool {
 /// The out-of-line test module files among `sources` (workspace-relative
 /// path → text, every Rust file of the tree). A file that does not parse
 /// declares nothing (its own build fails).
-pub(in crate::repair) fn test_module_files(sources: &BTreeMap<String, String>) -> BTreeSet<String> {
+pub(super) fn test_module_files(sources: &BTreeMap<String, String>) -> BTreeSet<String> {
     let mut declared: BTreeMap<&str, Vec<Declaration>> = BTreeMap::new();
     let mut tests: BTreeSet<String> = BTreeSet::new();
     for (path, text) in sources {

@@ -16,13 +16,17 @@
 //! tests run at all (a `Cargo.toml`'s target tables, `auto*` keys and
 //! features; cargo's configuration files) goes back too: [`manifest`].
 //!
-//! Pure: text in, text out, parsed with `syn`. It never reads or writes a
-//! file (`effects.rs` does, in the branch slot) and never guesses: an
-//! original test whose module or documented item the candidate no longer
-//! has is an error naming it.
+//! Pure: text in, text out, parsed with `syn`. It never writes a file and
+//! never guesses: an original test whose module or documented item the
+//! candidate no longer has is an error naming it. [`swaps`] reads the start
+//! and the branch slot to plan what goes back; `repair/effects.rs` puts it
+//! there for one metered run of the Rust test stage, then restores the
+//! candidate. This is Rust's own test policy, so it lives with the Rust
+//! sensors.
 
 mod files;
 mod manifest;
+mod swaps;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -30,20 +34,14 @@ use std::ops::Range;
 use syn::spanned::Spanned;
 use syn::{Attribute, ImplItem, Item, TraitItem};
 
-pub(super) use files::{is_test_target, test_module_files};
-pub(super) use manifest::{
-    ROOT_BUILD_CONFIGS, build_script_manifest, is_build_config, is_manifest, with_original_targets,
-};
+pub(crate) use swaps::{Plan, plan, rust_test_stage};
 
 /// `candidate` with `original`'s test code in place of its own; `Ok(None)`
 /// when both have the same test code (the candidate's own run is the run
 /// of the original tests), or when either does not parse (an unparsable
 /// original ran no test of its crate; an unparsable candidate fails its
 /// own build).
-pub(super) fn with_original_tests(
-    original: &str,
-    candidate: &str,
-) -> Result<Option<String>, String> {
+fn with_original_tests(original: &str, candidate: &str) -> Result<Option<String>, String> {
     let (Ok(was), Ok(now)) = (TestCode::scan(original), TestCode::scan(candidate)) else {
         return Ok(None);
     };
