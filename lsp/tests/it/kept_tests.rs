@@ -10,7 +10,6 @@ use trellis_test_support::openai_server;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
-use support::model::models_toml;
 use support::workspace::{Workspace, branches};
 
 fn finish() -> Answer {
@@ -33,11 +32,7 @@ fn with_model(fixture: &str, server: &OpenAiServer) -> Workspace {
     } else {
         Workspace::of(fixture)
     };
-    std::fs::write(
-        ws.path().join("trellis.toml"),
-        models_toml(&[&server.base_url], 60),
-    )
-    .unwrap();
+    ws.with_models(&[&server.base_url]);
     ws
 }
 

@@ -12,7 +12,6 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
-use support::model::models_toml;
 use support::repair_loop::ApplyBy;
 use support::workspace::{Workspace, branches};
 use support::{Client, files_under, vscode_capabilities};
@@ -442,11 +441,7 @@ fn a_logic_bug_pytest_reveals_is_fixed_by_the_model_in_a_verified_branch() {
         Answer::tool_call("finish", json!({ "summary": "add adds" })),
     ]);
     let ws = Workspace::of("py-logic-bug");
-    std::fs::write(
-        ws.path().join("trellis.toml"),
-        models_toml(&[&server.base_url], 60),
-    )
-    .unwrap();
+    ws.with_models(&[&server.base_url]);
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "the model's fix is promoted: {doc:#}");
     assert!(ws.read("calc/__init__.py").contains("a + b"));

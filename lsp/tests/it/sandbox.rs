@@ -571,11 +571,7 @@ fn without_a_sandbox_model_code_is_refused_and_nothing_is_shared() {
     const NO_SANDBOX: (&str, &str) = ("TRELLIS_FAILPOINT", "sandbox-probe:1:fail");
     let ws = Workspace::of("wrong-operator");
     let server = OpenAiServer::start(vec![fix(), finish("add adds")]);
-    std::fs::write(
-        ws.path().join("trellis.toml"),
-        models_toml(&[&server.base_url], 60),
-    )
-    .unwrap();
+    ws.with_models(&[&server.base_url]);
 
     let out = ws
         .command(&["check", "--verbose"])

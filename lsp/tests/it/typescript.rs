@@ -15,7 +15,7 @@ use std::process::Command;
 
 use openai_server::{Answer, OpenAiServer};
 use serde_json::{Value, json};
-use support::model::models_toml;
+use support::model::discount_fix;
 use support::repair_loop::ApplyBy;
 use support::workspace::{Workspace, branches, stage};
 use support::{Client, files_under, neovim_capabilities};
@@ -210,25 +210,12 @@ fn a_failing_test_is_a_counterexample_and_without_a_model_nothing_is_written() {
 
 #[test]
 fn a_model_fixes_the_failing_test_in_its_branch_and_cannot_write_into_node_modules() {
-    let server = OpenAiServer::start(vec![
-        Answer::tool_call("read_file", json!({ "path": "src/discount.ts" })),
-        Answer::tool_call(
-            "write_file",
-            json!({ "path": "node_modules/planted.js", "content": "pwned" }),
-        ),
-        Answer::tool_call(
-            "replace",
-            json!({ "path": "src/discount.ts", "old": "1 + percent", "new": "1 - percent" }),
-        ),
-        Answer::tool_call("run_tests", json!({})),
-        Answer::tool_call("finish", json!({ "summary": "a discount subtracts" })),
-    ]);
+    let server = OpenAiServer::start(discount_fix(vec![Answer::tool_call(
+        "write_file",
+        json!({ "path": "node_modules/planted.js", "content": "pwned" }),
+    )]));
     let ws = Workspace::of_node_project("ts-failing-test");
-    std::fs::write(
-        ws.path().join("trellis.toml"),
-        models_toml(&[&server.base_url], 60),
-    )
-    .unwrap();
+    ws.with_models(&[&server.base_url]);
     let doc = committed(&ws);
     assert_eq!(
         doc["promotion"]["files"],

@@ -11,9 +11,9 @@ use trellis_test_support::openai_server;
 
 use std::process::Command;
 
-use openai_server::{Answer, OpenAiServer};
+use openai_server::OpenAiServer;
 use serde_json::{Value, json};
-use support::model::models_toml;
+use support::model::discount_fix;
 use support::workspace::{Workspace, stage};
 
 const FAILING: &str = "discounted > a quarter off 200 is 150";
@@ -97,21 +97,9 @@ fn a_flaky_jest_test_is_rerun_alone_by_its_escaped_name_and_reported_flaky() {
 
 #[test]
 fn a_model_fixes_the_logic_bug_a_jest_test_catches_and_npm_test_passes() {
-    let server = OpenAiServer::start(vec![
-        Answer::tool_call("read_file", json!({ "path": "src/discount.ts" })),
-        Answer::tool_call(
-            "replace",
-            json!({ "path": "src/discount.ts", "old": "1 + percent", "new": "1 - percent" }),
-        ),
-        Answer::tool_call("run_tests", json!({})),
-        Answer::tool_call("finish", json!({ "summary": "a discount subtracts" })),
-    ]);
+    let server = OpenAiServer::start(discount_fix(Vec::new()));
     let ws = Workspace::of_node_project("ts-jest-failing-test");
-    std::fs::write(
-        ws.path().join("trellis.toml"),
-        models_toml(&[&server.base_url], 60),
-    )
-    .unwrap();
+    ws.with_models(&[&server.base_url]);
     let (code, doc) = ws.json(&["repair", "--commit"]);
     assert_eq!(code, 0, "repair --commit should succeed: {doc:#}");
     assert_eq!(doc["status"], "hard_pass", "{doc:#}");

@@ -99,6 +99,23 @@ fn a_library_and_the_dependents_it_hid_are_repaired_in_one_step() {
     assert!(ws.cargo_test_passes());
 }
 
+/// `trellis repair --commit` on `hidden-dependents` hard-passes and writes
+/// the three fixes: the library's missing `mut`, the first dependent's
+/// missing borrow and the second's missing `mut`. Returns the JSON report.
+fn repair_writes_all_three(ws: &Workspace) -> serde_json::Value {
+    let (code, doc) = ws.json(&["repair", "--commit"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
+    for (file, fixed) in [
+        ("core/src/lib.rs", "let mut words"),
+        ("a/src/lib.rs", "distinct(&text)"),
+        ("b/src/lib.rs", "let mut best"),
+    ] {
+        assert!(ws.read(file).contains(fixed), "{file}: {doc:#}");
+    }
+    doc
+}
+
 /// A library missing a `mut` and two dependents with bugs of their own (a
 /// missing borrow, a missing `mut`), repaired with the default settings.
 /// While the library does not build, cargo compiles neither dependent, so
@@ -110,18 +127,7 @@ fn a_library_and_the_dependents_it_hid_are_repaired_in_one_step() {
 #[test]
 fn a_library_fix_that_reveals_its_dependents_errors_is_continued_and_all_three_are_written() {
     let ws = Workspace::of("hidden-dependents");
-    let (code, doc) = ws.json(&["repair", "--commit"]);
-    assert_eq!(code, 0, "{doc:#}");
-    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
-    assert!(
-        ws.read("core/src/lib.rs").contains("let mut words"),
-        "{doc:#}"
-    );
-    assert!(
-        ws.read("a/src/lib.rs").contains("distinct(&text)"),
-        "{doc:#}"
-    );
-    assert!(ws.read("b/src/lib.rs").contains("let mut best"), "{doc:#}");
+    let doc = repair_writes_all_three(&ws);
     let library_fix = support::workspace::branches(&doc).next().expect("a branch");
     assert_eq!(library_fix["outcome"], "partial", "{doc:#}");
     assert_eq!(
@@ -175,18 +181,7 @@ fn a_repair_killed_after_the_library_fix_was_kept_resumes_and_writes_all_three()
         })
         .expect("the killed repair opened a forest");
 
-    let (code, doc) = ws.json(&["repair", "--commit"]);
-    assert_eq!(code, 0, "{doc:#}");
-    assert_eq!(doc["status"], "hard_pass", "{doc:#}");
-    assert!(
-        ws.read("core/src/lib.rs").contains("let mut words"),
-        "{doc:#}"
-    );
-    assert!(
-        ws.read("a/src/lib.rs").contains("distinct(&text)"),
-        "{doc:#}"
-    );
-    assert!(ws.read("b/src/lib.rs").contains("let mut best"), "{doc:#}");
+    repair_writes_all_three(&ws);
     assert!(
         ws.search_events().iter().any(|e| matches!(e,
             SearchEvent::SearchOpened { resumed_from: Some(from), .. } if *from == killed)),

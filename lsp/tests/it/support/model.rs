@@ -2,14 +2,14 @@
 //! tables that point a workspace at our OpenAI-compatible servers, the
 //! check that `trellis ledger replay` rebuilds what they received.
 //!
-//! The server itself is `test-support/src/openai_server.rs`, which each
-//! test binary includes once by `#[path]`; these helpers take what they need
-//! of it (its `base_url`, its received bodies) as plain values, so this
-//! module never includes it a second time. Nothing here runs `trellis`.
+//! The server itself is `trellis_test_support::openai_server`; these
+//! helpers take what they need of it (its `base_url`, its received bodies)
+//! as plain values. Nothing here runs `trellis`.
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use trellis_test_support::openai_server::Answer;
 
 /// One `[[models]]` table per server base URL (`m0`, `m1`, … in failover
 /// order), each with the same model settings and `timeout_secs`.
@@ -41,4 +41,24 @@ pub fn assert_replay_reproduces(root: &Path, received: &[String]) {
             serde_json::from_str::<Value>(body).unwrap()
         );
     }
+}
+
+/// The scripted model fixing the discount fixtures' logic bug: it reads
+/// `src/discount.ts`, makes the moves `between`, replaces `1 + percent`
+/// with `1 - percent`, runs the tests and finishes.
+pub fn discount_fix(between: Vec<Answer>) -> Vec<Answer> {
+    let mut answers = vec![Answer::tool_call(
+        "read_file",
+        json!({ "path": "src/discount.ts" }),
+    )];
+    answers.extend(between);
+    answers.extend([
+        Answer::tool_call(
+            "replace",
+            json!({ "path": "src/discount.ts", "old": "1 + percent", "new": "1 - percent" }),
+        ),
+        Answer::tool_call("run_tests", json!({})),
+        Answer::tool_call("finish", json!({ "summary": "a discount subtracts" })),
+    ]);
+    answers
 }

@@ -119,6 +119,13 @@ impl Workspace {
         }
     }
 
+    /// Points the workspace at scripted model servers: `trellis.toml` with
+    /// one `[[models]]` table per base URL, in failover order.
+    pub fn with_models(&self, base_urls: &[&str]) {
+        let toml = super::model::models_toml(base_urls, 60);
+        std::fs::write(self.path().join("trellis.toml"), toml).unwrap();
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
