@@ -2,9 +2,9 @@
 //! `test`) as [`Sensor`]s.
 //!
 //! [`CargoToolchain::detect`] pins the tool identity once (cargo and rustc
-//! versions); [`CargoCheck`] and [`CargoTest`] run cargo with JSON messages in
-//! a separate target directory, bounded by [`run_bounded`], and turn what it
-//! printed into a [`StageReport`]. A stage that could not measure (no cargo,
+//! versions); [`CargoStage::check`] and [`CargoStage::test`] run cargo with
+//! JSON messages in a separate target directory, bounded by [`run_bounded`],
+//! and turn what it printed into a [`StageReport`]. A stage that could not measure (no cargo,
 //! timeout, cancellation, a failure cargo did not explain) is
 //! [`StageStatus::Unavailable`] with a reason a person can act on.
 
@@ -33,7 +33,7 @@ use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 /// what the tool prints (colour codes, backtraces in test output).
 const ENVIRONMENT: &[(&str, &str)] = &[("CARGO_TERM_COLOR", "never"), ("RUST_BACKTRACE", "0")];
 
-/// The stage id of [`CargoCheck`].
+/// The stage id of [`CargoStage::check`].
 const BUILD_STAGE: &str = "build";
 
 /// `--keep-going`: cargo otherwise stops at the first package that fails,
@@ -174,8 +174,8 @@ pub async fn rust_sensors(
     });
     setup.mirrored = mirrored;
     vec![
-        Box::new(CargoCheck::with(&toolchain, setup.clone())),
-        Box::new(CargoTest::with(&toolchain, setup)),
+        Box::new(CargoStage::check_with(&toolchain, setup.clone())),
+        Box::new(CargoStage::test_with(&toolchain, setup)),
     ]
 }
 
@@ -469,8 +469,9 @@ struct UserBuild {
     target: PathBuf,
 }
 
-/// What a cargo stage needs to run and to interpret its output.
-struct CargoStage {
+/// A cargo stage (`build` or `test`): what it needs to run and to
+/// interpret its output.
+pub struct CargoStage {
     stage: &'static str,
     args: &'static [&'static str],
     reads_tests: bool,
@@ -545,10 +546,6 @@ impl CargoStage {
             .0
     }
 
-    fn may_decide(&self, earlier: &dyn Sensor) -> bool {
-        self.decides.as_ref() == Some(earlier.fingerprint())
-    }
-
     /// [`Self::measure`], and the build stage's report when this run's
     /// build proves it ([`check_units`]).
     async fn measure_deciding(&self, run: SensorRun<'_>) -> (StageReport, Option<StageReport>) {
@@ -571,29 +568,6 @@ impl CargoStage {
         )
     }
 
-    /// The test stage on a tree whose `cargo check` (stage `build`, in
-    /// `earlier`) found an error every test build compiles: `cargo test`
-    /// builds everything before it runs a test, and stops at the first
-    /// crate that does not compile, so it would fail at those errors and
-    /// run nothing. Reported as failed with no diagnostics of its own (the
-    /// build stage's are the same sites), never run.
-    fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
-        if !self.reads_tests {
-            return None;
-        }
-        let blocker = earlier
-            .iter()
-            .filter(|r| r.stage == BUILD_STAGE && r.status == StageStatus::Failed)
-            .find_map(|r| r.blocks_tests.as_deref())?;
-        let mut report = Observation::of_status(StageStatus::Failed).into_report(
-            self.stage,
-            &self.fingerprint,
-            Instant::now(),
-        );
-        report.not_run = Some(blocker.to_owned());
-        Some(report)
-    }
-
     /// Re-runs each failing test binary once with only its failing tests,
     /// by exact name (`cargo test -p demo --lib -- --exact tests::a`), in
     /// the same slot and target directory. A failure is `FailedAgain` when
@@ -601,7 +575,11 @@ impl CargoStage {
     /// when its binary has no re-run selector (cargo names one for every
     /// binary that failed), it is no single test, or the re-run itself
     /// could not run.
-    async fn rerun(&self, run: SensorRun<'_>, failures: &[TestFailure]) -> Vec<TestFailure> {
+    async fn rerun_by_name(
+        &self,
+        run: SensorRun<'_>,
+        failures: &[TestFailure],
+    ) -> Vec<TestFailure> {
         let mut outcomes: Vec<(String, String, Rerun)> = Vec::new();
         let mut binaries: Vec<&str> = failures.iter().map(|f| f.binary.as_str()).collect();
         binaries.sort_unstable();
@@ -1103,89 +1081,95 @@ fn manifest_diagnostic(
     })
 }
 
-/// Stage `build`: `cargo check --workspace --all-targets --keep-going
-/// --message-format=json`.
-pub struct CargoCheck(CargoStage);
-
-impl CargoCheck {
-    /// Without seeding from a user's target directory or a wrapper.
-    pub fn new(toolchain: &CargoToolchain) -> Self {
-        Self::with(toolchain, StageSetup::default())
+impl CargoStage {
+    /// Stage `build`: `cargo check --workspace --all-targets --keep-going
+    /// --message-format=json`, without seeding from a user's target
+    /// directory or a wrapper.
+    pub fn check(toolchain: &CargoToolchain) -> Self {
+        Self::check_with(toolchain, StageSetup::default())
     }
 
-    fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
-        Self(CargoStage::new(
+    /// Stage `test`: `cargo test --workspace --no-fail-fast
+    /// --message-format=json`, without seeding or a wrapper.
+    pub fn test(toolchain: &CargoToolchain) -> Self {
+        Self::test_with(toolchain, StageSetup::default())
+    }
+
+    fn check_with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
+        CargoStage::new(
             toolchain,
             BUILD_STAGE,
             "cargo-check",
             CHECK_ARGS,
             false,
             setup,
-        ))
-    }
-}
-
-/// Stage `test`: `cargo test --workspace --no-fail-fast --message-format=json`.
-pub struct CargoTest(CargoStage);
-
-impl CargoTest {
-    /// Without seeding from a user's target directory or a wrapper.
-    pub fn new(toolchain: &CargoToolchain) -> Self {
-        Self::with(toolchain, StageSetup::default())
+        )
     }
 
-    fn with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
-        let build = CargoCheck::with(toolchain, setup.clone()).0.fingerprint;
-        Self(CargoStage {
+    fn test_with(toolchain: &CargoToolchain, setup: StageSetup) -> Self {
+        let build = Self::check_with(toolchain, setup.clone()).fingerprint;
+        CargoStage {
             decides: Some(build),
             ..CargoStage::new(toolchain, "test", "cargo-test", TEST_ARGS, true, setup)
-        })
+        }
     }
 }
 
-/// Both stages delegate to the shared [`CargoStage`].
-macro_rules! cargo_sensor {
-    ($($sensor:ident),*) => {$(
-        impl Sensor for $sensor {
-            fn stage(&self) -> &str {
-                self.0.stage
-            }
+impl Sensor for CargoStage {
+    fn stage(&self) -> &str {
+        self.stage
+    }
 
-            fn fingerprint(&self) -> &SensorFingerprint {
-                &self.0.fingerprint
-            }
+    fn fingerprint(&self) -> &SensorFingerprint {
+        &self.fingerprint
+    }
 
-            fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
-                Box::pin(self.0.measure(run))
-            }
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+        Box::pin(self.measure(run))
+    }
 
-            fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
-                self.0.implied(earlier)
-            }
-
-            fn may_decide(&self, earlier: &dyn Sensor) -> bool {
-                self.0.may_decide(earlier)
-            }
-
-            fn run_deciding<'a>(
-                &'a self,
-                run: SensorRun<'a>,
-            ) -> BoxFuture<'a, (StageReport, Option<StageReport>)> {
-                Box::pin(self.0.measure_deciding(run))
-            }
-
-            fn rerun<'a>(
-                &'a self,
-                run: SensorRun<'a>,
-                failures: &'a [TestFailure],
-            ) -> BoxFuture<'a, Vec<TestFailure>> {
-                Box::pin(self.0.rerun(run, failures))
-            }
+    /// The test stage on a tree whose `cargo check` (stage `build`, in
+    /// `earlier`) found an error every test build compiles: `cargo test`
+    /// builds everything before it runs a test, and stops at the first
+    /// crate that does not compile, so it would fail at those errors and
+    /// run nothing. Reported as failed with no diagnostics of its own (the
+    /// build stage's are the same sites), never run.
+    fn implied(&self, earlier: &[StageReport]) -> Option<StageReport> {
+        if !self.reads_tests {
+            return None;
         }
-    )*};
-}
+        let blocker = earlier
+            .iter()
+            .filter(|r| r.stage == BUILD_STAGE && r.status == StageStatus::Failed)
+            .find_map(|r| r.blocks_tests.as_deref())?;
+        let mut report = Observation::of_status(StageStatus::Failed).into_report(
+            self.stage,
+            &self.fingerprint,
+            Instant::now(),
+        );
+        report.not_run = Some(blocker.to_owned());
+        Some(report)
+    }
 
-cargo_sensor!(CargoCheck, CargoTest);
+    fn may_decide(&self, earlier: &dyn Sensor) -> bool {
+        self.decides.as_ref() == Some(earlier.fingerprint())
+    }
+
+    fn run_deciding<'a>(
+        &'a self,
+        run: SensorRun<'a>,
+    ) -> BoxFuture<'a, (StageReport, Option<StageReport>)> {
+        Box::pin(self.measure_deciding(run))
+    }
+
+    fn rerun<'a>(
+        &'a self,
+        run: SensorRun<'a>,
+        failures: &'a [TestFailure],
+    ) -> BoxFuture<'a, Vec<TestFailure>> {
+        Box::pin(self.rerun_by_name(run, failures))
+    }
+}
 
 #[cfg(all(test, unix))]
 #[path = "cargo_fuzz.rs"]

@@ -178,6 +178,9 @@ fn tree_id(dir: &Path) -> String {
 pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// A stage the engine can run. Object-safe so the stage list is configuration.
+/// Every sensor implements it directly, by hand: one `impl Sensor` per
+/// stage type, whose methods delegate to the type's own `measure` (and
+/// `rerun`, where it re-runs tests by name).
 pub trait Sensor: Send + Sync {
     /// The stage id this sensor fills (`build`, `test`).
     fn stage(&self) -> &str;

@@ -10,9 +10,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::diagnostic::{Applicability, Diagnostic, Level, Span};
-use trellis_engine::sensor::cargo::{
-    ABNORMAL_EXIT, CargoCheck, CargoTest, CargoToolchain, rust_sensors,
-};
+use trellis_engine::sensor::cargo::{ABNORMAL_EXIT, CargoStage, CargoToolchain, rust_sensors};
 use trellis_engine::sensor::process::{Confinement, ProcessError, ProcessLimits, run_bounded};
 use trellis_engine::sensor::sandbox::Policy;
 use trellis_engine::sensor::{Sensor, SensorRun, StageReport, StageStatus};
@@ -60,8 +58,8 @@ fn measure_crate(files: &[(&str, &str)], stage: &str) -> StageReport {
     runtime.block_on(async {
         let toolchain = toolchain(dir.path()).await;
         let sensor: Box<dyn Sensor> = match stage {
-            "build" => Box::new(CargoCheck::new(&toolchain)),
-            _ => Box::new(CargoTest::new(&toolchain)),
+            "build" => Box::new(CargoStage::check(&toolchain)),
+            _ => Box::new(CargoStage::test(&toolchain)),
         };
         measure(sensor.as_ref(), dir.path(), GENEROUS).await
     })
@@ -302,14 +300,14 @@ fn warnings_only_crate_passes_both_stages() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let toolchain = toolchain(dir.path()).await;
-        let check = measure(&CargoCheck::new(&toolchain), dir.path(), GENEROUS).await;
+        let check = measure(&CargoStage::check(&toolchain), dir.path(), GENEROUS).await;
         assert_eq!(check.status, StageStatus::Passed, "{check:#?}");
         let [warning] = check.diagnostics.as_slice() else {
             panic!("one warning expected: {:#?}", check.diagnostics);
         };
         assert_eq!(warning.level, Level::Warning);
         assert_eq!(warning.code.as_deref(), Some("unused_variables"));
-        let test = measure(&CargoTest::new(&toolchain), dir.path(), GENEROUS).await;
+        let test = measure(&CargoStage::test(&toolchain), dir.path(), GENEROUS).await;
         assert_eq!(test.status, StageStatus::Passed, "{test:#?}");
         assert_eq!(test.tests_passed, 1);
         assert!(!test.truncated);
@@ -402,8 +400,8 @@ async fn missing_cargo_makes_every_stage_unavailable() {
     let toolchain = CargoToolchain::detect(missing.as_os_str(), dir.path()).await;
     assert!(toolchain.version().is_err());
     let sensors: [Box<dyn Sensor>; 2] = [
-        Box::new(CargoCheck::new(&toolchain)),
-        Box::new(CargoTest::new(&toolchain)),
+        Box::new(CargoStage::check(&toolchain)),
+        Box::new(CargoStage::test(&toolchain)),
     ];
     for sensor in &sensors {
         let report = measure(sensor.as_ref(), dir.path(), GENEROUS).await;
@@ -492,7 +490,7 @@ fn hangs_forever() {
     let toolchain = toolchain(dir.path()).await;
     // Long enough for cargo to start a prebuilt binary on a loaded machine.
     let deadline = Duration::from_secs(15);
-    let report = measure(&CargoTest::new(&toolchain), dir.path(), deadline).await;
+    let report = measure(&CargoStage::test(&toolchain), dir.path(), deadline).await;
     assert_eq!(
         report.status,
         StageStatus::Unavailable {
@@ -692,7 +690,7 @@ async fn decided_and_checked(
     let dir = tempfile::tempdir().unwrap();
     write_files(dir.path(), files);
     let toolchain = toolchain(dir.path()).await;
-    let (check, test) = (CargoCheck::new(&toolchain), CargoTest::new(&toolchain));
+    let (check, test) = (CargoStage::check(&toolchain), CargoStage::test(&toolchain));
     assert!(test.may_decide(&check));
     let targets = tempfile::tempdir().unwrap();
     let run = |target_dir| SensorRun {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
-use trellis_engine::sensor::cargo::{CargoTest, CargoToolchain};
+use trellis_engine::sensor::cargo::{CargoStage, CargoToolchain};
 use trellis_engine::sensor::sandbox::Policy;
 use trellis_engine::sensor::{Sensor, SensorRun, StageStatus};
 
@@ -51,7 +51,7 @@ async fn a_slot_never_measures_another_slots_build_of_a_same_named_member() {
             .unwrap();
     }
     let toolchain = CargoToolchain::detect("cargo", &passing).await;
-    let test = CargoTest::new(&toolchain);
+    let test = CargoStage::test(&toolchain);
     let run = |dir| SensorRun {
         dir,
         target_dir: &shared,

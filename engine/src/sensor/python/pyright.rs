@@ -16,12 +16,12 @@ use serde_json::Value;
 
 use super::interpreter::Interpreter;
 use super::lsp_position::{Encoding, span_of};
-use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, summary};
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::toolpath::{Found, ToolUse};
-use crate::sensor::{SensorFingerprint, SensorRun, StageReport};
+use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport};
 
 pub struct Pyright {
     program: OsString,
@@ -66,7 +66,23 @@ impl Pyright {
     }
 }
 
-python_sensor!(Pyright);
+impl Sensor for Pyright {
+    fn stage(&self) -> &str {
+        Self::STAGE
+    }
+
+    fn fingerprint(&self) -> &SensorFingerprint {
+        &self.fingerprint
+    }
+
+    fn tools(&self) -> Vec<ToolUse> {
+        self.tools.clone()
+    }
+
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+        Box::pin(self.measure(run))
+    }
+}
 
 #[derive(Deserialize)]
 struct Report {

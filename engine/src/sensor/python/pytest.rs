@@ -19,12 +19,12 @@ use trellis_core::text;
 
 use super::interpreter::Interpreter;
 use super::junit::{self, Case, Outcome};
-use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, summary};
 use crate::diagnostic::{Call, Diagnostic, Level, Rerun, TestFailure};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::toolpath::ToolUse;
-use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
+use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 
 /// The most of one failure's text kept as its output.
 const OUTPUT_CAP: usize = 16 * 1024;
@@ -158,7 +158,31 @@ impl Pytest {
     }
 }
 
-python_sensor!(Pytest, rerun = rerun);
+impl Sensor for Pytest {
+    fn stage(&self) -> &str {
+        Self::STAGE
+    }
+
+    fn fingerprint(&self) -> &SensorFingerprint {
+        &self.fingerprint
+    }
+
+    fn tools(&self) -> Vec<ToolUse> {
+        self.tools.clone()
+    }
+
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+        Box::pin(self.measure(run))
+    }
+
+    fn rerun<'a>(
+        &'a self,
+        run: SensorRun<'a>,
+        failures: &'a [TestFailure],
+    ) -> BoxFuture<'a, Vec<TestFailure>> {
+        Box::pin(self.rerun(run, failures))
+    }
+}
 
 /// The measured tree's `src/` (when it has one) and root, then whatever
 /// `PYTHONPATH` the user set.

@@ -18,14 +18,14 @@ use std::ffi::OsString;
 
 use serde::Deserialize;
 
-use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, summary};
 use crate::diagnostic::{
     Applicability, Diagnostic, Fixer, Level, Replacement, Suggestion, SuggestionGroup,
 };
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::toolpath::{Found, ToolUse};
-use crate::sensor::{SensorFingerprint, SensorRun, StageReport};
+use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport};
 
 const ARGS: &[&str] = &[
     "check",
@@ -82,7 +82,23 @@ impl RuffCheck {
     }
 }
 
-python_sensor!(RuffCheck);
+impl Sensor for RuffCheck {
+    fn stage(&self) -> &str {
+        Self::STAGE
+    }
+
+    fn fingerprint(&self) -> &SensorFingerprint {
+        &self.fingerprint
+    }
+
+    fn tools(&self) -> Vec<ToolUse> {
+        self.tools.clone()
+    }
+
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+        Box::pin(self.measure(run))
+    }
+}
 
 #[derive(Deserialize)]
 struct Finding {

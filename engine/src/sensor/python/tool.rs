@@ -1,7 +1,7 @@
 //! The shape every Python stage shares: the environment each tool run
-//! gets, the version probe, the fingerprint, one [`Invocation`] measured
-//! into a report, and the `Sensor` impl ([`python_sensor`]). The stages
-//! (`ty`, `pyright`, `pytest`, `ruff`) are built on it and
+//! gets, the version probe, the fingerprint, and one [`Invocation`]
+//! measured into a report. The stages (`ty`, `pyright`, `pytest`, `ruff`)
+//! are built on it, each implementing `Sensor` as every sensor does, and
 //! [`super::python_sensors`] assembles them; neither is imported here.
 
 use std::ffi::OsString;
@@ -244,40 +244,3 @@ pub(super) fn summary(bytes: &[u8]) -> String {
     }
     format!("{}…", text::head(text, LIMIT))
 }
-
-/// A sensor that is a [`measure`] of one invocation: the shared shape of
-/// the Python stages' `Sensor` impls.
-macro_rules! python_sensor {
-    ($ty:ty $(, rerun = $rerun:ident)?) => {
-        impl $crate::sensor::Sensor for $ty {
-            fn stage(&self) -> &str {
-                Self::STAGE
-            }
-
-            fn fingerprint(&self) -> &$crate::sensor::SensorFingerprint {
-                &self.fingerprint
-            }
-
-            fn tools(&self) -> Vec<$crate::sensor::toolpath::ToolUse> {
-                self.tools.clone()
-            }
-
-            fn run<'a>(
-                &'a self,
-                run: $crate::sensor::SensorRun<'a>,
-            ) -> $crate::sensor::BoxFuture<'a, $crate::sensor::StageReport> {
-                Box::pin(self.measure(run))
-            }
-$(
-            fn rerun<'a>(
-                &'a self,
-                run: $crate::sensor::SensorRun<'a>,
-                failures: &'a [$crate::diagnostic::TestFailure],
-            ) -> $crate::sensor::BoxFuture<'a, Vec<$crate::diagnostic::TestFailure>> {
-                Box::pin(self.$rerun(run, failures))
-            }
-)?
-        }
-    };
-}
-pub(super) use python_sensor;

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::interpreter::Interpreter;
-use super::tool::{Invocation, Observation, fingerprint, measure, python_sensor, summary};
+use super::tool::{Invocation, Observation, fingerprint, measure, summary};
 use super::ty_fixes;
 use crate::diagnostic::{Diagnostic, Level, dedup_by_site};
 use crate::sensor::process::ProcessOutput;
 use crate::sensor::rustc_json::WorkspacePaths;
 use crate::sensor::toolpath::{Found, ToolUse};
-use crate::sensor::{SensorFingerprint, SensorRun, StageReport, StageStatus};
+use crate::sensor::{BoxFuture, Sensor, SensorFingerprint, SensorRun, StageReport, StageStatus};
 
 pub struct TyCheck {
     program: OsString,
@@ -97,7 +97,23 @@ impl TyCheck {
     }
 }
 
-python_sensor!(TyCheck);
+impl Sensor for TyCheck {
+    fn stage(&self) -> &str {
+        Self::STAGE
+    }
+
+    fn fingerprint(&self) -> &SensorFingerprint {
+        &self.fingerprint
+    }
+
+    fn tools(&self) -> Vec<ToolUse> {
+        self.tools.clone()
+    }
+
+    fn run<'a>(&'a self, run: SensorRun<'a>) -> BoxFuture<'a, StageReport> {
+        Box::pin(self.measure(run))
+    }
+}
 
 /// One entry of ty's GitLab code-quality report.
 #[derive(Deserialize)]
