@@ -2,10 +2,13 @@
 //! `trellis_core::digest` is the only code that feeds SHA-256 and
 //! `trellis-core` the only crate that depends on `sha2`, so the engine's and
 //! the prompt plane's identities cannot drift apart; and only the binary
-//! depends on clap, so the libraries take values, not command lines.
+//! depends on clap, so the libraries take values, not command lines. And no
+//! circle of imports between core's own files.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use trellis_test_support::source_graph::{circles, file_graph};
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -103,4 +106,17 @@ fn only_the_core_crate_depends_on_sha2() {
 #[test]
 fn only_the_binary_depends_on_clap() {
     assert_eq!(dependents("clap"), ["lsp/Cargo.toml"]);
+}
+
+/// No circle of imports between the files of `core/src/`
+/// (`trellis_test_support::source_graph`).
+#[test]
+fn the_core_files_import_each_other_without_a_cycle() {
+    let graph = file_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(graph.contains_key("crate") && graph.contains_key("digest"));
+    let cycles: Vec<String> = circles(&graph).iter().map(|c| c.join(" -> ")).collect();
+    assert!(
+        cycles.is_empty(),
+        "import cycles between core files: {cycles:#?}"
+    );
 }

@@ -7,12 +7,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use trellis_engine::PromptPolicy;
 
 mod cli;
 mod server;
 mod terminate;
+
+use cli::Format;
+use cli::ledger::LedgerCommand;
 
 /// Unit tests count what each thread allocates, so the property tests of
 /// the client-facing parsers can bound it (`trellis_core::fuzz::bounded`).
@@ -72,14 +75,6 @@ impl HiddenPromptFlags {
             allow_core_override: self.allow_core_prompt_override || own.allow_core_prompt_override,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Readable text.
-    Human,
-    /// One JSON document on stdout (progress, if any, stays on stderr).
-    Json,
 }
 
 #[derive(Subcommand)]
@@ -215,42 +210,12 @@ enum Command {
     },
 }
 
-#[derive(Subcommand)]
-pub enum LedgerCommand {
-    /// Check the hash chain; names the first changed, removed, reordered or lost event.
-    ///
-    /// Besides the chain's own links, the ledger must reach the head that
-    /// the workspace last recorded (`.trellis/head`) and, with
-    /// `--expect-head`, a head you kept from an earlier run (every
-    /// `trellis repair` prints one): a ledger that ends before it lost
-    /// events, and one that hashes differently there was rewritten.
-    Verify {
-        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
-        path: Option<PathBuf>,
-        /// A head printed earlier, `SEQ:HASH`: the ledger must still reach
-        /// event SEQ with exactly that hash.
-        #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
-        expect_head: Option<trellis_engine::ledger::Head>,
-    },
-    /// Fold the accepted trajectory from the ledger without running anything.
-    Replay {
-        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
-        path: Option<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Format::Human)]
-        format: Format,
-    },
-}
-
 fn detail(verbose: bool) -> cli::render::Detail {
     if verbose {
         cli::render::Detail::Verbose
     } else {
         cli::render::Detail::Plain
     }
-}
-
-fn parse_head(text: &str) -> Result<trellis_engine::ledger::Head, String> {
-    text.parse()
 }
 
 fn main() -> ExitCode {

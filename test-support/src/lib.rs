@@ -6,6 +6,9 @@
 //!   part of a test that is scripted.
 //! * [`lsp_framing`] — the LSP base protocol's framing as a client speaks it,
 //!   for the test client and the code-action bench.
+//! * [`source_graph`] — a crate's `src/` read as text: its module and file
+//!   import graphs and the cycles in them, for the architecture tests.
 
 pub mod lsp_framing;
 pub mod openai_server;
+pub mod source_graph;

@@ -21,7 +21,7 @@
 //! (`tree::tests::watched_reroots_equal_full_scans`,
 //! `watched_reroot_equals_a_full_scan_after_each_mutation`). Ignored files are
 //! context: measured, another root when changed, never edited
-//! (`scan::tests::a_changed_ignored_file_is_another_root_and_stays_context`,
+//! (`snapshotter::tests::a_changed_ignored_file_is_another_root_and_stays_context`,
 //! `a_bounded_walk_refuses_a_huge_ignored_directory_naming_it`,
 //! `fsutil::tests::an_edit_to_an_ignored_file_is_refused`;
 //! `ignored_files::a_repair_that_fails_an_ignored_test_is_never_promoted`,
@@ -36,6 +36,7 @@ pub mod diff;
 pub mod fsutil;
 pub mod materialize;
 pub mod scan;
+mod snapshotter;
 pub mod store;
 mod tree;
 mod watch;
@@ -44,7 +45,7 @@ pub use crate::workspace_path::WorkspacePath;
 pub use diff::diff;
 pub use fsutil::{confine, write_atomic};
 pub use materialize::{CopyLimits, MaterializeReport, materialize, rewrite};
-pub use scan::{ReRoot, Snapshotter};
+pub use snapshotter::{ReRoot, Snapshotter};
 pub use store::{BlobStore, ContentSource, DirSource};
 pub use watch::RescanReason;
 

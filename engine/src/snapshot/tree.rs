@@ -343,8 +343,8 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::super::scan::{ReRoot, Snapshotter};
     use super::super::{Overlay, Snapshot};
+    use super::super::{ReRoot, Snapshotter};
     use super::*;
 
     fn write(root: &Path, rel: &str, bytes: &[u8]) {

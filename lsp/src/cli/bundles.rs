@@ -12,8 +12,8 @@ use similar::TextDiff;
 use trellis_engine::bundles::{BundleRef, Draft, WriteOptions};
 use trellis_engine::{Engine, PromptPolicy};
 
+use super::Format;
 use super::{EXIT_OK, fail, open, print_json, terminal};
-use crate::Format;
 
 /// What the subcommands share: the workspace and the output format.
 #[derive(clap::Args)]

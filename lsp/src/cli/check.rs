@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::{PromptPolicy, View};
 
+use super::Format;
 use super::render::Detail;
 use super::{Spinner, cancel_on_interrupt, fail, open, print_json, render, terminal, verdict_code};
-use crate::Format;
 
 pub async fn run(
     path: Option<PathBuf>,

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use trellis_engine::context::{Outcome, PagePlan, TurnContext};
 
+use super::Format;
 use super::prompts::open_session;
 use super::{EXIT_OK, fail, print_json, terminal};
-use crate::Format;
 
 /// `trellis context` subcommands.
 #[derive(Debug, Clone, PartialEq, clap::Subcommand)]

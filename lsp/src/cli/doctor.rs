@@ -4,8 +4,8 @@
 
 use trellis_engine::sensor::sandbox;
 
+use super::Format;
 use super::{print_json, render, terminal};
-use crate::Format;
 
 pub fn run(format: Format) -> u8 {
     let support = sandbox::support();

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use trellis_engine::gc::{GcReport, RemoveReason};
 use trellis_engine::{Engine, PromptPolicy};
 
+use super::Format;
 use super::terminal::{self, eprintln_escaped};
 use super::{EXIT_OK, fail, open};
-use crate::Format;
 
 pub fn run(path: Option<PathBuf>, dry_run: bool, format: Format, prompts: PromptPolicy) -> u8 {
     let engine = match open(path, prompts) {

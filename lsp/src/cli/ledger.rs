@@ -1,11 +1,42 @@
 //! `trellis ledger verify` and `trellis ledger replay`.
 
+use std::path::PathBuf;
+
 use trellis_engine::ledger::{Head, LedgerEvent};
 use trellis_engine::{History, HistoryError, Replay};
 
 use super::terminal::{eprintln_escaped, println_escaped};
-use super::{EXIT_OK, EXIT_RESIDUALS, fail, render, workspace};
-use crate::{Format, LedgerCommand};
+use super::{EXIT_OK, EXIT_RESIDUALS, Format, fail, render, workspace};
+
+#[derive(clap::Subcommand)]
+pub enum LedgerCommand {
+    /// Check the hash chain; names the first changed, removed, reordered or lost event.
+    ///
+    /// Besides the chain's own links, the ledger must reach the head that
+    /// the workspace last recorded (`.trellis/head`) and, with
+    /// `--expect-head`, a head you kept from an earlier run (every
+    /// `trellis repair` prints one): a ledger that ends before it lost
+    /// events, and one that hashes differently there was rewritten.
+    Verify {
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
+        path: Option<PathBuf>,
+        /// A head printed earlier, `SEQ:HASH`: the ledger must still reach
+        /// event SEQ with exactly that hash.
+        #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
+        expect_head: Option<Head>,
+    },
+    /// Fold the accepted trajectory from the ledger without running anything.
+    Replay {
+        /// A directory of the project (default: the current directory); its root is found above it, as cargo finds it.
+        path: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+}
+
+fn parse_head(text: &str) -> Result<Head, String> {
+    text.parse()
+}
 
 pub fn run(command: LedgerCommand) -> u8 {
     let result = match command {

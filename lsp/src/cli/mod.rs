@@ -24,6 +24,14 @@ use trellis_engine::ledger::LedgerEvent;
 use trellis_engine::sensor::StageStatus;
 use trellis_engine::{CheckReport, Engine, Progress, PromptPolicy};
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Readable text.
+    Human,
+    /// One JSON document on stdout (progress, if any, stays on stderr).
+    Json,
+}
+
 /// Exit status: everything passes.
 pub const EXIT_OK: u8 = 0;
 /// Exit status: residuals remain.

@@ -59,7 +59,7 @@ pub enum PromptsCommand {
     ExplainSession {
         session: Option<String>,
         #[arg(long, value_enum, default_value = "human")]
-        format: crate::Format,
+        format: super::Format,
         /// A directory inside the workspace whose ledger to read.
         #[arg(long)]
         path: Option<PathBuf>,
@@ -74,7 +74,7 @@ pub fn run(command: PromptsCommand) -> u8 {
     let json = matches!(
         command,
         PromptsCommand::ExplainSession {
-            format: crate::Format::Json,
+            format: super::Format::Json,
             ..
         }
     );
@@ -184,10 +184,10 @@ pub(super) fn open_session(root: &Path, session: Option<&str>) -> Result<Session
 fn explain(
     session: &str,
     calls: &[ModelCall],
-    format: crate::Format,
+    format: super::Format,
     out: &mut dyn Write,
 ) -> Result<i32, PromptsError> {
-    if format == crate::Format::Json {
+    if format == super::Format::Json {
         let calls: Vec<_> = calls
             .iter()
             .map(|c| {

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 use trellis_engine::{EngineError, PromptPolicy, RepairOptions, RepairStatus, View};
 
+use super::Format;
 use super::render::{Detail, Then};
 use super::terminal::{self, println_escaped};
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTSIDE_CHANGED, Spinner, cancel_on_interrupt, fail, open,
     print_json, render, verdict_code,
 };
-use crate::Format;
 
 pub async fn run(
     path: Option<PathBuf>,

@@ -7,10 +7,10 @@ use trellis_engine::context::{Outcome, Residency, TurnContext};
 use trellis_engine::ledger::event::RecoveryDirection;
 use trellis_engine::{BranchState, ForestStatus, History, InterruptedPromotion, SearchStatus};
 
+use super::Format;
 use super::render::Detail;
 use super::terminal::{self, println_escaped};
 use super::{EXIT_OK, fail, print_json, workspace};
-use crate::Format;
 
 pub fn run(path: Option<std::path::PathBuf>, format: Format, detail: Detail) -> u8 {
     let root = match workspace(path) {

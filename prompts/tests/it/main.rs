@@ -1,9 +1,11 @@
 //! The `trellis-prompts` integration tests, one binary: the section
 //! library compiled for every route and dialect, the conformance gates Y, Z
-//! and AE, the bundle store, and the rendered sections' snapshots.
+//! and AE, the bundle store, the rendered sections' snapshots, and its own
+//! source (no file-level import circle).
 
 mod common;
 
+mod architecture;
 mod bundles;
 mod bundles_pinning;
 mod digests;

@@ -25,7 +25,7 @@
 //! and a repair writes only the files it fixed
 //! (`python::a_virtualenv_in_the_workspace_measures_and_no_slot_holds_a_copy`,
 //! `repair_commits_tys_import_fix_and_writes_nothing_else`,
-//! `scan_tests::a_virtual_environment_is_never_content_nor_context`).
+//! `snapshotter_tests::a_virtual_environment_is_never_content_nor_context`).
 
 #[cfg(test)]
 mod fuzz_tests;

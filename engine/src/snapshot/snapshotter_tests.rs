@@ -1,4 +1,5 @@
-//! Tests of the full walk and the stat cache (`scan.rs`).
+//! Tests of snapshots over the full walk and of the stat cache
+//! (`snapshotter.rs`, `scan.rs`).
 
 #[test]
 fn watch_retries_back_off_doubling_up_to_a_cap_and_reset_on_success() {
@@ -21,7 +22,10 @@ fn watch_retries_back_off_doubling_up_to_a_cap_and_reset_on_success() {
     assert!(backoff.ready());
 }
 
+use super::super::scan::{CACHEDIR_SIGNATURE, RACY_WINDOW_NS};
 use super::*;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::time::Duration;
 
