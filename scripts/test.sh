@@ -27,15 +27,20 @@ if [[ -z ${TRELLIS_CACHE_DIR:-} ]]; then
     trap 'rm -rf "$TRELLIS_CACHE_DIR"' EXIT
 fi
 export TRELLIS_CACHE_DIR
-cargo test --workspace --all-features --locked --no-fail-fast
+# Every cargo command below selects the same packages, features and
+# targets, so none of them builds the workspace again.
+selection=(--locked --workspace --all-features)
+cargo test "${selection[@]}" --no-fail-fast
 
 step "cargo test, on a kernel without the sandbox (simulated)"
 # The sandbox probe fails as it does without Landlock and user namespaces:
 # the CLI's repairs, the language server's, and the sandbox's own refusals.
 TRELLIS_FAILPOINT=sandbox-probe:1:fail \
-    cargo test --locked -p trellis-lsp --all-features --test it -- \
+    cargo test "${selection[@]}" --test it -- \
         --skip prompts_cli:: cli:: lsp_repair:: sandbox::
 
 step "editor tests"
-cargo build --locked --all-features -p trellis-lsp
+# The binary the tests above ran (`--all-targets`: with the features the
+# test builds unified, so nothing is compiled again).
+cargo build "${selection[@]}" --all-targets
 TRELLIS_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/trellis" bash scripts/test-editors.sh
